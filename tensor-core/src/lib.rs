@@ -1,0 +1,10 @@
+//! The compiler: the UOp IR, the rewrite engine, the lazy `Tensor` front end, function
+//! transforms, the scheduler, codegen, renderers and the reference interpreter.
+//!
+//! The modules follow the lowering pipeline: `uop` (the IR) → `rewrite` (the one mechanism
+//! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
+//! (the oracle).
+
+pub mod uop;
+
+pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

@@ -1,0 +1,197 @@
+//! The op-dependent payload of a UOp (`arg` in tinyspec).
+
+use super::dtype::{DType, Scalar};
+use super::op::{AxisType, ReduceOp};
+use std::any::Any;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Where a value lives: one device (`"CPU"`, `"CUDA:0"`) or a tuple of devices it is sharded on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Device {
+    Single(String),
+    Multi(Vec<String>),
+}
+
+impl Device {
+    /// The host CPU, where every tensor lives unless moved.
+    pub fn cpu() -> Device {
+        Device::Single("CPU".to_string())
+    }
+
+    /// The device's name as users write it.
+    pub fn name(&self) -> String {
+        match self {
+            Device::Single(name) => name.clone(),
+            Device::Multi(names) => format!("({})", names.join(", ")),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// The memory behind a `Buffer` node, owned by the node so that it is freed with it.
+///
+/// `tensor-core` does no I/O, so it only holds two slots: bytes on the host (the initial
+/// contents a tensor was made from, little-endian in the buffer's dtype), and an opaque
+/// allocation a runtime attaches once the buffer lives on a device.
+#[derive(Default)]
+pub struct BufferStorage {
+    host: Mutex<Option<Arc<[u8]>>>,
+    device: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+}
+
+impl BufferStorage {
+    /// Storage with host contents.
+    pub fn with_host_bytes(bytes: Arc<[u8]>) -> BufferStorage {
+        BufferStorage {
+            host: Mutex::new(Some(bytes)),
+            device: Mutex::new(None),
+        }
+    }
+
+    /// The host contents, if the buffer was made from data (or copied back).
+    pub fn host_bytes(&self) -> Option<Arc<[u8]>> {
+        self.host.lock().expect("buffer storage poisoned").clone()
+    }
+
+    /// Replaces the host contents.
+    pub fn set_host_bytes(&self, bytes: Arc<[u8]>) {
+        *self.host.lock().expect("buffer storage poisoned") = Some(bytes);
+    }
+
+    /// The runtime's allocation, if one is attached.
+    pub fn device_allocation(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.device.lock().expect("buffer storage poisoned").clone()
+    }
+
+    /// Attaches a runtime allocation (replacing any earlier one).
+    pub fn set_device_allocation(&self, alloc: Arc<dyn Any + Send + Sync>) {
+        *self.device.lock().expect("buffer storage poisoned") = Some(alloc);
+    }
+}
+
+/// The arg of a `Buffer`: a unique id (so two buffers of equal size stay distinct nodes),
+/// the element count, dtype and device, and the storage that owns the memory.
+#[derive(Clone)]
+pub struct BufferArg {
+    pub id: u64,
+    pub size: usize,
+    pub dtype: DType,
+    pub device: Device,
+    pub storage: Arc<BufferStorage>,
+}
+
+impl BufferArg {
+    /// A new, empty buffer with a fresh id.
+    pub fn new(size: usize, dtype: DType, device: Device) -> BufferArg {
+        BufferArg::with_storage(size, dtype, device, Arc::new(BufferStorage::default()))
+    }
+
+    /// A new buffer with a fresh id over the given storage.
+    pub fn with_storage(
+        size: usize,
+        dtype: DType,
+        device: Device,
+        storage: Arc<BufferStorage>,
+    ) -> BufferArg {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        BufferArg {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            size,
+            dtype,
+            device,
+            storage,
+        }
+    }
+}
+
+impl PartialEq for BufferArg {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for BufferArg {}
+impl Hash for BufferArg {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
+}
+impl fmt::Debug for BufferArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Buffer#{}({}, {}, {})",
+            self.id, self.size, self.dtype, self.device
+        )
+    }
+}
+
+/// How an opaque `Call` is batched under vmap (seeds/batching-strategies-tesseract.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BatchStrategy {
+    /// One call per batch element.
+    Sequential,
+    /// Every unbatched argument broadcast to `(batch, ...)`, one call.
+    BroadcastAll,
+    /// Every unbatched argument given a leading `(1, ...)`, one call.
+    ExpandDims,
+    /// `ExpandDims` where the function declares it accepts leading dims, else `Sequential`.
+    Auto,
+}
+
+/// The op-dependent payload of a UOp.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Arg {
+    /// No payload.
+    None,
+    /// The value of a `Const`.
+    Const(Scalar),
+    /// The values of a `Vconst`.
+    Vconst(Vec<Scalar>),
+    /// A `Buffer`'s identity, size, dtype, device and memory.
+    Buffer(BufferArg),
+    /// A `BufferView`'s element count and offset into its buffer.
+    BufferView { size: usize, offset: usize },
+    /// A `Param`'s slot and device.
+    Param { slot: usize, device: Option<Device> },
+    /// A name: `DefineVar`, `Special`, `Custom`, `Source`, `CustomFunction`.
+    Name(String),
+    /// A `Permute`'s axis order.
+    Permutation(Vec<usize>),
+    /// A `Flip`'s per-axis flags.
+    Flags(Vec<bool>),
+    /// Axes (`Replicated`).
+    Axes(Vec<usize>),
+    /// A `Reduce`'s combining op and axes.
+    Reduce(ReduceOp, Vec<usize>),
+    /// A `Copy`'s target device.
+    Device(Device),
+    /// An integer: `GetTuple`'s index, `DefineGlobal`'s slot.
+    Int(i64),
+    /// A `Range`'s id (unique within a graph) and axis type.
+    Range { id: usize, axis_type: AxisType },
+    /// An opaque `Call`'s name and batching strategy.
+    Call {
+        name: String,
+        strategy: BatchStrategy,
+    },
+    /// Raw bytes (`Binary`).
+    Bytes(Arc<[u8]>),
+}
+
+impl Arg {
+    /// The scalar of a `Const` arg.
+    pub fn as_const(&self) -> Option<Scalar> {
+        match self {
+            Arg::Const(v) => Some(*v),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,597 @@
+//! The UOp: an immutable, hash-consed node `(op, dtype, src, arg, tag)` of the IR.
+//!
+//! Building a node structurally equal to a live one returns that same node, so equality and
+//! hashing are pointer operations and every graph is a DAG with shared subterms. The intern
+//! table holds weak references: a node lives exactly as long as some handle or parent holds it.
+
+pub mod arg;
+pub mod dtype;
+pub mod minmax;
+pub mod op;
+pub mod shape;
+pub mod spec;
+
+pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device};
+pub use dtype::{DType, Element, Scalar};
+pub use op::{AxisType, Op, ReduceOp};
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// A shape: the size of each axis, outermost first.
+pub type Shape = Vec<usize>;
+
+/// A handle on an interned node. Cloning is cheap (a reference count).
+#[derive(Clone)]
+pub struct UOp(Arc<UOpNode>);
+
+/// A handle that does not keep its node alive.
+#[derive(Clone)]
+pub struct WeakUOp(Weak<UOpNode>);
+
+impl WeakUOp {
+    /// The node, if it is still alive.
+    pub fn upgrade(&self) -> Option<UOp> {
+        self.0.upgrade().map(UOp)
+    }
+    /// True while the node is alive.
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
+/// The data of a node. Reach it through [`UOp`]'s accessors.
+pub struct UOpNode {
+    op: Op,
+    dtype: DType,
+    src: Vec<UOp>,
+    arg: Arg,
+    tag: Option<u32>,
+    hash: u64,
+    shape: OnceLock<Option<Shape>>,
+    min_max: OnceLock<(Scalar, Scalar)>,
+}
+
+type Bucket = Vec<Weak<UOpNode>>;
+
+fn intern_table() -> &'static Mutex<HashMap<u64, Bucket>> {
+    static TABLE: OnceLock<Mutex<HashMap<u64, Bucket>>> = OnceLock::new();
+    TABLE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn structural_hash(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -> u64 {
+    let mut h = DefaultHasher::new();
+    (op, dtype, arg, tag).hash(&mut h);
+    for s in src {
+        (Arc::as_ptr(&s.0) as usize).hash(&mut h);
+    }
+    h.finish()
+}
+
+impl UOpNode {
+    fn same_structure(
+        &self,
+        op: Op,
+        dtype: DType,
+        src: &[UOp],
+        arg: &Arg,
+        tag: Option<u32>,
+    ) -> bool {
+        self.op == op
+            && self.dtype == dtype
+            && self.tag == tag
+            && self.src.len() == src.len()
+            && self.src.iter().zip(src).all(|(a, b)| a == b)
+            && &self.arg == arg
+    }
+}
+
+thread_local! {
+    /// Children of nodes being dropped on this thread, released one at a time so that
+    /// dropping a long chain does not recurse once per link.
+    static DROP_QUEUE: RefCell<Option<Vec<Vec<UOp>>>> = const { RefCell::new(None) };
+}
+
+impl Drop for UOpNode {
+    fn drop(&mut self) {
+        {
+            let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(bucket) = table.get_mut(&self.hash) {
+                bucket.retain(|w| w.strong_count() > 0);
+                if bucket.is_empty() {
+                    table.remove(&self.hash);
+                }
+            }
+        }
+        let children = std::mem::take(&mut self.src);
+        if children.is_empty() {
+            return;
+        }
+        let mut children = Some(children);
+        let nested = DROP_QUEUE.with(|q| {
+            let mut q = q.borrow_mut();
+            match q.as_mut() {
+                Some(pending) => {
+                    pending.extend(children.take());
+                    true
+                }
+                None => {
+                    *q = Some(Vec::new());
+                    false
+                }
+            }
+        });
+        if nested {
+            return;
+        }
+        drop(children);
+        loop {
+            let next = DROP_QUEUE.with(|q| q.borrow_mut().as_mut().and_then(|p| p.pop()));
+            match next {
+                Some(batch) => drop(batch),
+                None => break,
+            }
+        }
+        DROP_QUEUE.with(|q| *q.borrow_mut() = None);
+    }
+}
+
+impl UOp {
+    /// The interned node `(op, dtype, src, arg)` with no tag.
+    pub fn new(op: Op, dtype: DType, src: Vec<UOp>, arg: Arg) -> UOp {
+        UOp::new_tagged(op, dtype, src, arg, None)
+    }
+
+    /// The interned node `(op, dtype, src, arg, tag)`.
+    pub fn new_tagged(op: Op, dtype: DType, src: Vec<UOp>, arg: Arg, tag: Option<u32>) -> UOp {
+        let hash = structural_hash(op, dtype, &src, &arg, tag);
+        let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = table.entry(hash).or_default();
+        for weak in bucket.iter() {
+            if let Some(node) = weak.upgrade()
+                && node.same_structure(op, dtype, &src, &arg, tag)
+            {
+                return UOp(node);
+            }
+        }
+        let node = Arc::new(UOpNode {
+            op,
+            dtype,
+            src,
+            arg,
+            tag,
+            hash,
+            shape: OnceLock::new(),
+            min_max: OnceLock::new(),
+        });
+        bucket.push(Arc::downgrade(&node));
+        UOp(node)
+    }
+
+    /// How many nodes are alive in the whole process (for leak tests).
+    pub fn live_count() -> usize {
+        let table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
+        table
+            .values()
+            .flat_map(|b| b.iter())
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
+
+    /// The operation.
+    pub fn op(&self) -> Op {
+        self.0.op
+    }
+    /// The element type of the value.
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+    /// The operands.
+    pub fn src(&self) -> &[UOp] {
+        &self.0.src
+    }
+    /// Operand `i`. Panics if there is none.
+    pub fn s(&self, i: usize) -> &UOp {
+        &self.0.src[i]
+    }
+    /// The op-dependent payload.
+    pub fn arg(&self) -> &Arg {
+        &self.0.arg
+    }
+    /// The temporary tag passes may set.
+    pub fn tag(&self) -> Option<u32> {
+        self.0.tag
+    }
+    /// A weak handle that does not keep the node alive (for caches and leak tests).
+    pub fn downgrade(&self) -> WeakUOp {
+        WeakUOp(Arc::downgrade(&self.0))
+    }
+    /// A stable identity for the lifetime of the node (its address).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// The same node with other operands.
+    pub fn with_src(&self, src: Vec<UOp>) -> UOp {
+        UOp::new_tagged(self.op(), self.dtype(), src, self.arg().clone(), self.tag())
+    }
+    /// The same node with another tag.
+    pub fn with_tag(&self, tag: Option<u32>) -> UOp {
+        UOp::new_tagged(
+            self.op(),
+            self.dtype(),
+            self.src().to_vec(),
+            self.arg().clone(),
+            tag,
+        )
+    }
+    /// The same node with another arg.
+    pub fn with_arg(&self, arg: Arg) -> UOp {
+        UOp::new_tagged(
+            self.op(),
+            self.dtype(),
+            self.src().to_vec(),
+            arg,
+            self.tag(),
+        )
+    }
+
+    /// The derived shape: `None` for nodes without one (void ops, tuples) or malformed nodes
+    /// (`spec::check` says why).
+    pub fn shape(&self) -> Option<&[usize]> {
+        self.0.shape.get_or_init(|| shape::derive(self)).as_deref()
+    }
+
+    /// The derived shape, panicking with the op if there is none.
+    #[track_caller]
+    pub fn shape_vec(&self) -> Shape {
+        match self.shape() {
+            Some(s) => s.to_vec(),
+            None => panic!("{} node has no shape", self.op()),
+        }
+    }
+
+    /// Number of axes (0 when shapeless).
+    pub fn ndim(&self) -> usize {
+        self.shape().map_or(0, |s| s.len())
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape().map_or(0, |s| s.iter().product())
+    }
+
+    /// The derived device: `None` for constants and index arithmetic.
+    pub fn device(&self) -> Option<Device> {
+        match (self.op(), self.arg()) {
+            (Op::Buffer, Arg::Buffer(b)) => Some(b.device.clone()),
+            (Op::Param, Arg::Param { device, .. }) => device.clone(),
+            (Op::Copy, Arg::Device(d)) => Some(d.clone()),
+            (Op::Const | Op::Vconst | Op::Range | Op::DefineVar, _) => None,
+            (Op::Function | Op::Call, _) => self.src().get(1).and_then(|s| s.device()),
+            _ => self.src().iter().find_map(|s| s.device()),
+        }
+    }
+
+    /// The derived bounds `[min, max]` of the value (tinyspec "min_max").
+    pub fn min_max(&self) -> (Scalar, Scalar) {
+        *self.0.min_max.get_or_init(|| minmax::derive(self))
+    }
+    /// The smallest value the node can take.
+    pub fn vmin(&self) -> Scalar {
+        self.min_max().0
+    }
+    /// The largest value the node can take.
+    pub fn vmax(&self) -> Scalar {
+        self.min_max().1
+    }
+
+    /// The scalar of a `Const` node.
+    pub fn const_value(&self) -> Option<Scalar> {
+        match self.op() {
+            Op::Const => self.arg().as_const(),
+            _ => None,
+        }
+    }
+
+    /// All nodes reachable from this one, operands before users (this node last).
+    pub fn toposort(&self) -> Vec<UOp> {
+        let mut order = Vec::new();
+        let mut visited = std::collections::HashSet::new();
+        let mut stack = vec![(self.clone(), false)];
+        while let Some((node, expanded)) = stack.pop() {
+            if expanded {
+                order.push(node);
+                continue;
+            }
+            if !visited.insert(node.id()) {
+                continue;
+            }
+            stack.push((node.clone(), true));
+            for s in node.src().iter().rev() {
+                if !visited.contains(&s.id()) {
+                    stack.push((s.clone(), false));
+                }
+            }
+        }
+        order
+    }
+
+    // ---- constructors ----
+
+    /// A scalar constant of `dtype` (the value is cast to it).
+    pub fn constant(value: impl Into<Scalar>, dtype: DType) -> UOp {
+        UOp::new(
+            Op::Const,
+            dtype,
+            vec![],
+            Arg::Const(value.into().cast(dtype)),
+        )
+    }
+    /// An index-typed constant.
+    pub fn index(value: i64) -> UOp {
+        UOp::constant(value, DType::Index)
+    }
+    /// A vector constant of index values: the operand form of a shape or a padding.
+    pub fn index_vec(values: &[usize]) -> UOp {
+        let values = values.iter().map(|&v| Scalar::Int(v as i64)).collect();
+        UOp::new(Op::Vconst, DType::Index, vec![], Arg::Vconst(values))
+    }
+    /// A loop variable from 0 to `bound`.
+    pub fn range(bound: usize, id: usize, axis_type: AxisType) -> UOp {
+        UOp::new(
+            Op::Range,
+            DType::Index,
+            vec![UOp::index(bound as i64)],
+            Arg::Range { id, axis_type },
+        )
+    }
+    /// A fresh buffer of `size` elements.
+    pub fn new_buffer(size: usize, dtype: DType, device: Device) -> UOp {
+        UOp::new(
+            Op::Buffer,
+            dtype,
+            vec![],
+            Arg::Buffer(BufferArg::new(size, dtype, device)),
+        )
+    }
+    /// A placeholder for argument `slot` of a function body.
+    pub fn param(slot: usize, shape: &[usize], dtype: DType, device: Option<Device>) -> UOp {
+        UOp::new(
+            Op::Param,
+            dtype,
+            vec![UOp::index_vec(shape)],
+            Arg::Param { slot, device },
+        )
+    }
+
+    /// An elementwise op with the dtype rule of tinyspec (comparisons give bool, `Where` takes
+    /// its branches' dtype, everything else its first operand's).
+    pub fn alu(op: Op, src: Vec<UOp>) -> UOp {
+        let dtype = if op.is_comparison() || op == Op::Not {
+            DType::Bool
+        } else if op == Op::Where {
+            src[1].dtype()
+        } else {
+            src[0].dtype()
+        };
+        UOp::new(op, dtype, src, Arg::None)
+    }
+    /// `Cast(self)` to `dtype`.
+    pub fn cast(&self, dtype: DType) -> UOp {
+        UOp::new(Op::Cast, dtype, vec![self.clone()], Arg::None)
+    }
+    /// `Bitcast(self)` to `dtype`.
+    pub fn bitcast(&self, dtype: DType) -> UOp {
+        UOp::new(Op::Bitcast, dtype, vec![self.clone()], Arg::None)
+    }
+    /// `Reshape(self, shape)`.
+    pub fn reshape(&self, shape: &[usize]) -> UOp {
+        UOp::new(
+            Op::Reshape,
+            self.dtype(),
+            vec![self.clone(), UOp::index_vec(shape)],
+            Arg::None,
+        )
+    }
+    /// `Expand(self, shape)`.
+    pub fn expand(&self, shape: &[usize]) -> UOp {
+        UOp::new(
+            Op::Expand,
+            self.dtype(),
+            vec![self.clone(), UOp::index_vec(shape)],
+            Arg::None,
+        )
+    }
+    /// `Permute(self)` with axis order `perm`.
+    pub fn permute(&self, perm: &[usize]) -> UOp {
+        UOp::new(
+            Op::Permute,
+            self.dtype(),
+            vec![self.clone()],
+            Arg::Permutation(perm.to_vec()),
+        )
+    }
+    /// `Flip(self)` along the flagged axes.
+    pub fn flip(&self, flags: &[bool]) -> UOp {
+        UOp::new(
+            Op::Flip,
+            self.dtype(),
+            vec![self.clone()],
+            Arg::Flags(flags.to_vec()),
+        )
+    }
+    /// `Pad(self, begins, ends)`.
+    pub fn pad(&self, begins: &[usize], ends: &[usize]) -> UOp {
+        let src = vec![self.clone(), UOp::index_vec(begins), UOp::index_vec(ends)];
+        UOp::new(Op::Pad, self.dtype(), src, Arg::None)
+    }
+    /// `Shrink(self, begins, ends)`: keep `[b, e)` of each axis.
+    pub fn shrink(&self, begins: &[usize], ends: &[usize]) -> UOp {
+        let src = vec![self.clone(), UOp::index_vec(begins), UOp::index_vec(ends)];
+        UOp::new(Op::Shrink, self.dtype(), src, Arg::None)
+    }
+    /// `Reduce(self)` with `op` over `axes` (kept as size 1).
+    pub fn reduce(&self, op: ReduceOp, axes: &[usize]) -> UOp {
+        let mut axes = axes.to_vec();
+        axes.sort_unstable();
+        axes.dedup();
+        UOp::new(
+            Op::Reduce,
+            self.dtype(),
+            vec![self.clone()],
+            Arg::Reduce(op, axes),
+        )
+    }
+    /// A node of `op` over `self` with no arg and the same dtype (markers, `Contiguous`).
+    pub fn unary_marker(&self, op: Op) -> UOp {
+        UOp::new(op, self.dtype(), vec![self.clone()], Arg::None)
+    }
+    /// `Stack(parts)` along a new leading axis.
+    pub fn stack(parts: Vec<UOp>) -> UOp {
+        let dtype = parts[0].dtype();
+        UOp::new(Op::Stack, dtype, parts, Arg::None)
+    }
+    /// `Index(self, idx...)`.
+    pub fn index_by(&self, idx: Vec<UOp>) -> UOp {
+        let mut src = vec![self.clone()];
+        src.extend(idx);
+        UOp::new(Op::Index, self.dtype(), src, Arg::None)
+    }
+    /// `Vmapin(self, vargs...)`.
+    pub fn vmapin(&self, vargs: &[UOp]) -> UOp {
+        let mut src = vec![self.clone()];
+        src.extend(vargs.iter().cloned());
+        UOp::new(Op::Vmapin, self.dtype(), src, Arg::None)
+    }
+    /// `Vmapout(self, vargs...)`.
+    pub fn vmapout(&self, vargs: &[UOp]) -> UOp {
+        let mut src = vec![self.clone()];
+        src.extend(vargs.iter().cloned());
+        UOp::new(Op::Vmapout, self.dtype(), src, Arg::None)
+    }
+    /// `Copy(self)` to `device`.
+    pub fn copy_to(&self, device: Device) -> UOp {
+        UOp::new(
+            Op::Copy,
+            self.dtype(),
+            vec![self.clone()],
+            Arg::Device(device),
+        )
+    }
+    /// `Sink(outputs...)`: the root of a program.
+    pub fn sink(outputs: Vec<UOp>) -> UOp {
+        UOp::new(Op::Sink, DType::Void, outputs, Arg::None)
+    }
+    /// `Store(buf, value)`.
+    pub fn store(buf: &UOp, value: &UOp) -> UOp {
+        UOp::new(
+            Op::Store,
+            DType::Void,
+            vec![buf.clone(), value.clone()],
+            Arg::None,
+        )
+    }
+    /// `Tuple(values...)`.
+    pub fn tuple(values: Vec<UOp>) -> UOp {
+        UOp::new(Op::Tuple, DType::Void, values, Arg::None)
+    }
+    /// `GetTuple(self, idx)`: element `idx` of a tuple or of a function's result.
+    pub fn get_tuple(&self, idx: usize) -> UOp {
+        let dtype = tuple_body(self).map_or(DType::Void, |t| t.s(idx).dtype());
+        UOp::new(
+            Op::GetTuple,
+            dtype,
+            vec![self.clone()],
+            Arg::Int(idx as i64),
+        )
+    }
+    /// `Function(body, args...)`.
+    pub fn function(body: UOp, args: Vec<UOp>) -> UOp {
+        let mut src = vec![body];
+        src.extend(args);
+        UOp::new(Op::Function, DType::Void, src, Arg::None)
+    }
+}
+
+/// The `Tuple` a `GetTuple` operand stands for: itself, or the body of a `Function`/`Call`.
+pub fn tuple_body(u: &UOp) -> Option<&UOp> {
+    match u.op() {
+        Op::Tuple => Some(u),
+        Op::Function | Op::Call => u.src().first().filter(|b| b.op() == Op::Tuple),
+        _ => None,
+    }
+}
+
+impl PartialEq for UOp {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for UOp {}
+impl Hash for UOp {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id().hash(state)
+    }
+}
+
+impl fmt::Debug for UOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt_node(self, f, 0)
+    }
+}
+
+fn fmt_node(u: &UOp, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
+    write!(f, "{}", u.op())?;
+    write!(f, "<{}>", u.dtype())?;
+    match u.arg() {
+        Arg::None => {}
+        arg => write!(f, "[{arg:?}]")?,
+    }
+    if u.src().is_empty() {
+        return Ok(());
+    }
+    if depth > 12 {
+        return write!(f, "(...)");
+    }
+    write!(f, "(")?;
+    for (i, s) in u.src().iter().enumerate() {
+        if i > 0 {
+            write!(f, ", ")?;
+        }
+        fmt_node(s, f, depth + 1)?;
+    }
+    write!(f, ")")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn building_the_same_node_twice_gives_the_same_node() {
+        let a = UOp::constant(3.0, DType::F32);
+        let b = UOp::constant(3.0, DType::F32);
+        assert_eq!(a, b);
+        let sum1 = UOp::alu(Op::Add, vec![a.clone(), b.clone()]);
+        let sum2 = UOp::alu(Op::Add, vec![b, a]);
+        assert_eq!(sum1, sum2);
+        assert_ne!(
+            UOp::constant(3.0, DType::F32),
+            UOp::constant(3.0, DType::F64)
+        );
+    }
+
+    #[test]
+    fn dropping_a_deep_chain_does_not_overflow_the_stack() {
+        let mut x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        for i in 0..200_000 {
+            x = UOp::alu(Op::Add, vec![x, UOp::constant(i as f64, DType::F32)]);
+        }
+        drop(x);
+    }
+}

@@ -1,0 +1,359 @@
+//! The set of operations a UOp can be, as tinyspec lists them, and the groups passes match on.
+
+use std::fmt;
+
+/// Every operation of the IR. The doc line of each variant gives its `src` and `arg`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    // ---- source ops: leaves ----
+    /// `()`, arg `Buffer`: a flat device allocation of `size` elements.
+    Buffer,
+    /// `(buf,)`, arg `BufferView`: a typed zero-copy slice of a buffer.
+    BufferView,
+    /// `(shape,)` or `(shape, min, max)`, arg `Param`: a placeholder substituted by `Function`.
+    Param,
+    /// `()`, arg `Const`: a scalar of shape `()`.
+    Const,
+    /// `()`, arg `Vconst`: a vector constant of shape `(n,)`.
+    Vconst,
+    /// `()`, arg `Name`: a named symbolic scalar of dtype index (a symbolic dimension).
+    DefineVar,
+
+    // ---- movement ops ----
+    /// `(T,)`, arg `Permutation`.
+    Permute,
+    /// `(T,)`, arg `Flags`: reverse the flagged axes.
+    Flip,
+    /// `(T, shape)`: reinterpret in row-major order.
+    Reshape,
+    /// `(T, shape)`: broadcast size-1 axes.
+    Expand,
+    /// `(T, begins, ends)`: pad with zeros.
+    Pad,
+    /// `(T, begins, ends)`: keep `[b, e)` per axis.
+    Shrink,
+    /// `(T, i0, i1, ...)`: index from the left.
+    Index,
+    /// `(T0, T1, ...)`: join along a new leading axis.
+    Stack,
+    /// `(T,)`, arg `Axes`: mark replicated along axes.
+    Replicated,
+
+    // ---- reduce ----
+    /// `(T,)`, arg `Reduce(op, axes)`: collapse axes to size 1.
+    Reduce,
+
+    // ---- call ops ----
+    /// `(Tuple body, a0, a1, ...)`: substitute `Param(k)` with `a_k`. Differentiable.
+    Function,
+    /// `(body, a0, a1, ...)`, arg `Call`: opaque invocation of a compiled or custom function.
+    Call,
+    /// `(v0, v1, ...)`: pack values.
+    Tuple,
+    /// `(T,)`, arg `Int(idx)`: element `idx` of a tuple.
+    GetTuple,
+
+    // ---- store ----
+    /// `(buf, val)`: write val into buf.
+    Store,
+
+    // ---- ordering ----
+    /// `(bound,)`, arg `Range(id, AxisType)`: iterator from 0 to bound.
+    Range,
+    /// `(body, range)`: close a range loop.
+    End,
+    /// `(buf, deps...)`: passthrough of buf after deps.
+    After,
+    /// `(u0, u1, ...)`: merge stores, unordered.
+    Group,
+    /// `(s0, s1, ...)`: collect side effects into a root.
+    Sink,
+    /// `(uops...)`: a linearized instruction sequence.
+    Linear,
+
+    // ---- elementwise: unary ----
+    /// `1/x`.
+    Recip,
+    /// Round toward zero.
+    Trunc,
+    /// Convert to the node's dtype.
+    Cast,
+    /// Reinterpret bits as the node's dtype.
+    Bitcast,
+    /// `(T,)`, arg `Device`: copy to another device.
+    Copy,
+
+    // ---- elementwise: binary ----
+    Add,
+    Mul,
+    Max,
+    /// Remainder with the sign of the dividend (C semantics).
+    Mod,
+    /// Integer division truncating toward zero (C semantics).
+    Idiv,
+    CmpLt,
+    CmpNe,
+    Xor,
+    Or,
+    And,
+    Shr,
+    Shl,
+
+    // ---- elementwise: ternary ----
+    /// `(P, A, B)`: `A` where `P` else `B`.
+    Where,
+
+    // ---- decomposed elementwise ops (kept as ops; lowered by rules or renderers) ----
+    Neg,
+    Sub,
+    Div,
+    CmpGt,
+    CmpGe,
+    CmpLe,
+    CmpEq,
+    Not,
+    Exp2,
+    Log2,
+    Sin,
+    Sqrt,
+    Pow,
+    /// `(A, B, C)`: `A*B + C`.
+    Mulacc,
+    /// `(x, key)`: Threefry-2x32 of the 64-bit counter `x` under the 64-bit `key`.
+    Threefry,
+
+    // ---- markers ----
+    Contiguous,
+    ContiguousBackward,
+    Detach,
+
+    // ---- vmap scope ops (seeds/vmap-vmapin-vmapout.md) ----
+    /// `(T, vargs...)`: drop every axis whose varg is a `Range`.
+    Vmapin,
+    /// `(T, vargs...)`: insert an axis of the range's size where the varg is a `Range`.
+    Vmapout,
+
+    // ---- codegen ops ----
+    /// `(idx,)` or `(buf, idx)`: read one element.
+    Load,
+    Barrier,
+    Ins,
+    /// `(bound,)`, arg `Name`: GPU thread or block index.
+    Special,
+    If,
+    Endif,
+    Wmma,
+    /// `(args...)`, arg `Name`: inject source text.
+    Custom,
+    AtomicAdd,
+    CustomFunction,
+    Program,
+    Source,
+    Binary,
+    /// `()`, arg `Int(slot)`: a kernel's buffer parameter.
+    DefineGlobal,
+    /// `()`, arg `Int(slot)`: a register accumulator.
+    DefineReg,
+}
+
+impl Op {
+    /// Unary elementwise ops.
+    pub const UNARY: &'static [Op] = &[
+        Op::Recip,
+        Op::Trunc,
+        Op::Cast,
+        Op::Bitcast,
+        Op::Copy,
+        Op::Neg,
+        Op::Not,
+        Op::Exp2,
+        Op::Log2,
+        Op::Sin,
+        Op::Sqrt,
+    ];
+    /// Binary elementwise ops.
+    pub const BINARY: &'static [Op] = &[
+        Op::Add,
+        Op::Mul,
+        Op::Max,
+        Op::Mod,
+        Op::Idiv,
+        Op::CmpLt,
+        Op::CmpNe,
+        Op::Xor,
+        Op::Or,
+        Op::And,
+        Op::Shr,
+        Op::Shl,
+        Op::Sub,
+        Op::Div,
+        Op::CmpGt,
+        Op::CmpGe,
+        Op::CmpLe,
+        Op::CmpEq,
+        Op::Pow,
+        Op::Threefry,
+    ];
+    /// Ternary elementwise ops.
+    pub const TERNARY: &'static [Op] = &[Op::Where, Op::Mulacc];
+    /// Movement ops: no arithmetic, only a change of shape or view.
+    pub const MOVEMENT: &'static [Op] = &[
+        Op::Permute,
+        Op::Flip,
+        Op::Reshape,
+        Op::Expand,
+        Op::Pad,
+        Op::Shrink,
+        Op::Index,
+        Op::Stack,
+        Op::Replicated,
+    ];
+    /// Binary ops where `a op b == b op a`.
+    pub const COMMUTATIVE: &'static [Op] = &[
+        Op::Add,
+        Op::Mul,
+        Op::Max,
+        Op::CmpNe,
+        Op::CmpEq,
+        Op::Xor,
+        Op::Or,
+        Op::And,
+    ];
+    /// Comparisons: their result is bool.
+    pub const COMPARISON: &'static [Op] = &[
+        Op::CmpLt,
+        Op::CmpNe,
+        Op::CmpGt,
+        Op::CmpGe,
+        Op::CmpLe,
+        Op::CmpEq,
+    ];
+    /// Source ops: leaves of the graph.
+    pub const SOURCE: &'static [Op] = &[
+        Op::Buffer,
+        Op::BufferView,
+        Op::Param,
+        Op::Const,
+        Op::Vconst,
+        Op::DefineVar,
+    ];
+    /// Marker ops: identity on data.
+    pub const MARKER: &'static [Op] = &[Op::Contiguous, Op::ContiguousBackward, Op::Detach];
+    /// The vmap scope ops.
+    pub const VMAP: &'static [Op] = &[Op::Vmapin, Op::Vmapout];
+    /// Ops that are decompositions of primitives (see tinyspec "Decomposed elementwise ops").
+    pub const DECOMPOSED: &'static [Op] = &[
+        Op::Neg,
+        Op::Sub,
+        Op::Div,
+        Op::CmpGt,
+        Op::CmpGe,
+        Op::CmpLe,
+        Op::CmpEq,
+        Op::Not,
+        Op::Exp2,
+        Op::Log2,
+        Op::Sin,
+        Op::Sqrt,
+        Op::Pow,
+        Op::Mulacc,
+        Op::Threefry,
+    ];
+
+    /// True for unary elementwise ops.
+    pub fn is_unary(self) -> bool {
+        Self::UNARY.contains(&self)
+    }
+    /// True for binary elementwise ops.
+    pub fn is_binary(self) -> bool {
+        Self::BINARY.contains(&self)
+    }
+    /// True for ternary elementwise ops.
+    pub fn is_ternary(self) -> bool {
+        Self::TERNARY.contains(&self)
+    }
+    /// True for every elementwise op (unary, binary, ternary).
+    pub fn is_elementwise(self) -> bool {
+        self.is_unary() || self.is_binary() || self.is_ternary()
+    }
+    /// True for movement ops.
+    pub fn is_movement(self) -> bool {
+        Self::MOVEMENT.contains(&self)
+    }
+    /// True when operand order does not matter.
+    pub fn is_commutative(self) -> bool {
+        Self::COMMUTATIVE.contains(&self)
+    }
+    /// True for comparisons.
+    pub fn is_comparison(self) -> bool {
+        Self::COMPARISON.contains(&self)
+    }
+    /// True for leaves.
+    pub fn is_source(self) -> bool {
+        Self::SOURCE.contains(&self)
+    }
+    /// True for marker ops.
+    pub fn is_marker(self) -> bool {
+        Self::MARKER.contains(&self)
+    }
+    /// True for `Vmapin` and `Vmapout`.
+    pub fn is_vmap(self) -> bool {
+        Self::VMAP.contains(&self)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// The combining op of a `Reduce`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReduceOp {
+    Add,
+    Max,
+    Mul,
+}
+
+impl ReduceOp {
+    /// The binary op that combines two partial results.
+    pub fn binary(self) -> Op {
+        match self {
+            ReduceOp::Add => Op::Add,
+            ReduceOp::Max => Op::Max,
+            ReduceOp::Mul => Op::Mul,
+        }
+    }
+}
+
+/// What a loop (`Range`) is used for once a kernel is optimized (tinyspec "OptOps").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AxisType {
+    Global,
+    Local,
+    Warp,
+    Thread,
+    Loop,
+    Reduce,
+    GroupReduce,
+    Upcast,
+    Unroll,
+}
+
+impl AxisType {
+    /// The one-letter code tinygrad prints for the axis type.
+    pub fn letter(self) -> char {
+        match self {
+            AxisType::Global => 'g',
+            AxisType::Local => 'l',
+            AxisType::Warp => 'w',
+            AxisType::Thread => 't',
+            AxisType::Loop => 'L',
+            AxisType::Reduce => 'R',
+            AxisType::GroupReduce => 'G',
+            AxisType::Upcast => 'u',
+            AxisType::Unroll => 'r',
+        }
+    }
+}

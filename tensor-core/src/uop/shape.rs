@@ -1,0 +1,282 @@
+//! Derived shapes (tinyspec "Derived Properties", shape column).
+//!
+//! `derive` never panics: a node whose operands do not fit its op has no shape, and
+//! `spec::check` says what is wrong with it.
+
+use super::{Arg, Op, Shape, UOp, tuple_body};
+
+/// The values of a shape operand (an index `Vconst`, or an index `Const` for one axis).
+pub fn operand_values(u: &UOp) -> Option<Vec<usize>> {
+    match (u.op(), u.arg()) {
+        (Op::Vconst, Arg::Vconst(vals)) => vals
+            .iter()
+            .map(|v| usize::try_from(v.as_i64()).ok())
+            .collect(),
+        (Op::Const, Arg::Const(v)) => usize::try_from(v.as_i64()).ok().map(|v| vec![v]),
+        _ => None,
+    }
+}
+
+/// NumPy broadcasting: right-align, each axis equal or 1, take the larger.
+pub fn broadcast(shapes: &[&[usize]]) -> Option<Shape> {
+    let ndim = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; ndim];
+    for shape in shapes {
+        let offset = ndim - shape.len();
+        for (i, &d) in shape.iter().enumerate() {
+            let o = &mut out[offset + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The shape of `u` from its op, operands and arg, or `None` where it has none.
+pub fn derive(u: &UOp) -> Option<Shape> {
+    let src_shape = |i: usize| u.src().get(i).and_then(|s| s.shape()).map(|s| s.to_vec());
+    match u.op() {
+        Op::Buffer => match u.arg() {
+            Arg::Buffer(b) => Some(vec![b.size]),
+            _ => None,
+        },
+        Op::BufferView => match u.arg() {
+            Arg::BufferView { size, .. } => Some(vec![*size]),
+            _ => None,
+        },
+        Op::Param => operand_values(u.src().first()?),
+        Op::Const | Op::DefineVar | Op::Range | Op::Special | Op::Load => Some(vec![]),
+        Op::Vconst => match u.arg() {
+            Arg::Vconst(v) => Some(vec![v.len()]),
+            _ => None,
+        },
+        Op::Reshape => reshape(&src_shape(0)?, &operand_values(u.src().get(1)?)?),
+        Op::Expand => expand(&src_shape(0)?, &operand_values(u.src().get(1)?)?),
+        Op::Permute => match u.arg() {
+            Arg::Permutation(p) => permute(&src_shape(0)?, p),
+            _ => None,
+        },
+        Op::Flip => match u.arg() {
+            Arg::Flags(f) if f.len() == src_shape(0)?.len() => src_shape(0),
+            _ => None,
+        },
+        Op::Pad => {
+            let s = src_shape(0)?;
+            let (b, e) = (
+                operand_values(u.src().get(1)?)?,
+                operand_values(u.src().get(2)?)?,
+            );
+            (b.len() == s.len() && e.len() == s.len()).then(|| {
+                s.iter()
+                    .zip(b.iter().zip(&e))
+                    .map(|(d, (b, e))| d + b + e)
+                    .collect()
+            })
+        }
+        Op::Shrink => {
+            let s = src_shape(0)?;
+            let (b, e) = (
+                operand_values(u.src().get(1)?)?,
+                operand_values(u.src().get(2)?)?,
+            );
+            let fits = b.len() == s.len()
+                && e.len() == s.len()
+                && s.iter()
+                    .zip(b.iter().zip(&e))
+                    .all(|(d, (b, e))| b <= e && e <= d);
+            fits.then(|| b.iter().zip(&e).map(|(b, e)| e - b).collect())
+        }
+        Op::Index => index(u),
+        Op::Stack => {
+            let first = src_shape(0)?;
+            let all_equal = u.src().iter().all(|s| s.shape() == Some(first.as_slice()));
+            all_equal.then(|| [vec![u.src().len()], first].concat())
+        }
+        Op::Replicated => match u.arg() {
+            Arg::Axes(axes) => {
+                let mut s = src_shape(0)?;
+                for &a in axes {
+                    *s.get_mut(a)? = 1;
+                }
+                Some(s)
+            }
+            _ => None,
+        },
+        Op::Reduce => match u.arg() {
+            Arg::Reduce(_, axes) => {
+                let mut s = src_shape(0)?;
+                for &a in axes {
+                    *s.get_mut(a)? = 1;
+                }
+                Some(s)
+            }
+            _ => None,
+        },
+        Op::GetTuple => {
+            let idx = match u.arg() {
+                Arg::Int(i) => usize::try_from(*i).ok()?,
+                _ => return None,
+            };
+            tuple_body(u.src().first()?)?
+                .src()
+                .get(idx)?
+                .shape()
+                .map(|s| s.to_vec())
+        }
+        Op::Vmapin => vmapin(u),
+        Op::Vmapout => vmapout(u),
+        Op::After | Op::Contiguous | Op::ContiguousBackward | Op::Detach | Op::Copy => src_shape(0),
+        Op::Cast | Op::Bitcast => src_shape(0),
+        op if op.is_elementwise() => {
+            let shapes: Option<Vec<Shape>> = u
+                .src()
+                .iter()
+                .map(|s| s.shape().map(|s| s.to_vec()))
+                .collect();
+            let shapes = shapes?;
+            let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
+            broadcast(&refs)
+        }
+        _ => None,
+    }
+}
+
+fn reshape(from: &[usize], to: &[usize]) -> Option<Shape> {
+    (from.iter().product::<usize>() == to.iter().product::<usize>()).then(|| to.to_vec())
+}
+
+fn expand(from: &[usize], to: &[usize]) -> Option<Shape> {
+    let fits = from.len() == to.len() && from.iter().zip(to).all(|(&f, &t)| f == t || f == 1);
+    fits.then(|| to.to_vec())
+}
+
+fn permute(from: &[usize], perm: &[usize]) -> Option<Shape> {
+    let mut seen = vec![false; from.len()];
+    if perm.len() != from.len() {
+        return None;
+    }
+    for &p in perm {
+        if p >= from.len() || std::mem::replace(&mut seen[p], true) {
+            return None;
+        }
+    }
+    Some(perm.iter().map(|&p| from[p]).collect())
+}
+
+fn index(u: &UOp) -> Option<Shape> {
+    let base = u.src().first()?.shape()?;
+    let idx = &u.src()[1..];
+    if idx.len() > base.len() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for i in idx {
+        match i.shape()? {
+            [] => {}
+            [k] => out.push(*k),
+            _ => return None,
+        }
+    }
+    out.extend_from_slice(&base[idx.len()..]);
+    Some(out)
+}
+
+fn is_zero_varg(a: &UOp) -> bool {
+    a.op() == Op::Const && a.const_value().is_some_and(|v| v.as_i64() == 0)
+}
+
+fn range_bound(a: &UOp) -> Option<usize> {
+    (a.op() == Op::Range)
+        .then(|| a.src().first()?.const_value())
+        .flatten()
+        .and_then(|v| usize::try_from(v.as_i64()).ok())
+}
+
+fn vmapin(u: &UOp) -> Option<Shape> {
+    let base = u.src().first()?.shape()?;
+    let vargs = &u.src()[1..];
+    if base.len() != vargs.len() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (d, a) in base.iter().zip(vargs) {
+        if is_zero_varg(a) {
+            out.push(*d);
+        } else if range_bound(a) != Some(*d) {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+fn vmapout(u: &UOp) -> Option<Shape> {
+    let inner = u.src().first()?.shape()?;
+    let vargs = &u.src()[1..];
+    if vargs.iter().filter(|a| is_zero_varg(a)).count() != inner.len() {
+        return None;
+    }
+    let mut inner = inner.iter();
+    vargs
+        .iter()
+        .map(|a| {
+            if is_zero_varg(a) {
+                inner.next().copied()
+            } else {
+                range_bound(a)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::uop::{AxisType, DType, Device};
+
+    fn buf(shape: &[usize]) -> UOp {
+        let n = shape.iter().product();
+        UOp::new_buffer(n, DType::F32, Device::cpu()).reshape(shape)
+    }
+
+    #[test]
+    fn broadcasting_right_aligns_and_rejects_mismatches() {
+        assert_eq!(broadcast(&[&[3, 1], &[4]]), Some(vec![3, 4]));
+        assert_eq!(broadcast(&[&[], &[2, 2]]), Some(vec![2, 2]));
+        assert_eq!(broadcast(&[&[0, 1], &[1, 5]]), Some(vec![0, 5]));
+        assert_eq!(broadcast(&[&[3], &[4]]), None);
+    }
+
+    #[test]
+    fn movement_shapes_follow_tinyspec() {
+        let x = buf(&[2, 3]);
+        assert_eq!(x.permute(&[1, 0]).shape(), Some(&[3, 2][..]));
+        assert_eq!(x.pad(&[1, 0], &[0, 2]).shape(), Some(&[3, 5][..]));
+        assert_eq!(x.shrink(&[0, 1], &[1, 3]).shape(), Some(&[1, 2][..]));
+        assert_eq!(
+            x.reduce(crate::uop::ReduceOp::Add, &[1]).shape(),
+            Some(&[2, 1][..])
+        );
+        assert_eq!(
+            x.reshape(&[6, 1]).expand(&[6, 4]).shape(),
+            Some(&[6, 4][..])
+        );
+        assert_eq!(x.reshape(&[5]).shape(), None);
+        assert_eq!(
+            UOp::stack(vec![x.clone(), x.clone()]).shape(),
+            Some(&[2, 2, 3][..])
+        );
+    }
+
+    #[test]
+    fn vmapin_drops_and_vmapout_reinserts_the_range_axis() {
+        let x = buf(&[3, 6]);
+        let r = UOp::range(3, 0, AxisType::Loop);
+        let inner = x.vmapin(&[r.clone(), UOp::index(0)]);
+        assert_eq!(inner.shape(), Some(&[6][..]));
+        let out = inner.vmapout(&[r, UOp::index(0)]);
+        assert_eq!(out.shape(), Some(&[3, 6][..]));
+    }
+}

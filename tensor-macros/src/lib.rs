@@ -1,0 +1,1 @@
+//! Proc macros: `#[function]`, `vmap!`, `jvp!`, `grad!` and friends.

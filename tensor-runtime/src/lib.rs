@@ -1,0 +1,1 @@
+//! Devices, buffers, compile and launch, caches, and ndarray interop.
