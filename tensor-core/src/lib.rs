@@ -5,6 +5,8 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod tensor;
 pub mod uop;
 
+pub use tensor::Tensor;
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

@@ -1,0 +1,90 @@
+//! The lazy `Tensor`: a handle on a UOp graph that records operations instead of running them.
+//!
+//! Every operation builds UOps from tinyspec's primitives; nothing is computed until a runtime
+//! realizes the graph (or the reference interpreter evaluates it). Shape and dtype errors are
+//! caught here, while the graph is built, and panic with the op, the shapes and the caller's line.
+
+mod create;
+
+use crate::uop::{DType, Device, Shape, UOp};
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+/// A lazy n-dimensional array.
+///
+/// Clones share one cell: when a runtime realizes a tensor it swaps the graph in that cell for
+/// the realized buffer, and every clone then reads the buffer instead of recomputing it.
+#[derive(Clone)]
+pub struct Tensor {
+    cell: Arc<RwLock<UOp>>,
+}
+
+impl Tensor {
+    /// A tensor whose value is the graph `uop`.
+    pub fn from_uop(uop: UOp) -> Tensor {
+        Tensor {
+            cell: Arc::new(RwLock::new(uop)),
+        }
+    }
+
+    /// The graph this tensor currently stands for.
+    pub fn uop(&self) -> UOp {
+        self.cell.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Points this tensor (and its clones) at another graph of the same value, shape and dtype:
+    /// how a runtime installs a realized buffer.
+    #[track_caller]
+    pub fn replace_uop(&self, uop: UOp) {
+        let mut cell = self.cell.write().unwrap_or_else(|e| e.into_inner());
+        assert_eq!(
+            cell.shape(),
+            uop.shape(),
+            "replace_uop: the shape must not change"
+        );
+        assert_eq!(
+            cell.dtype(),
+            uop.dtype(),
+            "replace_uop: the dtype must not change"
+        );
+        *cell = uop;
+    }
+
+    /// The size of each axis.
+    pub fn shape(&self) -> Shape {
+        self.uop().shape_vec()
+    }
+
+    /// The number of axes.
+    pub fn ndim(&self) -> usize {
+        self.uop().ndim()
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.uop().numel()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.uop().dtype()
+    }
+
+    /// The device the value lives on (`CPU` unless moved).
+    pub fn device(&self) -> Device {
+        self.uop().device().unwrap_or_else(Device::cpu)
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let u = self.uop();
+        write!(
+            f,
+            "Tensor<{}>{:?} on {}",
+            u.dtype(),
+            u.shape().unwrap_or(&[]),
+            self.device()
+        )
+    }
+}
