@@ -170,7 +170,15 @@ impl DiskCache {
         let path = self.entry_path(key)?;
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            // No entry yet (or no directory at all: the store reports that, once).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return None;
+            }
             Err(e) => {
                 warn(&format!(
                     "cannot read kernel cache entry `{}` ({e}); rebuilding it",
