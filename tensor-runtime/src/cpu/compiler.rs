@@ -5,7 +5,8 @@
 //! `-ffp-contract=off` so `a*b+c` is never fused into an FMA, and no `-ffast-math`, so
 //! compiled kernels round exactly like the reference interpreter; `-fno-math-errno` lets
 //! `sqrtf` compile to one instruction without changing any result (only `errno` is lost).
-//! `-lm` is appended after the source.
+//! `-lm` is appended after the source. Because `-march=native` means different code on
+//! different CPUs, the cache key then also covers the host CPU's model and feature list.
 
 use crate::error::{Result, RuntimeError};
 use crate::stable_hash::StableHasher;
@@ -94,6 +95,9 @@ impl CCompiler {
             hasher.write_field(flag.as_bytes());
         }
         hasher.write_field(self.version()?.as_bytes());
+        if self.flags.iter().any(|f| f.contains("=native")) {
+            hasher.write_field(host_cpu_identity().as_bytes());
+        }
         Ok(hasher.finish())
     }
 
@@ -146,6 +150,24 @@ impl CCompiler {
                 _ => RuntimeError::io(format!("running C compiler `{}`", self.command), e),
             })
     }
+}
+
+/// What `-march=native` resolves to on this machine, so that a cache directory shared
+/// between machines (say, a home directory on NFS) never hands one CPU an object built for
+/// another: the architecture plus, on Linux, the CPU model and feature list.
+fn host_cpu_identity() -> &'static str {
+    static IDENTITY: OnceLock<String> = OnceLock::new();
+    IDENTITY.get_or_init(|| {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let mut identity = std::env::consts::ARCH.to_string();
+        for prefix in ["model name", "flags", "Features", "CPU part"] {
+            if let Some(line) = cpuinfo.lines().find(|l| l.starts_with(prefix)) {
+                identity.push('\n');
+                identity.push_str(line);
+            }
+        }
+        identity
+    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

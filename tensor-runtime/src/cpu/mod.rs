@@ -12,6 +12,7 @@
 
 mod buffer;
 mod compiler;
+mod pool;
 mod program;
 mod scratch;
 
@@ -23,6 +24,7 @@ use crate::cache::{DiskCache, default_cache_dir};
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use crate::stats::{CompileCounts, CompileStats};
+use pool::WorkerPool;
 use program::{LoadedLibrary, load_library};
 use scratch::ScratchDir;
 use std::collections::HashMap;
@@ -86,6 +88,7 @@ struct CpuDeviceState {
     loaded: Mutex<HashMap<u128, Arc<LoadedLibrary>>>,
     stats: CompileStats,
     live: Arc<LiveBuffers>,
+    pool: WorkerPool,
 }
 
 impl CpuDevice {
@@ -99,6 +102,7 @@ impl CpuDevice {
                 loaded: Mutex::new(HashMap::new()),
                 stats: CompileStats::default(),
                 live: Arc::new(LiveBuffers::default()),
+                pool: WorkerPool::new(config.threads.max(1) - 1),
             }),
         }
     }
@@ -217,6 +221,6 @@ impl Device for CpuDevice {
     }
 
     fn launch(&self, program: &CpuProgram, buffers: &[&CpuBuffer], threads: usize) -> Result<()> {
-        program.run(buffers, threads)
+        program.run(buffers, threads, &self.inner.pool)
     }
 }

@@ -4,6 +4,7 @@
 //! This is the FFI edge of the CPU device and the only place with `unsafe`.
 
 use super::buffer::CpuBuffer;
+use super::pool::WorkerPool;
 use crate::error::{Result, RuntimeError};
 use libloading::Library;
 use std::ffi::c_void;
@@ -65,8 +66,8 @@ impl CpuProgram {
     }
 
     /// Runs the kernel over `buffers`, calling the entry once per core id in `0..threads`,
-    /// in parallel; returns when all calls have returned.
-    pub fn run(&self, buffers: &[&CpuBuffer], threads: usize) -> Result<()> {
+    /// in parallel on `pool`; returns when all calls have returned.
+    pub fn run(&self, buffers: &[&CpuBuffer], threads: usize, pool: &WorkerPool) -> Result<()> {
         let cores = i32::try_from(threads)
             .ok()
             .filter(|&n| n > 0)
@@ -87,15 +88,16 @@ impl CpuProgram {
             call.run(0);
             return Ok(());
         }
-        std::thread::scope(|scope| {
-            for core in 1..cores {
-                std::thread::Builder::new()
-                    .name(format!("{}:{core}", self.entry_name))
-                    .spawn_scoped(scope, move || call.run(core))
-                    .map_err(|e| RuntimeError::io("starting a kernel thread", e))?;
-            }
-            call.run(0);
-            Ok(())
+        // `run` returns only after every part has returned, while `locked` and `pointers`
+        // are still alive: this is what makes sharing `call` with the workers sound.
+        let result = pool.run(Arc::new(move |core| call.run(core)), cores);
+        drop(pointers);
+        drop(locked);
+        result.map_err(|e| {
+            RuntimeError::io(
+                format!("running `{}` on {cores} threads", self.entry_name),
+                e,
+            )
         })
     }
 }
@@ -150,10 +152,12 @@ struct EntryCall {
 }
 
 // SAFETY: the argument array and the buffers it points to are owned by `CpuProgram::run`,
-// which holds every buffer's lock and joins all threads (thread::scope) before releasing
-// them. Sharing the pointers between the launch's threads is what the kernel ABI asks for:
-// each core id writes its own part of the outputs.
+// which holds every buffer's lock until `WorkerPool::run` has seen every part return; no
+// copy of an `EntryCall` is used after that. Sharing the pointers between the launch's
+// threads is what the kernel ABI asks for: each core id writes its own part of the outputs.
 unsafe impl Send for EntryCall {}
+// SAFETY: as for `Send`; the call only reads its two fields.
+unsafe impl Sync for EntryCall {}
 
 impl EntryCall {
     fn run(self, core_id: i32) {
