@@ -20,7 +20,8 @@
 //! renamed into place, so readers only ever see complete files, whatever crashes or concurrent
 //! writers do. A file that is truncated or corrupt anyway (a full disk, a copied cache, bit
 //! rot) fails the header check, is reported as a warning and rebuilt, and never reaches
-//! `dlopen`. A directory that cannot be written costs the cache, not the computation: the
+//! `dlopen`. Temporary files a crashed writer left behind are removed once they are an hour
+//! old. A directory that cannot be written costs the cache, not the computation: the
 //! kernel is still built (in a private temporary directory) and a warning is printed once.
 
 use crate::stable_hash::{stable_hash, to_hex};
@@ -29,6 +30,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 const MAGIC: &[u8; 8] = b"TNSRKRNL";
 const FORMAT_VERSION: u32 = 1;
@@ -141,7 +143,11 @@ pub fn decode_entry(key: u128, bytes: &[u8]) -> Result<&[u8], EntryDefect> {
 pub struct DiskCache {
     dir: Option<PathBuf>,
     writes_failed: AtomicBool,
+    swept: AtomicBool,
 }
+
+/// Temporary files older than this were left by a writer that crashed before its rename.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 impl DiskCache {
     /// A cache in `dir` (created on first write); `None` keeps nothing on disk.
@@ -149,6 +155,7 @@ impl DiskCache {
         DiskCache {
             dir,
             writes_failed: AtomicBool::new(false),
+            swept: AtomicBool::new(false),
         }
     }
 
@@ -208,6 +215,9 @@ impl DiskCache {
         if self.writes_failed.load(Ordering::Relaxed) {
             return;
         }
+        if !self.swept.swap(true, Ordering::Relaxed) {
+            remove_abandoned_temp_files(dir);
+        }
         let written = write_atomically(dir, &path, &encode_entry(key, payload));
         if let Err(e) = written
             && !self.writes_failed.swap(true, Ordering::Relaxed)
@@ -241,6 +251,27 @@ fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = dir_handle.sync_all();
     }
     Ok(())
+}
+
+/// Deletes temporary files that crashed writers left in `dir` (best effort; a file young
+/// enough to belong to a live writer is left alone).
+fn remove_abandoned_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let is_temp = name.starts_with('.') && name.ends_with(".tmp");
+        let age = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|modified| SystemTime::now().duration_since(modified).ok());
+        if is_temp && age.is_some_and(|age| age > ABANDONED_AFTER) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// `.<file name>.<pid>.<n>.tmp`: unique among the processes and threads writing one directory.

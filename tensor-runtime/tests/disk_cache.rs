@@ -254,3 +254,28 @@ fn concurrent_writers_leave_one_intact_entry() {
     reader.compile(&source, "add_entry").unwrap();
     assert_eq!(reader.compile_counts().disk_cache_hits, 1);
 }
+
+#[test]
+fn temporary_files_abandoned_by_crashed_writers_are_removed() {
+    let dir = TempDir::new("abandoned");
+    let cpu_dir = dir.path().join("cpu");
+    std::fs::create_dir_all(&cpu_dir).unwrap();
+    let abandoned = cpu_dir.join(".0123.kernel.999.0.tmp");
+    let in_progress = cpu_dir.join(".4567.kernel.999.1.tmp");
+    for path in [&abandoned, &in_progress] {
+        std::fs::write(path, b"partial").unwrap();
+    }
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options()
+        .write(true)
+        .open(&abandoned)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+
+    device("cc", Some(dir.path()), 1)
+        .compile(&add_kernel(3), "add_entry")
+        .unwrap();
+    assert!(!abandoned.exists());
+    assert!(in_progress.exists());
+}
