@@ -6,6 +6,7 @@
 //! (the oracle).
 
 pub mod tensor;
+pub mod transform;
 pub mod uop;
 
 pub use tensor::Tensor;
