@@ -5,7 +5,11 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod interp;
+pub mod rewrite;
+pub mod symbolic;
 pub mod tensor;
+pub mod transform;
 pub mod uop;
 
 pub use tensor::Tensor;
