@@ -4,12 +4,25 @@
 //! - [`cpu::CpuDevice`]: C kernels built by the system compiler and run on every core;
 //! - [`cache`]: the on-disk cache of compiled kernels, keyed by a [`stable_hash`];
 //! - [`stats`]: counters of compiler runs and cache hits;
+//! - [`ndarray_interop`]: `ndarray` arrays in and out of buffers;
 //! - [`RuntimeError`]: every fault, as a value with an actionable message.
+//!
+//! Environment variables read by [`CpuDevice::from_env`] (and [`CpuDevice::shared`]):
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `CC` | C compiler command (may include arguments) | `cc` |
+//! | `TENSOR_CACHE_DIR` | directory of compiled kernels shared by processes | `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor` |
+//! | `THREADS` | cores a kernel is split across | all available cores |
+//!
+//! Tests and embedders that need a specific setup pass a [`CpuConfig`] to
+//! [`CpuDevice::with_config`] instead of changing the process environment.
 
 pub mod cache;
 pub mod cpu;
 pub mod device;
 pub mod error;
+pub mod ndarray_interop;
 pub mod stable_hash;
 pub mod stats;
 
