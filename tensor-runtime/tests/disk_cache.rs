@@ -12,7 +12,7 @@ use common::{TempDir, add_kernel, device, host_sum, ramp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tensor_core::DType;
-use tensor_runtime::cache::decode_entry;
+use tensor_runtime::cache::{decode_entry, encode_entry};
 use tensor_runtime::{CompileCounts, CpuDevice, Device};
 
 const CHILD: &str = "TENSOR_RUNTIME_TEST_CHILD";
@@ -278,4 +278,24 @@ fn temporary_files_abandoned_by_crashed_writers_are_removed() {
         .unwrap();
     assert!(!abandoned.exists());
     assert!(in_progress.exists());
+}
+
+#[test]
+fn intact_entry_that_cannot_be_loaded_is_rebuilt() {
+    let dir = TempDir::new("unloadable");
+    let source = add_kernel(6);
+    device("cc", Some(dir.path()), 1)
+        .compile(&source, "add_entry")
+        .unwrap();
+    let entry = only_entry(dir.path());
+    std::fs::write(&entry, encode_entry(key_of(&entry), b"not a shared object")).unwrap();
+
+    let rebuilder = device("cc", Some(dir.path()), 1);
+    rebuilder.compile(&source, "add_entry").unwrap();
+    assert_eq!(rebuilder.compile_counts().compiler_invocations, 1);
+    assert_eq!(rebuilder.compile_counts().disk_cache_hits, 0);
+
+    let reader = device("cc", Some(dir.path()), 1);
+    reader.compile(&source, "add_entry").unwrap();
+    assert_eq!(reader.compile_counts().disk_cache_hits, 1);
 }

@@ -24,6 +24,7 @@ use crate::cache::{DiskCache, default_cache_dir};
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use crate::stats::{CompileCounts, CompileStats};
+use crate::warn;
 use pool::WorkerPool;
 use program::{LoadedLibrary, load_library};
 use scratch::ScratchDir;
@@ -152,24 +153,43 @@ impl CpuDevice {
             return Ok(library.clone());
         }
         let scratch = ScratchDir::new()?;
-        let object = match state.disk.load(key) {
-            Some(payload) => {
-                state.stats.record_disk_hit();
-                write_object(scratch.path(), &payload)?
-            }
-            None => {
-                let object = state.compiler.compile(source, entry, scratch.path())?;
-                state.stats.record_compile();
-                let payload = std::fs::read(&object).map_err(|e| {
-                    RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
-                })?;
-                state.disk.store(key, &payload);
-                object
-            }
+        let library = match state.disk.load(key) {
+            Some(payload) => match load_library(&write_object(scratch.path(), &payload)?) {
+                Ok(library) => {
+                    state.stats.record_disk_hit();
+                    library
+                }
+                // An intact entry the loader still rejects (say, copied from another kind of
+                // machine) must not fail every run that finds it: replace it.
+                Err(e) => {
+                    warn(&format!(
+                        "cached kernel for `{entry}` is unusable ({e}); rebuilding it"
+                    ));
+                    self.build(source, entry, key, &scratch)?
+                }
+            },
+            None => self.build(source, entry, key, &scratch)?,
         };
-        let library = load_library(&object)?;
         // Another thread may have loaded the same source meanwhile; keep the first.
         Ok(self.loaded().entry(key).or_insert(library).clone())
+    }
+
+    /// Compiles `source` in `scratch`, stores the object in the disk cache, and loads it.
+    fn build(
+        &self,
+        source: &str,
+        entry: &str,
+        key: u128,
+        scratch: &ScratchDir,
+    ) -> Result<Arc<LoadedLibrary>> {
+        let state = &self.inner;
+        let object = state.compiler.compile(source, entry, scratch.path())?;
+        state.stats.record_compile();
+        let payload = std::fs::read(&object).map_err(|e| {
+            RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
+        })?;
+        state.disk.store(key, &payload);
+        load_library(&object)
     }
 
     fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Arc<LoadedLibrary>>> {
