@@ -177,3 +177,19 @@ fn integer_and_unsigned_elements_round_trip_through_a_buffer() {
         values
     );
 }
+
+#[test]
+fn compiler_command_may_carry_its_own_arguments() {
+    let device = device("cc -DOFFSET=5", None, 1);
+    let source = "void offset_entry(void** bufs, int core_id) {\n\
+                  (void)core_id;\n\
+                  ((int*)bufs[0])[0] = OFFSET;\n\
+                  }\n";
+    let program = device.compile(source, "offset_entry").unwrap();
+    let out = device.allocate(4).unwrap();
+    device.launch(&program, &[&out], 1).unwrap();
+    assert_eq!(
+        device.copy_out_elements::<i32>(&out, DType::I32).unwrap(),
+        vec![5]
+    );
+}

@@ -42,7 +42,8 @@ pub struct CpuConfig {
     /// The cache directory shared with other processes (CPU entries go in its `cpu/`
     /// folder); `None` keeps compiled kernels in memory only.
     pub cache_dir: Option<PathBuf>,
-    /// The default number of threads a kernel is split across.
+    /// The default number of threads a kernel is split across (0 counts as 1); the device
+    /// keeps one fewer worker thread, since the launching thread does a share of the work.
     pub threads: usize,
 }
 
@@ -60,8 +61,13 @@ impl CpuConfig {
 
 /// `$THREADS` if set, else every core the process may use.
 fn threads_from_env() -> Result<usize> {
-    match std::env::var("THREADS") {
-        Ok(value) => value
+    threads_setting(std::env::var("THREADS").ok())
+}
+
+/// The thread count a `THREADS` value asks for (`None`: every core the process may use).
+fn threads_setting(value: Option<String>) -> Result<usize> {
+    match value {
+        Some(value) => value
             .trim()
             .parse::<usize>()
             .ok()
@@ -71,7 +77,7 @@ fn threads_from_env() -> Result<usize> {
                 value,
                 expected: "a positive number of threads",
             }),
-        Err(_) => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
+        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
     }
 }
 
@@ -183,8 +189,9 @@ impl CpuDevice {
         scratch: &ScratchDir,
     ) -> Result<Arc<LoadedLibrary>> {
         let state = &self.inner;
-        let object = state.compiler.compile(source, entry, scratch.path())?;
+        // Counted before the outcome is known: a rejected source is still a compiler run.
         state.stats.record_compile();
+        let object = state.compiler.compile(source, entry, scratch.path())?;
         let payload = std::fs::read(&object).map_err(|e| {
             RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
         })?;
@@ -242,5 +249,25 @@ impl Device for CpuDevice {
 
     fn launch(&self, program: &CpuProgram, buffers: &[&CpuBuffer], threads: usize) -> Result<()> {
         program.run(buffers, threads, &self.inner.pool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_setting_accepts_positive_counts_and_defaults_to_all_cores() {
+        assert_eq!(threads_setting(Some("3".into())).unwrap(), 3);
+        assert_eq!(threads_setting(Some(" 8\n".into())).unwrap(), 8);
+        assert!(threads_setting(None).unwrap() >= 1);
+    }
+
+    #[test]
+    fn malformed_threads_setting_is_an_error_naming_the_variable() {
+        for bad in ["0", "-2", "many", ""] {
+            let err = threads_setting(Some(bad.into())).unwrap_err();
+            assert!(err.to_string().contains("THREADS"), "{err}");
+        }
     }
 }

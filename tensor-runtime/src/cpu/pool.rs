@@ -88,9 +88,9 @@ impl WorkerPool {
             shutdown: false,
         };
         self.shared.work_available.notify_all();
-        while let Some((job, part)) = state.claim() {
+        while let Some(claimed) = state.claim() {
             drop(state);
-            let ok = catch_unwind(AssertUnwindSafe(|| job(part))).is_ok();
+            let ok = run_part(claimed);
             state = lock(&self.shared.state);
             finish_part(&mut state, ok, &self.shared);
         }
@@ -129,9 +129,9 @@ fn work(shared: &Shared) {
             return;
         }
         match state.claim() {
-            Some((job, part)) => {
+            Some(claimed) => {
                 drop(state);
-                let ok = catch_unwind(AssertUnwindSafe(|| job(part))).is_ok();
+                let ok = run_part(claimed);
                 state = lock(&shared.state);
                 finish_part(&mut state, ok, shared);
             }
@@ -143,6 +143,12 @@ fn work(shared: &Shared) {
             }
         }
     }
+}
+
+/// Runs one part; true if it returned normally. The job handle is released before the part
+/// is reported finished, so nothing of a launch outlives it.
+fn run_part((job, part): (Job, i32)) -> bool {
+    catch_unwind(AssertUnwindSafe(|| job(part))).is_ok()
 }
 
 fn finish_part(state: &mut LaunchState, ok: bool, shared: &Shared) {
