@@ -5,6 +5,8 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod codegen;
+pub mod render;
 pub mod tensor;
 pub mod uop;
 
