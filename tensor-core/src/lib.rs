@@ -8,6 +8,7 @@
 pub mod rewrite;
 pub mod symbolic;
 pub mod tensor;
+pub mod transform;
 pub mod uop;
 
 pub use tensor::Tensor;
