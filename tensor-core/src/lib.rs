@@ -7,7 +7,10 @@
 
 pub mod codegen;
 pub mod render;
+pub mod rewrite;
+pub mod symbolic;
 pub mod tensor;
+pub mod transform;
 pub mod uop;
 
 pub use tensor::Tensor;
