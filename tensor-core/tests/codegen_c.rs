@@ -4,9 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tensor_core::codegen::{
-    CodegenOptions, Kernel, Opt, compile_kernel, compile_kernel_with_opts,
-};
+use tensor_core::codegen::{CodegenOptions, Kernel, Opt, compile_kernel, compile_kernel_with_opts};
 use tensor_core::uop::alu;
 use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 use tensor_core::{Arg, AxisType, DType, Op, ReduceOp, Scalar, UOp};
@@ -22,7 +20,12 @@ fn index(buf: &UOp, idx: UOp) -> UOp {
 }
 
 fn gated_index(buf: &UOp, idx: UOp, gate: UOp) -> UOp {
-    UOp::new(Op::Index, buf.dtype(), vec![buf.clone(), idx, gate], Arg::None)
+    UOp::new(
+        Op::Index,
+        buf.dtype(),
+        vec![buf.clone(), idx, gate],
+        Arg::None,
+    )
 }
 
 fn load(idx: UOp) -> UOp {
@@ -106,7 +109,12 @@ fn run(kernel: &Kernel, buffers: &mut [Vec<Scalar>]) {
         .iter()
         .zip(buffers.iter())
         .map(|(a, values)| {
-            assert_eq!(values.len(), a.size, "buffer size of a {} argument", a.dtype);
+            assert_eq!(
+                values.len(),
+                a.size,
+                "buffer size of a {} argument",
+                a.dtype
+            );
             encode_scalars(values, a.dtype)
         })
         .collect();
@@ -169,7 +177,10 @@ fn elementwise_add_computes_the_sum_of_every_element() {
 #[test]
 fn sum_of_rows_accumulates_over_the_reduce_range() {
     let (i, j) = (loop_range(3, 0), reduce_range(5, 1));
-    let x = load(index(&global(1, DType::F32), add(mul(i.clone(), idx(5)), j.clone())));
+    let x = load(index(
+        &global(1, DType::F32),
+        add(mul(i.clone(), idx(5)), j.clone()),
+    ));
     let ast = kernel(vec![(
         index(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, x, &[j]),
@@ -203,10 +214,7 @@ fn gated_load_reads_zero_outside_the_gate_and_never_touches_memory_there() {
     assert!(k.source.contains(" ? data1["), "{}", k.source);
     let mut bufs = vec![zeros(7), floats(&[1.0, 2.0, 3.0, 4.0])];
     run(&k, &mut bufs);
-    assert_eq!(
-        as_f64(&bufs[0]),
-        vec![0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0]
-    );
+    assert_eq!(as_f64(&bufs[0]), vec![0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0]);
 }
 
 /// `c[m, n] = sum_k a[m, k] * b[k, n]`.
@@ -253,14 +261,27 @@ fn matmul_shaped_reduce_matches_the_triple_loop_with_and_without_opts() {
 #[test]
 fn upcast_matmul_shares_one_reduce_loop_between_the_lanes() {
     let kern = compile_kernel(&matmul(3, 5, 8), &[24, 15, 40], &opt(1));
-    assert_eq!(kern.source.matches("for (int ridx2").count(), 1, "{}", kern.source);
-    assert_eq!(kern.source.matches("float acc").count(), 4, "{}", kern.source);
+    assert_eq!(
+        kern.source.matches("for (int ridx2").count(),
+        1,
+        "{}",
+        kern.source
+    );
+    assert_eq!(
+        kern.source.matches("float acc").count(),
+        4,
+        "{}",
+        kern.source
+    );
 }
 
 #[test]
 fn max_reduce_starts_at_minus_infinity_and_propagates_nan() {
     let (i, j) = (loop_range(3, 0), reduce_range(4, 1));
-    let x = load(index(&global(1, DType::F32), add(mul(i.clone(), idx(4)), j.clone())));
+    let x = load(index(
+        &global(1, DType::F32),
+        add(mul(i.clone(), idx(4)), j.clone()),
+    ));
     let ast = kernel(vec![(
         index(&global(0, DType::F32), i),
         reduce(ReduceOp::Max, x, &[j]),
@@ -268,7 +289,18 @@ fn max_reduce_starts_at_minus_infinity_and_propagates_nan() {
     let k = compile_kernel(&ast, &[3, 12], &opt(1));
     assert!(k.source.contains("= -INFINITY;"), "{}", k.source);
     let x = [
-        -5.0, -7.0, -6.0, -9.0, 1.0, f64::NAN, 3.0, 2.0, -1.0, 8.0, 8.5, 0.0,
+        -5.0,
+        -7.0,
+        -6.0,
+        -9.0,
+        1.0,
+        f64::NAN,
+        3.0,
+        2.0,
+        -1.0,
+        8.0,
+        8.5,
+        0.0,
     ];
     let mut bufs = vec![zeros(3), floats(&x)];
     run(&k, &mut bufs);
@@ -287,7 +319,10 @@ fn integer_max_reduce_starts_at_the_dtype_minimum() {
         reduce(ReduceOp::Max, x, &[j]),
     )]);
     let k = compile_kernel(&ast, &[1, 3], &opt(1));
-    let mut bufs = vec![zeros(1), vec![Scalar::Int(-9), Scalar::Int(-4), Scalar::Int(-7)]];
+    let mut bufs = vec![
+        zeros(1),
+        vec![Scalar::Int(-9), Scalar::Int(-4), Scalar::Int(-7)],
+    ];
     run(&k, &mut bufs);
     assert_eq!(bufs[0], vec![Scalar::Int(-4)]);
 }
@@ -296,7 +331,12 @@ fn integer_max_reduce_starts_at_the_dtype_minimum() {
 fn softmax_style_kernel_runs_a_dependent_reduce_in_its_own_loop() {
     // out[i] = sum_j exp2(x[i, j] - max_k x[i, k]) over the same row.
     let (i, j, kk) = (loop_range(2, 0), reduce_range(3, 1), reduce_range(3, 2));
-    let row = |r: &UOp| load(index(&global(1, DType::F32), add(mul(i.clone(), idx(3)), r.clone())));
+    let row = |r: &UOp| {
+        load(index(
+            &global(1, DType::F32),
+            add(mul(i.clone(), idx(3)), r.clone()),
+        ))
+    };
     let m = reduce(ReduceOp::Max, row(&kk), &[kk]);
     let shifted = add(row(&j), mul(m, UOp::constant(-1.0, DType::F32)));
     let s = reduce(ReduceOp::Add, UOp::alu(Op::Exp2, vec![shifted]), &[j]);
@@ -311,7 +351,12 @@ fn softmax_style_kernel_runs_a_dependent_reduce_in_its_own_loop() {
             .map(|&v| ((v as f32 - m) as f64).exp2() as f32)
             .fold(0.0f32, |a, b| a + b) as f64
     };
-    assert_eq!(as_f64(&bufs[0]), vec![want(&x[..3]), want(&x[3..])], "{}", k.source);
+    assert_eq!(
+        as_f64(&bufs[0]),
+        vec![want(&x[..3]), want(&x[3..])],
+        "{}",
+        k.source
+    );
 }
 
 // ---- every ALU op against alu::exec ----
@@ -322,10 +367,32 @@ fn sample_inputs(dtype: DType) -> [Vec<Scalar>; 3] {
     let ints_a: [i64; N] = [0, 1, -1, 7, -7, 100, -128, 127, 33, 5, -2, 64];
     let ints_b: [i64; N] = [3, 0, 2, -2, 5, 7, -1, 1, 31, 40, -3, 1];
     let floats_a = [
-        0.0, 1.5, -2.25, 3.0, -0.5, 100.0, 1e-3, f64::NAN, f64::INFINITY, -7.75, 0.3, 65000.0,
+        0.0,
+        1.5,
+        -2.25,
+        3.0,
+        -0.5,
+        100.0,
+        1e-3,
+        f64::NAN,
+        f64::INFINITY,
+        -7.75,
+        0.3,
+        65000.0,
     ];
     let floats_b = [
-        2.0, -0.0, 0.5, -3.0, 4.0, 0.1, 2.0, 1.0, 1.0, f64::NAN, 0.7, 2.0,
+        2.0,
+        -0.0,
+        0.5,
+        -3.0,
+        4.0,
+        0.1,
+        2.0,
+        1.0,
+        1.0,
+        f64::NAN,
+        0.7,
+        2.0,
     ];
     let conds = (0..N).map(|i| Scalar::Bool(i % 3 == 0)).collect();
     if dtype.is_float() {
@@ -340,14 +407,30 @@ fn sample_inputs(dtype: DType) -> [Vec<Scalar>; 3] {
 
 fn unary_ops(dtype: DType) -> Vec<Op> {
     if dtype.is_float() {
-        vec![Op::Recip, Op::Trunc, Op::Neg, Op::Exp2, Op::Log2, Op::Sin, Op::Sqrt]
+        vec![
+            Op::Recip,
+            Op::Trunc,
+            Op::Neg,
+            Op::Exp2,
+            Op::Log2,
+            Op::Sin,
+            Op::Sqrt,
+        ]
     } else {
         vec![Op::Neg, Op::Recip, Op::Trunc, Op::Sqrt]
     }
 }
 
 fn binary_ops(dtype: DType) -> Vec<Op> {
-    let mut ops = vec![Op::Add, Op::Sub, Op::Mul, Op::Max, Op::Div, Op::Idiv, Op::Mod];
+    let mut ops = vec![
+        Op::Add,
+        Op::Sub,
+        Op::Mul,
+        Op::Max,
+        Op::Div,
+        Op::Idiv,
+        Op::Mod,
+    ];
     if dtype.is_float() {
         ops.push(Op::Pow);
     } else {
@@ -356,15 +439,24 @@ fn binary_ops(dtype: DType) -> Vec<Op> {
     ops
 }
 
-const COMPARISONS: [Op; 6] = [Op::CmpLt, Op::CmpNe, Op::CmpGt, Op::CmpGe, Op::CmpLe, Op::CmpEq];
+const COMPARISONS: [Op; 6] = [
+    Op::CmpLt,
+    Op::CmpNe,
+    Op::CmpGt,
+    Op::CmpGe,
+    Op::CmpLe,
+    Op::CmpEq,
+];
 
 /// One kernel per dtype with one output per op, all reading the same inputs.
 fn check_every_op(dtype: DType) {
     let i = loop_range(N, 0);
     let (n_inputs, inputs) = (3, sample_inputs(dtype));
     let mut exprs: Vec<(Op, UOp, DType)> = Vec::new();
-    let slot_count_before_inputs = unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 3;
-    let input = |k: usize, dt: DType| load(index(&global(slot_count_before_inputs + k, dt), i.clone()));
+    let slot_count_before_inputs =
+        unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 3;
+    let input =
+        |k: usize, dt: DType| load(index(&global(slot_count_before_inputs + k, dt), i.clone()));
     let (a, b, c) = (input(0, dtype), input(1, dtype), input(2, DType::Bool));
     for op in unary_ops(dtype) {
         exprs.push((op, UOp::alu(op, vec![a.clone()]), dtype));
@@ -375,8 +467,16 @@ fn check_every_op(dtype: DType) {
     for op in COMPARISONS {
         exprs.push((op, UOp::alu(op, vec![a.clone(), b.clone()]), DType::Bool));
     }
-    exprs.push((Op::Where, UOp::alu(Op::Where, vec![c.clone(), a.clone(), b.clone()]), dtype));
-    exprs.push((Op::Mulacc, UOp::alu(Op::Mulacc, vec![a.clone(), b.clone(), a.clone()]), dtype));
+    exprs.push((
+        Op::Where,
+        UOp::alu(Op::Where, vec![c.clone(), a.clone(), b.clone()]),
+        dtype,
+    ));
+    exprs.push((
+        Op::Mulacc,
+        UOp::alu(Op::Mulacc, vec![a.clone(), b.clone(), a.clone()]),
+        dtype,
+    ));
     exprs.push((Op::Not, UOp::alu(Op::Not, vec![c.clone()]), DType::Bool));
     assert_eq!(exprs.len(), slot_count_before_inputs);
     let stores = exprs
@@ -403,7 +503,9 @@ fn check_every_op(dtype: DType) {
             let want = alu::exec_typed(*op, *out_dt, operand, &args).cast(*out_dt);
             let got = bufs[slot][lane];
             let same = match (want, got) {
-                (Scalar::Float(w), Scalar::Float(g)) => w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                (Scalar::Float(w), Scalar::Float(g)) => {
+                    w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())
+                }
                 _ => want == got || want.as_f64() == got.as_f64(),
             };
             assert!(
@@ -487,13 +589,26 @@ fn casts_and_bitcasts_between_dtypes_match_alu_exec() {
     let k = compile_kernel(&ast, &vec![N; 2 * cases.len()], &opt(1));
     let mut bufs: Vec<Vec<Scalar>> = cases.iter().map(|_| zeros(N)).collect();
     let raw = [
-        0.0, 1.5, -2.7, 3e9, -1.0, 255.9, 1e-3, f64::NAN, 70000.0, -7.75, 0.3, 1.0 + 1.0 / 4096.0,
+        0.0,
+        1.5,
+        -2.7,
+        3e9,
+        -1.0,
+        255.9,
+        1e-3,
+        f64::NAN,
+        70000.0,
+        -7.75,
+        0.3,
+        1.0 + 1.0 / 4096.0,
     ];
     for &(_, from, _) in &cases {
         let values = if from.is_float() {
             floats(&raw).iter().map(|v| v.cast(from)).collect()
         } else {
-            raw.iter().map(|&v| Scalar::Float(v).cast(DType::I64).cast(from)).collect()
+            raw.iter()
+                .map(|&v| Scalar::Float(v).cast(DType::I64).cast(from))
+                .collect()
         };
         bufs.push(values);
     }
@@ -504,10 +619,16 @@ fn casts_and_bitcasts_between_dtypes_match_alu_exec() {
             let want = alu::exec_typed(op, to, from, &[x]);
             let got = bufs[slot][lane];
             let same = match (want, got) {
-                (Scalar::Float(w), Scalar::Float(g)) => w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan()),
+                (Scalar::Float(w), Scalar::Float(g)) => {
+                    w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())
+                }
                 _ => want == got || want.as_f64() == got.as_f64(),
             };
-            assert!(same, "{op} {from} -> {to} of {x:?}: C gives {got:?}, alu gives {want:?}\n{}", k.source);
+            assert!(
+                same,
+                "{op} {from} -> {to} of {x:?}: C gives {got:?}, alu gives {want:?}\n{}",
+                k.source
+            );
         }
     }
 }
@@ -522,8 +643,14 @@ fn threefry_matches_alu_exec() {
         UOp::alu(Op::Threefry, vec![x, key]),
     )]);
     let k = compile_kernel(&ast, &[4, 4, 4], &opt(1));
-    let xs: Vec<Scalar> = [0u64, 1, u64::MAX, 0x85a3_08d3_243f_6a88].iter().map(|&v| Scalar::Int(v as i64)).collect();
-    let keys: Vec<Scalar> = [0u64, 7, u64::MAX, 0x0370_7344_1319_8a2e].iter().map(|&v| Scalar::Int(v as i64)).collect();
+    let xs: Vec<Scalar> = [0u64, 1, u64::MAX, 0x85a3_08d3_243f_6a88]
+        .iter()
+        .map(|&v| Scalar::Int(v as i64))
+        .collect();
+    let keys: Vec<Scalar> = [0u64, 7, u64::MAX, 0x0370_7344_1319_8a2e]
+        .iter()
+        .map(|&v| Scalar::Int(v as i64))
+        .collect();
     let mut bufs = vec![zeros(4), xs.clone(), keys.clone()];
     run(&k, &mut bufs);
     for lane in 0..4 {
@@ -544,7 +671,12 @@ fn thread_split_gives_identical_results_for_any_core_count() {
         let opts = if threads == 1 {
             vec![]
         } else {
-            vec![Opt::Split { axis: 0, factor: threads, target: AxisType::Thread, top: true }]
+            vec![Opt::Split {
+                axis: 0,
+                factor: threads,
+                target: AxisType::Thread,
+                top: true,
+            }]
         };
         let k = compile_kernel_with_opts(&elementwise_add(rows, cols), &[70, 70, 70], &opts);
         assert_eq!(k.threads, threads);
@@ -577,12 +709,20 @@ fn heuristic_threads_and_upcasts_a_big_kernel_with_the_same_results() {
 #[test]
 fn unrolled_reduce_gives_the_same_sum() {
     let (i, j) = (loop_range(3, 0), reduce_range(8, 1));
-    let x = load(index(&global(1, DType::F32), add(mul(i.clone(), idx(8)), j.clone())));
+    let x = load(index(
+        &global(1, DType::F32),
+        add(mul(i.clone(), idx(8)), j.clone()),
+    ));
     let ast = kernel(vec![(
         index(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, x, &[j]),
     )]);
-    let opts = [Opt::Split { axis: 1, factor: 4, target: AxisType::Unroll, top: false }];
+    let opts = [Opt::Split {
+        axis: 1,
+        factor: 4,
+        target: AxisType::Unroll,
+        top: false,
+    }];
     let k = compile_kernel_with_opts(&ast, &[3, 24], &opts);
     assert!(k.source.contains("ridx1 < 2"), "{}", k.source);
     let x: Vec<f64> = (0..24).map(|v| v as f64).collect();

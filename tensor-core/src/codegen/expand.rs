@@ -6,9 +6,12 @@
 //! - An UNROLL range of a Reduce folds the `k` copies of the reduced value with the reduce op
 //!   inside one iteration, and leaves the Reduce's remaining ranges as loops.
 //! - A range of size 1 is the constant 0.
+//!
+//! The result is simplified with the `symbolic` rules (substituted constants fold away).
 
 use super::opt::{range_axis_type, range_size, substitute};
-use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp, alu};
+use crate::symbolic::simplify;
+use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp};
 use std::collections::HashMap;
 
 /// The kernel with UPCAST and UNROLL ranges expanded and size-1 ranges removed.
@@ -16,7 +19,7 @@ pub fn expand(ast: &UOp) -> UOp {
     let ast = remove_unit_ranges(ast);
     let ast = unroll_reduces(&ast);
     let stores = ast.src().iter().flat_map(upcast_store).collect();
-    fold_constants(&UOp::sink(stores))
+    simplify(&UOp::sink(stores))
 }
 
 fn ranges_of(u: &UOp) -> Vec<UOp> {
@@ -138,46 +141,5 @@ fn upcast_store(store: &UOp) -> Vec<UOp> {
     match upcast {
         Some(r) => lanes(store, &r).iter().flat_map(upcast_store).collect(),
         None => vec![store.clone()],
-    }
-}
-
-/// Folds ALU nodes over constants (`0 * 4 + 2` → `2`) and the identities `x + 0`, `x * 1`,
-/// `x * 0` that substituting constants for ranges creates.
-fn fold_constants(ast: &UOp) -> UOp {
-    let mut memo: HashMap<UOp, UOp> = HashMap::new();
-    for node in ast.toposort() {
-        let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
-        let rebuilt = if src.iter().zip(node.src()).all(|(a, b)| a == b) {
-            node.clone()
-        } else {
-            node.with_src(src)
-        };
-        let folded = fold_node(&rebuilt).unwrap_or(rebuilt);
-        memo.insert(node, folded);
-    }
-    memo[ast].clone()
-}
-
-fn fold_node(u: &UOp) -> Option<UOp> {
-    if !u.op().is_elementwise() || u.src().is_empty() {
-        return None;
-    }
-    let consts: Option<Vec<_>> = u.src().iter().map(|s| s.const_value()).collect();
-    if let Some(values) = consts
-        && matches!(u.op(), Op::Add | Op::Mul | Op::Idiv | Op::Mod)
-    {
-        return Some(UOp::constant(alu::exec(u.op(), u.dtype(), &values), u.dtype()));
-    }
-    if u.dtype() != crate::uop::DType::Index {
-        return None;
-    }
-    let is = |i: usize, v: f64| u.s(i).const_value().is_some_and(|c| c.is(v));
-    match u.op() {
-        Op::Add if is(1, 0.0) => Some(u.s(0).clone()),
-        Op::Add if is(0, 0.0) => Some(u.s(1).clone()),
-        Op::Mul if is(1, 1.0) => Some(u.s(0).clone()),
-        Op::Mul if is(0, 1.0) => Some(u.s(1).clone()),
-        Op::Mul if is(0, 0.0) || is(1, 0.0) => Some(UOp::index(0)),
-        _ => None,
     }
 }

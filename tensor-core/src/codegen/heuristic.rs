@@ -41,7 +41,10 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         && let Some(outer) = outputs.first()
     {
         let mut size = range_size(outer).unwrap_or(1);
-        if opts.iter().any(|o| matches!(o, Opt::Split { axis, .. } if *axis == range_id(outer))) {
+        if opts
+            .iter()
+            .any(|o| matches!(o, Opt::Split { axis, .. } if *axis == range_id(outer)))
+        {
             size /= UPCAST_WIDTH;
         }
         if size >= 2 {

@@ -237,9 +237,10 @@ impl Linearizer {
         match u.op() {
             Op::Const => self.record(u, (0, 0), Value::Const(u.clone())),
             Op::Range => {
-                let pos = *self.bindings.get(u).unwrap_or_else(|| {
-                    panic!("range {} is used outside of its loop", range_id(u))
-                });
+                let pos = *self
+                    .bindings
+                    .get(u)
+                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", range_id(u)));
                 self.record(u, pos, Value::Range(u.clone()));
             }
             Op::Reduce if is_kernel_reduce(u) => self.place_reduce_group(u),
@@ -279,9 +280,10 @@ impl Linearizer {
         let pos = self.free_ranges[reduce]
             .iter()
             .map(|r| {
-                *self.bindings.get(r).unwrap_or_else(|| {
-                    panic!("range {} is used outside of its loop", range_id(r))
-                })
+                *self
+                    .bindings
+                    .get(r)
+                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", range_id(r)))
             })
             .max()
             .unwrap_or((0, 0));

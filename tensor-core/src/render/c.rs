@@ -29,7 +29,9 @@ pub fn render(name: &str, program: &Program, args: &[KernelArg]) -> String {
     let mut renderer = CRenderer::new(program, args);
     let body = renderer.body();
     let params = parameters(args, program.threads);
-    let mut out = String::from("#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <string.h>\n\n");
+    let mut out = String::from(
+        "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <string.h>\n\n",
+    );
     for code in renderer.helpers.values() {
         out.push_str(code);
         out.push('\n');
@@ -271,7 +273,11 @@ impl<'a> CRenderer<'a> {
         };
         match operands.get(1) {
             Some(gate) => {
-                let zero = literal(Scalar::Int(0).cast(load.dtype()), load.dtype(), self.index_type);
+                let zero = literal(
+                    Scalar::Int(0).cast(load.dtype()),
+                    load.dtype(),
+                    self.index_type,
+                );
                 format!("{} ? {read} : {zero}", self.atom(gate))
             }
             None => read,
@@ -340,7 +346,14 @@ impl<'a> CRenderer<'a> {
                 return self.round_narrow(dtype, sum);
             }
             op if operands.len() == 1 => self.unary(op, dtype, &operands[0]),
-            op => self.binary(op, dtype, operand_dtype, &operands[0], &operands[1], node.src().get(1)),
+            op => self.binary(
+                op,
+                dtype,
+                operand_dtype,
+                &operands[0],
+                &operands[1],
+                node.src().get(1),
+            ),
         };
         if node.op() == Op::Where || node.op() == Op::Cast {
             return expr;
@@ -423,13 +436,20 @@ impl<'a> CRenderer<'a> {
         b: &Value,
         divisor: Option<&UOp>,
     ) -> String {
-        if op == Op::Max || op == Op::Pow || (matches!(op, Op::Idiv | Op::Mod | Op::Div) && operand.is_int()) {
+        if op == Op::Max
+            || op == Op::Pow
+            || (matches!(op, Op::Idiv | Op::Mod | Op::Div) && operand.is_int())
+        {
             let (a, b) = (self.bare(a), self.bare(b));
             return self.binary_call(op, dtype, &a, &b, divisor);
         }
         if matches!(op, Op::Shl | Op::Shr) {
             let amount_ok = divisor.is_some_and(|amount| {
-                let width = if dtype == DType::Bool { 1 } else { dtype.bits() as i64 };
+                let width = if dtype == DType::Bool {
+                    1
+                } else {
+                    dtype.bits() as i64
+                };
                 amount.vmin().as_i64() >= 0 && amount.vmax().as_i64() < width
             });
             let (sa, sb) = (self.atom(a), self.atom(b));
@@ -453,7 +473,10 @@ impl<'a> CRenderer<'a> {
     /// An infix binary op on rendered operands, wrapped to the integer width of `dtype`.
     fn binary_str(&self, op: Op, dtype: DType, a: &str, b: &str, operand: Option<DType>) -> String {
         let ct = self.ctype(dtype);
-        if op == Op::Div && dtype.is_float() || op.is_comparison() || matches!(op, Op::Xor | Op::Or | Op::And) {
+        if op == Op::Div && dtype.is_float()
+            || op.is_comparison()
+            || matches!(op, Op::Xor | Op::Or | Op::And)
+        {
             return format!("{a} {} {b}", c_operator(op));
         }
         if op == Op::Mod && operand.is_some_and(|d| d.is_float()) {
@@ -478,7 +501,9 @@ impl<'a> CRenderer<'a> {
     /// `expr` converted back to a narrow integer type after C's promotion to `int`.
     fn wrapping(&self, dtype: DType, expr: &str, ct: &str) -> String {
         match dtype {
-            DType::I8 | DType::I16 | DType::U8 | DType::U16 | DType::Bool => format!("({ct})({expr})"),
+            DType::I8 | DType::I16 | DType::U8 | DType::U16 | DType::Bool => {
+                format!("({ct})({expr})")
+            }
             DType::I32 | DType::I64 if expr.starts_with("0 - ") => {
                 let u = helpers::unsigned_of(dtype);
                 format!("({ct})(0 - ({u}){})", &expr[4..])
@@ -489,7 +514,14 @@ impl<'a> CRenderer<'a> {
 
     /// Ops rendered as helper calls: `Max`, `Pow`, and integer division and remainder
     /// (plain `/` and `%` where the divisor can be neither 0 nor -1).
-    fn binary_call(&mut self, op: Op, dtype: DType, a: &str, b: &str, divisor: Option<&UOp>) -> String {
+    fn binary_call(
+        &mut self,
+        op: Op,
+        dtype: DType,
+        a: &str,
+        b: &str,
+        divisor: Option<&UOp>,
+    ) -> String {
         let ct = self.ctype(dtype);
         let t = tag(dtype);
         match op {
@@ -499,7 +531,11 @@ impl<'a> CRenderer<'a> {
             }
             Op::Pow if dtype.is_float() => {
                 let call = format!("pow({a}, {b})");
-                if dtype == DType::F64 { call } else { format!("(float){call}") }
+                if dtype == DType::F64 {
+                    call
+                } else {
+                    format!("(float){call}")
+                }
             }
             Op::Pow => {
                 self.helper(&format!("pow_{t}"), helpers::ipow(dtype, ct));
@@ -534,7 +570,11 @@ impl<'a> CRenderer<'a> {
             } else {
                 format!("({ct}){x}")
             };
-            return if from == to { converted } else { self.round_narrow(to, converted) };
+            return if from == to {
+                converted
+            } else {
+                self.round_narrow(to, converted)
+            };
         }
         if from.is_float() && to != DType::Bool {
             return self.float_to_int(to, &self.bare(a));
@@ -579,7 +619,9 @@ impl<'a> CRenderer<'a> {
 }
 
 fn paren(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    {
         s.to_string()
     } else {
         format!("({s})")
@@ -631,7 +673,9 @@ pub fn literal(value: Scalar, dtype: DType, index_type: &str) -> String {
         DType::U32 => format!("{}u", value.as_i64() as u32),
         DType::I64 => int64_literal(value.as_i64()),
         DType::Index if index_type != "int" => int64_literal(value.as_i64()),
-        DType::I32 | DType::Index if value.as_i64() == i32::MIN as i64 => "(-2147483647 - 1)".to_string(),
+        DType::I32 | DType::Index if value.as_i64() == i32::MIN as i64 => {
+            "(-2147483647 - 1)".to_string()
+        }
         _ => value.as_i64().to_string(),
     }
 }
@@ -670,11 +714,18 @@ fn index_type(program: &Program, args: &[KernelArg]) -> &'static str {
     let nodes_fit = program.lines.iter().all(|line| match line {
         Line::Loop(r) => fits(r),
         Line::Assign { node, operands, .. } => {
-            fits(node) && operands.iter().all(|v| !matches!(v, Value::Const(c) if !fits(c)))
+            fits(node)
+                && operands
+                    .iter()
+                    .all(|v| !matches!(v, Value::Const(c) if !fits(c)))
         }
         _ => true,
     });
-    if sizes_fit && nodes_fit { "int" } else { "long long" }
+    if sizes_fit && nodes_fit {
+        "int"
+    } else {
+        "long long"
+    }
 }
 
 /// Temps written inline into their single user: ALU values (not loads) used exactly once,
@@ -700,11 +751,11 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
                 operands.iter().collect()
             }
             Line::Store {
-                index,
-                gate,
-                value,
-                ..
-            } => [Some(index), gate.as_ref(), Some(value)].into_iter().flatten().collect(),
+                index, gate, value, ..
+            } => [Some(index), gate.as_ref(), Some(value)]
+                .into_iter()
+                .flatten()
+                .collect(),
         };
         for v in operands {
             if let Value::Temp(t) = v {
@@ -716,9 +767,7 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
         .into_iter()
         .filter(|(t, (def, is_alu))| {
             let Some(u) = uses.get(t) else { return false };
-            *is_alu
-                && u.len() == 1
-                && !loop_marks.iter().any(|m| m > def && *m < u[0])
+            *is_alu && u.len() == 1 && !loop_marks.iter().any(|m| m > def && *m < u[0])
         })
         .map(|(t, _)| t)
         .collect()

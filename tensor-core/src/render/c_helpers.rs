@@ -20,8 +20,7 @@ pub fn tag(dtype: DType) -> String {
 }
 
 /// Rounds a float to a half-precision value (kept in a `float`), as `alu` rounds every result.
-pub const F16_ROUND: &str =
-    "static inline float f16_round(float x) { return (float)(_Float16)x; }";
+pub const F16_ROUND: &str = "static inline float f16_round(float x) { return (float)(_Float16)x; }";
 
 /// bf16 <-> float conversions and rounding (round to nearest even, NaN stays NaN).
 pub const BF16: &str = "static inline float bf16_to_float(unsigned short b) {
@@ -89,7 +88,10 @@ pub fn max(dtype: DType, ctype: &str) -> String {
 pub fn idiv_mod(dtype: DType, ctype: &str) -> String {
     let t = tag(dtype);
     let min_guard = if dtype.is_signed_int() {
-        format!("  if (b == -1) return ({ctype})(0 - ({unsigned})a);\n", unsigned = unsigned_of(dtype))
+        format!(
+            "  if (b == -1) return ({ctype})(0 - ({unsigned})a);\n",
+            unsigned = unsigned_of(dtype)
+        )
     } else {
         String::new()
     };
@@ -106,7 +108,11 @@ pub fn idiv_mod(dtype: DType, ctype: &str) -> String {
 /// Shifts that give 0 for a negative amount or one of at least the width.
 pub fn shifts(dtype: DType, ctype: &str) -> String {
     let t = tag(dtype);
-    let width = if dtype == DType::Bool { 1 } else { dtype.bits() };
+    let width = if dtype == DType::Bool {
+        1
+    } else {
+        dtype.bits()
+    };
     let unsigned = unsigned_of(dtype);
     format!(
         "static inline {ctype} shl_{t}({ctype} a, long long b) {{ return (b < 0 || b >= {width}) ? 0 : ({ctype})(({unsigned})a << b); }}\nstatic inline {ctype} shr_{t}({ctype} a, long long b) {{ return (b < 0 || b >= {width}) ? 0 : ({ctype})(a >> b); }}"
