@@ -359,6 +359,16 @@ fn softmax_style_kernel_runs_a_dependent_reduce_in_its_own_loop() {
     );
 }
 
+/// Equal values, bit for bit for floats except that any NaN equals any NaN.
+fn same_value(want: Scalar, got: Scalar) -> bool {
+    match (want, got) {
+        (Scalar::Float(w), Scalar::Float(g)) => {
+            w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())
+        }
+        _ => want == got || want.as_f64() == got.as_f64(),
+    }
+}
+
 // ---- every ALU op against alu::exec ----
 
 const N: usize = 12;
@@ -502,14 +512,8 @@ fn check_every_op(dtype: DType) {
             let operand = if *op == Op::Not { DType::Bool } else { dtype };
             let want = alu::exec_typed(*op, *out_dt, operand, &args).cast(*out_dt);
             let got = bufs[slot][lane];
-            let same = match (want, got) {
-                (Scalar::Float(w), Scalar::Float(g)) => {
-                    w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())
-                }
-                _ => want == got || want.as_f64() == got.as_f64(),
-            };
             assert!(
-                same,
+                same_value(want, got),
                 "{op} on {dtype} lane {lane} args {args:?}: C gives {got:?}, alu gives {want:?}\n{}",
                 k.source
             );
@@ -614,18 +618,10 @@ fn casts_and_bitcasts_between_dtypes_match_alu_exec() {
     }
     run(&k, &mut bufs);
     for (slot, &(op, from, to)) in cases.iter().enumerate() {
-        for lane in 0..N {
-            let x = bufs[first_input + slot][lane];
+        for (&x, &got) in bufs[first_input + slot].iter().zip(&bufs[slot]) {
             let want = alu::exec_typed(op, to, from, &[x]);
-            let got = bufs[slot][lane];
-            let same = match (want, got) {
-                (Scalar::Float(w), Scalar::Float(g)) => {
-                    w.to_bits() == g.to_bits() || (w.is_nan() && g.is_nan())
-                }
-                _ => want == got || want.as_f64() == got.as_f64(),
-            };
             assert!(
-                same,
+                same_value(want, got),
                 "{op} {from} -> {to} of {x:?}: C gives {got:?}, alu gives {want:?}\n{}",
                 k.source
             );
@@ -729,4 +725,118 @@ fn unrolled_reduce_gives_the_same_sum() {
     let mut bufs = vec![zeros(3), floats(&x)];
     run(&k, &mut bufs);
     assert_eq!(as_f64(&bufs[0]), vec![28.0, 92.0, 156.0]);
+}
+
+// ---- the shape of the generated code ----
+
+/// `out[i, j] = a[i, j] + 7` over a 4x4 grid (the fused `(a + 4) + 3` of the fusion note,
+/// its constants already folded by the scheduler).
+fn add_seven() -> UOp {
+    let (i, j) = (loop_range(4, 0), loop_range(4, 1));
+    let flat = add(mul(i, idx(4)), j);
+    let a = load(index(&global(1, DType::F32), flat.clone()));
+    kernel(vec![(
+        index(&global(0, DType::F32), flat),
+        add(a, UOp::constant(7.0, DType::F32)),
+    )])
+}
+
+#[test]
+fn folded_constant_renders_as_one_literal_add() {
+    let k = compile_kernel(&add_seven(), &[16, 16], &noopt());
+    assert_eq!(k.source.matches(" + 7.0f").count(), 1, "{}", k.source);
+    let mut bufs = vec![zeros(16), floats(&[1.0; 16])];
+    run(&k, &mut bufs);
+    assert_eq!(as_f64(&bufs[0]), vec![8.0; 16]);
+}
+
+#[test]
+fn noopt_renders_no_thread_split_and_no_upcast() {
+    let n = 1001 * 68;
+    let k = compile_kernel(
+        &elementwise_add(1001, 68),
+        &[n, n, n],
+        &CodegenOptions {
+            optimize: false,
+            threads: 4,
+        },
+    );
+    assert_eq!(k.threads, 1);
+    assert!(!k.source.contains("core_id *"), "{}", k.source);
+    assert_eq!(k.source.matches("data0[").count(), 1, "{}", k.source);
+    let optimized = compile_kernel(&elementwise_add(1001, 68), &[n, n, n], &opt(4));
+    assert_eq!(optimized.threads, 4);
+    assert_eq!(optimized.source.matches("data0[").count(), 4);
+}
+
+#[test]
+fn small_elementwise_kernel_reads_like_hand_written_c() {
+    let k = compile_kernel(&add_seven(), &[16, 16], &noopt());
+    println!("{}", k.source);
+    assert_eq!(k.name, "E_4_4");
+    assert_eq!(k.entry, "E_4_4_entry");
+    for expected in [
+        "#include <math.h>",
+        "void E_4_4(float* restrict data0, const float* restrict data1) {",
+        "  for (int gidx0 = 0; gidx0 < 4; gidx0++) {",
+        "    int alu0 = gidx0 * 4;",
+        "    for (int gidx1 = 0; gidx1 < 4; gidx1++) {",
+        "      float val0 = data1[alu1];",
+        "      data0[alu1] = val0 + 7.0f;",
+        "void E_4_4_entry(void** bufs, int core_id) {",
+        "  E_4_4((float*)bufs[0], (const float*)bufs[1]);",
+    ] {
+        assert!(
+            k.source.contains(expected),
+            "missing {expected:?} in\n{}",
+            k.source
+        );
+    }
+}
+
+#[test]
+fn upcast_kernel_writes_four_neighbouring_elements_per_statement_group() {
+    let k = compile_kernel(&add_seven(), &[16, 16], &opt(1));
+    println!("{}", k.source);
+    assert_eq!(k.source.matches(" + 7.0f;").count(), 4, "{}", k.source);
+    assert!(
+        !k.source.contains("gidx1"),
+        "the 4-wide axis is fully upcast:\n{}",
+        k.source
+    );
+    let mut bufs = vec![
+        zeros(16),
+        floats(&(0..16).map(f64::from).collect::<Vec<_>>()),
+    ];
+    run(&k, &mut bufs);
+    assert_eq!(as_f64(&bufs[0]), (7..23).map(f64::from).collect::<Vec<_>>());
+}
+
+#[test]
+fn gated_store_writes_only_where_the_gate_holds() {
+    let i = loop_range(6, 0);
+    let gate = UOp::alu(Op::CmpLt, vec![i.clone(), idx(4)]);
+    let ast = kernel(vec![(
+        gated_index(&global(0, DType::I32), i.clone(), gate),
+        i.cast(DType::I32),
+    )]);
+    let k = compile_kernel(&ast, &[6], &opt(1));
+    let mut bufs = vec![vec![Scalar::Int(-1); 6]];
+    run(&k, &mut bufs);
+    let got: Vec<i64> = bufs[0].iter().map(|v| v.as_i64()).collect();
+    assert_eq!(got, vec![0, 1, 2, 3, -1, -1]);
+}
+
+#[test]
+fn loop_invariant_loads_are_hoisted_out_of_the_inner_loop() {
+    // out[i, j] = a[i, j] * s[i]: the load of s[i] belongs to the outer loop.
+    let (i, j) = (loop_range(3, 0), loop_range(5, 1));
+    let flat = add(mul(i.clone(), idx(5)), j);
+    let a = load(index(&global(1, DType::F32), flat.clone()));
+    let s = load(index(&global(2, DType::F32), i));
+    let ast = kernel(vec![(index(&global(0, DType::F32), flat), mul(a, s))]);
+    let k = compile_kernel(&ast, &[15, 15, 3], &noopt());
+    let outer_load = k.source.find("data2[gidx0]").expect("load of s");
+    let inner_loop = k.source.find("for (int gidx1").expect("inner loop");
+    assert!(outer_load < inner_loop, "{}", k.source);
 }
