@@ -840,3 +840,34 @@ fn loop_invariant_loads_are_hoisted_out_of_the_inner_loop() {
     let inner_loop = k.source.find("for (int gidx1").expect("inner loop");
     assert!(outer_load < inner_loop, "{}", k.source);
 }
+
+#[test]
+fn reduce_nested_in_a_reduce_runs_inside_the_outer_reduce_loop() {
+    // out[i] = sum_j a[i, j] * (sum_k b[j, k])
+    let (i, j, kk) = (loop_range(2, 0), reduce_range(3, 1), reduce_range(2, 2));
+    let a = load(index(
+        &global(1, DType::F32),
+        add(mul(i.clone(), idx(3)), j.clone()),
+    ));
+    let b = load(index(
+        &global(2, DType::F32),
+        add(mul(j.clone(), idx(2)), kk.clone()),
+    ));
+    let inner = reduce(ReduceOp::Add, b, &[kk]);
+    let ast = kernel(vec![(
+        index(&global(0, DType::F32), i),
+        reduce(ReduceOp::Add, mul(a, inner), &[j]),
+    )]);
+    let k = compile_kernel(&ast, &[2, 6, 6], &opt(1));
+    let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let b = [1.0, 1.0, 2.0, 3.0, 10.0, 20.0];
+    let mut bufs = vec![zeros(2), floats(&a), floats(&b)];
+    run(&k, &mut bufs);
+    // row sums of b: 2, 5, 30
+    assert_eq!(
+        as_f64(&bufs[0]),
+        vec![2.0 + 10.0 + 90.0, 8.0 + 25.0 + 180.0],
+        "{}",
+        k.source
+    );
+}

@@ -229,3 +229,113 @@ fn rebuild(
     }
     memo[u].clone()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::uop::{DType, ReduceOp};
+
+    fn sum_rows(rows: usize, cols: usize) -> UOp {
+        let (i, j) = (
+            UOp::range(rows, 0, AxisType::Loop),
+            UOp::range(cols, 1, AxisType::Reduce),
+        );
+        let buf = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
+        let flat = UOp::alu(
+            Op::Add,
+            vec![
+                UOp::alu(Op::Mul, vec![i.clone(), UOp::index(cols as i64)]),
+                j.clone(),
+            ],
+        );
+        let x = UOp::new(
+            Op::Load,
+            DType::F32,
+            vec![UOp::new(
+                Op::Index,
+                DType::F32,
+                vec![buf.clone(), flat],
+                Arg::None,
+            )],
+            Arg::None,
+        );
+        let sum = UOp::new(
+            Op::Reduce,
+            DType::F32,
+            vec![x, j],
+            Arg::Reduce(ReduceOp::Add, vec![]),
+        );
+        let out = UOp::new(Op::Index, DType::F32, vec![buf, i], Arg::None);
+        UOp::sink(vec![UOp::store(&out, &sum)])
+    }
+
+    #[test]
+    fn splitting_a_reduce_range_puts_both_parts_in_the_reduce() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        let split = k
+            .apply(&Opt::Split {
+                axis: 1,
+                factor: 4,
+                target: AxisType::Unroll,
+                top: false,
+            })
+            .expect("4 divides 8");
+        let reduce = split
+            .ast
+            .toposort()
+            .into_iter()
+            .find(|u| u.op() == Op::Reduce)
+            .expect("a reduce");
+        let ranges: Vec<(usize, AxisType, Option<usize>)> = reduce.src()[1..]
+            .iter()
+            .map(|r| (range_id(r), range_axis_type(r), range_size(r)))
+            .collect();
+        assert_eq!(
+            ranges,
+            vec![
+                (1, AxisType::Reduce, Some(2)),
+                (2, AxisType::Unroll, Some(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_split_that_does_not_divide_the_range_is_refused() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        let err = k
+            .apply(&Opt::Split {
+                axis: 1,
+                factor: 3,
+                target: AxisType::Unroll,
+                top: false,
+            })
+            .unwrap_err();
+        assert!(err.0.contains("does not divide"), "{err:?}");
+    }
+
+    #[test]
+    fn a_thread_split_retypes_the_range_and_caps_cores_at_its_size() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        let threaded = k
+            .apply(&Opt::Split {
+                axis: 0,
+                factor: 8,
+                target: AxisType::Thread,
+                top: true,
+            })
+            .expect("loop ranges can be threaded");
+        assert_eq!(threaded.threads, 3);
+        let types: Vec<AxisType> = kernel_ranges(&threaded.ast)
+            .iter()
+            .map(range_axis_type)
+            .collect();
+        assert_eq!(types, vec![AxisType::Thread, AxisType::Reduce]);
+        let again = threaded.apply(&Opt::Split {
+            axis: 1,
+            factor: 2,
+            target: AxisType::Thread,
+            top: true,
+        });
+        assert!(again.is_err());
+    }
+}
