@@ -6,6 +6,7 @@
 //! (the oracle).
 
 pub mod codegen;
+pub mod interp;
 pub mod render;
 pub mod rewrite;
 pub mod symbolic;
