@@ -416,7 +416,9 @@ fn sample_inputs(dtype: DType) -> [Vec<Scalar>; 3] {
 }
 
 fn unary_ops(dtype: DType) -> Vec<Op> {
-    if dtype.is_float() {
+    if dtype == DType::Bool {
+        vec![] // `Not` is checked on the condition input of every dtype
+    } else if dtype.is_float() {
         vec![
             Op::Recip,
             Op::Trunc,
@@ -432,6 +434,9 @@ fn unary_ops(dtype: DType) -> Vec<Op> {
 }
 
 fn binary_ops(dtype: DType) -> Vec<Op> {
+    if dtype == DType::Bool {
+        return vec![Op::Add, Op::Mul, Op::Max, Op::Xor, Op::Or, Op::And];
+    }
     let mut ops = vec![
         Op::Add,
         Op::Sub,
@@ -542,6 +547,11 @@ fn every_alu_op_on_signed_ints_matches_alu_exec() {
     for dt in [DType::I8, DType::I16, DType::I32, DType::I64] {
         check_every_op(dt);
     }
+}
+
+#[test]
+fn every_alu_op_on_bools_matches_alu_exec() {
+    check_every_op(DType::Bool);
 }
 
 #[test]

@@ -436,6 +436,13 @@ impl<'a> CRenderer<'a> {
         b: &Value,
         divisor: Option<&UOp>,
     ) -> String {
+        // On bools (0 or 1, any non-zero result is true) these are the logical ops.
+        let op = match (dtype, op) {
+            (DType::Bool, Op::Add | Op::Max) => Op::Or,
+            (DType::Bool, Op::Mul) => Op::And,
+            (DType::Bool, Op::Sub) => Op::Xor,
+            _ => op,
+        };
         if op == Op::Max
             || op == Op::Pow
             || (matches!(op, Op::Idiv | Op::Mod | Op::Div) && operand.is_int())
