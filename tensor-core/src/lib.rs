@@ -5,6 +5,7 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod schedule;
 pub mod tensor;
 pub mod uop;
 
