@@ -9,6 +9,7 @@ pub mod rewrite;
 pub mod schedule;
 pub mod symbolic;
 pub mod tensor;
+pub mod transform;
 pub mod uop;
 
 pub use tensor::Tensor;
