@@ -11,78 +11,72 @@
 //!
 //! The markers are identities on data; `Contiguous` is kept because it forces a realization.
 
+use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
 use crate::uop::{Arg, Op, UOp, tuple_body};
-use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The graphs of `outputs` with every function call inlined and scheduling-neutral markers
 /// removed.
 pub fn callify(outputs: &[UOp]) -> Vec<UOp> {
-    let mut memo = HashMap::new();
-    outputs.iter().map(|o| rewrite(o, &mut memo)).collect()
+    let sink = graph_rewrite(&UOp::sink(outputs.to_vec()), callify_rules(), &mut ());
+    sink.src().to_vec()
 }
 
-fn rewrite(root: &UOp, memo: &mut HashMap<UOp, UOp>) -> UOp {
-    for node in root.toposort() {
-        if memo.contains_key(&node) {
-            continue;
+fn callify_rules() -> &'static PatternMatcher<()> {
+    static RULES: OnceLock<PatternMatcher<()>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let x = || UPat::var("x");
+        PatternMatcher::new()
+            .rule(
+                UPat::op(Op::GetTuple)
+                    .src(vec![UPat::ops(&[Op::Tuple, Op::Function]).named("call")]),
+                |m, _| inline_element(m),
+            )
+            .rule(UPat::op(Op::Detach).src(vec![x()]), |m, _| {
+                Some(m["x"].clone())
+            })
+            .rule(UPat::op(Op::ContiguousBackward).src(vec![x()]), |m, _| {
+                Some(m["x"].clone())
+            })
+    })
+}
+
+/// Element `k` of the tuple a `GetTuple` reads, with a function's parameters substituted.
+fn inline_element(m: &Captures) -> Option<UOp> {
+    let Arg::Int(k) = m.root().arg() else {
+        return None;
+    };
+    let call = &m["call"];
+    let value = tuple_body(call)?
+        .src()
+        .get(usize::try_from(*k).ok()?)?
+        .clone();
+    match call.op() {
+        Op::Function => {
+            let mut args = call.src()[1..].to_vec();
+            Some(graph_rewrite(&value, param_rules(), &mut args))
         }
-        let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
-        let rebuilt = if src.as_slice() == node.src() {
-            node.clone()
-        } else {
-            node.with_src(src)
-        };
-        let result = match apply_rule(&rebuilt) {
-            Some(next) => rewrite(&next, memo),
-            None => rebuilt,
-        };
-        memo.insert(node, result);
-    }
-    memo[root].clone()
-}
-
-fn apply_rule(u: &UOp) -> Option<UOp> {
-    match u.op() {
-        Op::Detach | Op::ContiguousBackward => Some(u.s(0).clone()),
-        Op::GetTuple => {
-            let Arg::Int(k) = u.arg() else { return None };
-            let call = u.s(0);
-            let body = tuple_body(call)?;
-            let value = body.src().get(usize::try_from(*k).ok()?)?.clone();
-            match call.op() {
-                Op::Tuple => Some(value),
-                Op::Function => Some(substitute_params(&value, &call.src()[1..])),
-                _ => None,
-            }
-        }
-        _ => None,
+        _ => Some(value),
     }
 }
 
-/// `body` with every `Param(j)` replaced by `args[j]`.
-fn substitute_params(body: &UOp, args: &[UOp]) -> UOp {
-    let mut memo: HashMap<UOp, UOp> = HashMap::new();
-    for node in body.toposort() {
-        let replaced = match (node.op(), node.arg()) {
-            (Op::Param, Arg::Param { slot, .. }) => match args.get(*slot) {
-                Some(a) => a.clone(),
+/// `Param(j) => args[j]`.
+fn param_rules() -> &'static PatternMatcher<Vec<UOp>> {
+    static RULES: OnceLock<PatternMatcher<Vec<UOp>>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        PatternMatcher::new().rule(UPat::op(Op::Param), |m, args: &mut Vec<UOp>| {
+            let Arg::Param { slot, .. } = m.root().arg() else {
+                return None;
+            };
+            match args.get(*slot) {
+                Some(a) => Some(a.clone()),
                 None => panic!(
                     "callify: Param slot {slot} but the Function has {} arguments",
                     args.len()
                 ),
-            },
-            _ => {
-                let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
-                if src.as_slice() == node.src() {
-                    node.clone()
-                } else {
-                    node.with_src(src)
-                }
             }
-        };
-        memo.insert(node, replaced);
-    }
-    memo[body].clone()
+        })
+    })
 }
 
 #[cfg(test)]

@@ -32,6 +32,9 @@ use std::collections::{HashMap, HashSet};
 /// A request for one element of a node: the node, its per-axis index, its validity gate.
 type Request = (UOp, Vec<UOp>, Option<UOp>);
 
+/// Where a reduce was asked for: the kernel, the per-axis index, the validity gate.
+type RequestSite = (usize, Vec<UOp>, Option<UOp>);
+
 /// What the scheduler knows across kernels: which nodes are realized into which buffers, and
 /// how often each reduce is asked for (the input of the realization cost model).
 #[derive(Default)]
@@ -41,7 +44,7 @@ pub struct IndexingContext {
     /// `Buffer` → the realized node whose kernel fills it.
     pub producer: HashMap<UOp, UOp>,
     /// Reduce node → the distinct `(kernel, index, gate)` it was requested at this round.
-    requests: HashMap<UOp, HashSet<(usize, Vec<UOp>, Option<UOp>)>>,
+    requests: HashMap<UOp, HashSet<RequestSite>>,
     costs: CostModel,
 }
 

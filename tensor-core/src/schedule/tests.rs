@@ -284,7 +284,7 @@ fn ranges_are_numbered_from_zero_output_loops_first() {
 #[test]
 fn an_output_that_is_already_a_buffer_needs_no_kernel() {
     let (x, _) = iota(&[2, 3]);
-    let schedule = create_schedule(&[x.clone()]);
+    let schedule = create_schedule(std::slice::from_ref(&x));
     assert!(schedule.items.is_empty());
     assert_eq!(schedule.outputs[0], x);
 }
