@@ -4,8 +4,11 @@
 //! A node is batched when any operand is; the rule receives the original node and reads the
 //! batched operands from the context. Unbatched operands are broadcast along the batch.
 
+use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::transform::func::transform_error;
 use crate::uop::{Arg, Op, UOp};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The state of one vmap walk: the batch size and the batched image of every batched node.
 pub struct BatchCtx {
@@ -69,10 +72,6 @@ impl BatchCtx {
     }
 }
 
-fn with_batch(size: usize, shape: &[usize]) -> Vec<usize> {
-    std::iter::once(size).chain(shape.iter().copied()).collect()
-}
-
 fn shifted(axes: &[usize]) -> Vec<usize> {
     axes.iter().map(|a| a + 1).collect()
 }
@@ -81,48 +80,100 @@ fn operand(u: &UOp, i: usize) -> Vec<usize> {
     crate::uop::shape::operand_values(u.s(i)).expect("movement operand is a constant shape")
 }
 
-/// The batched image of `node`: one row per op category.
-fn batch_rule(node: &UOp, ctx: &BatchCtx) -> UOp {
-    let b = ctx.size();
-    let x = || ctx.broadcast_to(node.s(0), node.s(0).shape().expect("operand has a shape"));
-    match (node.op(), node.arg()) {
-        (op, _) if op.is_elementwise() => {
-            let shape = node.shape_vec();
-            node.with_src(
-                node.src()
-                    .iter()
-                    .map(|s| ctx.broadcast_to(s, &shape))
-                    .collect(),
-            )
-        }
-        (Op::Reshape, _) => x().reshape(&with_batch(b, &operand(node, 1))),
-        (Op::Expand, _) => x().expand(&with_batch(b, &operand(node, 1))),
-        (Op::Permute, Arg::Permutation(p)) => x().permute(&[vec![0], shifted(p)].concat()),
-        (Op::Flip, Arg::Flags(f)) => x().flip(&[vec![false], f.clone()].concat()),
-        (Op::Pad, _) => x().pad(
-            &[vec![0], operand(node, 1)].concat(),
-            &[vec![0], operand(node, 2)].concat(),
-        ),
-        (Op::Shrink, _) => x().shrink(
-            &[vec![0], operand(node, 1)].concat(),
-            &[vec![b], operand(node, 2)].concat(),
-        ),
-        (Op::Reduce, Arg::Reduce(op, axes)) => x().reduce(*op, &shifted(axes)),
-        (Op::Stack, _) => {
-            let part_shape = node.s(0).shape_vec();
-            let parts = node
-                .src()
-                .iter()
-                .map(|p| ctx.broadcast_to(p, &part_shape))
-                .collect();
-            let stacked = UOp::stack(parts);
-            let mut perm: Vec<usize> = (0..stacked.ndim()).collect();
-            perm.swap(0, 1);
-            stacked.permute(&perm)
-        }
-        (Op::Contiguous | Op::ContiguousBackward | Op::Detach, _) => x().unary_marker(node.op()),
-        (op, _) => crate::transform::func::transform_error(&format!(
-            "vmap: no batching rule for {op} (in {node:?})"
-        )),
-    }
+/// The batching rules, one row per op category (each rule sees the original node as the
+/// match root and reads the batched operands from the context).
+fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
+    static RULES: OnceLock<PatternMatcher<BatchCtx>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let elementwise: Vec<Op> = [Op::UNARY, Op::BINARY, Op::TERNARY].concat();
+        PatternMatcher::new()
+            .rule(UPat::ops(&elementwise), |m, ctx| {
+                Some(elementwise_rule(m.root(), ctx))
+            })
+            .rule(UPat::op(Op::Reshape), |m, ctx| {
+                Some(source(m, ctx).reshape(&batched_operand(m, ctx, 1)))
+            })
+            .rule(UPat::op(Op::Expand), |m, ctx| {
+                Some(source(m, ctx).expand(&batched_operand(m, ctx, 1)))
+            })
+            .rule(UPat::op(Op::Permute), |m, ctx| match m.root().arg() {
+                Arg::Permutation(p) => {
+                    Some(source(m, ctx).permute(&[vec![0], shifted(p)].concat()))
+                }
+                _ => None,
+            })
+            .rule(UPat::op(Op::Flip), |m, ctx| match m.root().arg() {
+                Arg::Flags(f) => Some(source(m, ctx).flip(&[vec![false], f.clone()].concat())),
+                _ => None,
+            })
+            .rule(UPat::op(Op::Pad), |m, ctx| {
+                let (begins, ends) = (unbatched_operand(m, 1), unbatched_operand(m, 2));
+                Some(source(m, ctx).pad(&begins, &ends))
+            })
+            .rule(UPat::op(Op::Shrink), |m, ctx| {
+                let (begins, ends) = (unbatched_operand(m, 1), batched_operand(m, ctx, 2));
+                Some(source(m, ctx).shrink(&begins, &ends))
+            })
+            .rule(UPat::op(Op::Reduce), |m, ctx| match m.root().arg() {
+                Arg::Reduce(op, axes) => Some(source(m, ctx).reduce(*op, &shifted(axes))),
+                _ => None,
+            })
+            .rule(UPat::op(Op::Stack), |m, ctx| {
+                Some(stack_rule(m.root(), ctx))
+            })
+            .rule(UPat::ops(Op::MARKER), |m, ctx| {
+                Some(source(m, ctx).unary_marker(m.root().op()))
+            })
+    })
+}
+
+/// The batched image of `node`.
+fn batch_rule(node: &UOp, ctx: &mut BatchCtx) -> UOp {
+    batching_rules().rewrite(node, ctx).unwrap_or_else(|| {
+        transform_error(&format!(
+            "vmap: no batching rule for {} (in {node:?})",
+            node.op()
+        ))
+    })
+}
+
+/// The batched image of the root's first operand.
+fn source(m: &Captures, ctx: &BatchCtx) -> UOp {
+    let x = m.root().s(0);
+    ctx.broadcast_to(x, x.shape().expect("operand has a shape"))
+}
+
+/// Operand `i` of the root (a constant shape), with the batch size in front.
+fn batched_operand(m: &Captures, ctx: &BatchCtx, i: usize) -> Vec<usize> {
+    [vec![ctx.size()], operand(m.root(), i)].concat()
+}
+
+/// Operand `i` of the root (a constant shape), with 0 in front (no padding or offset).
+fn unbatched_operand(m: &Captures, i: usize) -> Vec<usize> {
+    [vec![0], operand(m.root(), i)].concat()
+}
+
+/// Elementwise: every operand broadcast along the batch, the same op.
+fn elementwise_rule(node: &UOp, ctx: &BatchCtx) -> UOp {
+    let shape = node.shape_vec();
+    node.with_src(
+        node.src()
+            .iter()
+            .map(|s| ctx.broadcast_to(s, &shape))
+            .collect(),
+    )
+}
+
+/// Stack: stack the batched parts (batch second), then swap the batch to the front.
+fn stack_rule(node: &UOp, ctx: &BatchCtx) -> UOp {
+    let part_shape = node.s(0).shape_vec();
+    let parts = node
+        .src()
+        .iter()
+        .map(|p| ctx.broadcast_to(p, &part_shape))
+        .collect();
+    let stacked = UOp::stack(parts);
+    let mut perm: Vec<usize> = (0..stacked.ndim()).collect();
+    perm.swap(0, 1);
+    stacked.permute(&perm)
 }
