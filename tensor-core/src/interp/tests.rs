@@ -707,3 +707,24 @@ fn long_chains_do_not_overflow_the_stack() {
     }
     assert_eq!(evaluate(&x).to_vec::<i32>(), vec![50_000]);
 }
+
+#[test]
+fn gemm_as_reshape_multiply_and_sum_matches_a_triple_loop() {
+    let (m, k, n) = (3, 4, 2);
+    let a: Vec<f64> = (0..m * k).map(|v| v as f64 * 0.25 - 1.0).collect();
+    let b: Vec<f64> = (0..k * n).map(|v| 2.0 - v as f64 * 0.5).collect();
+    let lhs = t(a.clone(), &[m, k]).reshape(&[m, k, 1]).expand(&[m, k, n]);
+    let rhs = t(b.clone(), &[k, n]).reshape(&[1, k, n]).expand(&[m, k, n]);
+    let product = alu(Op::Mul, &[&lhs, &rhs])
+        .reduce(ReduceOp::Add, &[1])
+        .reshape(&[m, n]);
+    let mut expected = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                expected[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    assert_eq!(evaluate(&product).to_vec::<f64>(), expected);
+}
