@@ -6,7 +6,10 @@
 //! (the oracle).
 
 pub mod interp;
+pub mod rewrite;
+pub mod symbolic;
 pub mod tensor;
+pub mod transform;
 pub mod uop;
 
 pub use tensor::Tensor;

@@ -1,9 +1,23 @@
-//! Constructors: tensors from data.
+//! Constructors: tensors from host data, constants, ranges and identity matrices.
+//!
+//! Constants are a `Const` reshaped and expanded, never a buffer, so they fold and fuse.
+//!
+//! `arange(n)` is built from primitives by digit decomposition: with `b = ceil(sqrt(n))` and
+//! `a = ceil(n / b)`, every `i < a*b` is `(i / b) * b + i % b`, so
+//! `arange(a*b) = arange(a)[:, None] * b + arange(b)[None, :]` flattened, then shrunk to `n`.
+//! Small ranges (`n <= 4`) are tinyspec's prefix sum of ones minus one. This costs O(n) work
+//! and O(log log n) depth where the pure prefix-sum construction costs O(n^2), and after
+//! lowering the index expression is exactly `(x / c) * c + x % c`, which symbolic folds to `x`.
 
 use super::Tensor;
+use super::broadcast::{Dims, const_uop};
+use super::cumulative::prefix_sum_last_axis;
 use crate::uop::dtype::{Element, encode_scalars};
-use crate::uop::{Arg, BufferArg, BufferStorage, DType, Device, Op, Scalar, UOp};
+use crate::uop::{Arg, BufferArg, BufferStorage, DType, Device, Op, Scalar, Shape, UOp};
 use std::sync::Arc;
+
+/// The dtype integer ranges and indices are built in (as JAX's default int).
+pub const INDEX_DTYPE: DType = DType::I32;
 
 impl Tensor {
     /// A tensor of `shape` holding `data` in row-major order.
@@ -31,10 +45,159 @@ impl Tensor {
     /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).
     #[track_caller]
     pub fn from_scalars(values: &[Scalar], dtype: DType, shape: &[usize]) -> Tensor {
+        let numel: usize = shape.iter().product();
+        if values.len() != numel {
+            panic!(
+                "from_scalars: {} values do not fill shape {:?} ({} elements)",
+                values.len(),
+                shape,
+                numel
+            );
+        }
         let bytes: Arc<[u8]> = encode_scalars(values, dtype).into();
         let storage = Arc::new(BufferStorage::with_host_bytes(bytes));
         let arg = BufferArg::with_storage(values.len(), dtype, Device::cpu(), storage);
         let buffer = UOp::new(Op::Buffer, dtype, vec![], Arg::Buffer(arg));
         Tensor::from_uop(buffer.reshape(shape))
+    }
+
+    /// A copy of an `ndarray` array of any layout (strided, transposed, sliced), read in
+    /// logical row-major order.
+    pub fn from_array<T, S, D>(array: &ndarray::ArrayBase<S, D>) -> Tensor
+    where
+        T: Element,
+        S: ndarray::Data<Elem = T>,
+        D: ndarray::Dimension,
+    {
+        let scalars: Vec<Scalar> = array.iter().map(|v| v.to_scalar()).collect();
+        Tensor::from_scalars(&scalars, T::DTYPE, array.shape())
+    }
+
+    /// A 0-d tensor holding `value`, of the dtype of its Rust type.
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Tensor::from_uop(UOp::constant(value.to_scalar(), T::DTYPE))
+    }
+
+    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`).
+    #[track_caller]
+    pub fn full<D: Dims + ?Sized>(shape: &D, value: impl Into<Scalar>, dtype: DType) -> Tensor {
+        let shape = sizes("full", shape);
+        Tensor::from_uop(const_uop(value.into(), dtype, &shape))
+    }
+
+    /// A tensor of `shape` and `dtype` filled with zeros.
+    #[track_caller]
+    pub fn zeros<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
+        Tensor::full(shape, 0, dtype)
+    }
+
+    /// A tensor of `shape` and `dtype` filled with ones.
+    #[track_caller]
+    pub fn ones<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
+        Tensor::full(shape, 1, dtype)
+    }
+
+    /// A tensor of this tensor's shape and dtype where every element is `value`.
+    pub fn full_like(&self, value: impl Into<Scalar>) -> Tensor {
+        Tensor::from_uop(const_uop(value.into(), self.dtype(), &self.shape()))
+    }
+
+    /// Zeros of this tensor's shape and dtype.
+    pub fn zeros_like(&self) -> Tensor {
+        self.full_like(0)
+    }
+
+    /// Ones of this tensor's shape and dtype.
+    pub fn ones_like(&self) -> Tensor {
+        self.full_like(1)
+    }
+
+    /// `[0, 1, ..., n-1]` as `i32`.
+    pub fn arange(n: usize) -> Tensor {
+        Tensor::from_uop(arange_uop(n))
+    }
+
+    /// `[start, start+step, ...]` up to but excluding `stop`, as NumPy's `arange`, in the
+    /// dtype of the Rust arguments (`arange_range(0, 10, 3)` is `i32`,
+    /// `arange_range(0.0f32, 1.0, 0.25)` is `f32`).
+    #[track_caller]
+    pub fn arange_range<T: Element>(start: T, stop: T, step: T) -> Tensor {
+        let (a, b, s) = (
+            start.to_scalar().as_f64(),
+            stop.to_scalar().as_f64(),
+            step.to_scalar().as_f64(),
+        );
+        if s == 0.0 || !s.is_finite() {
+            panic!("arange_range: step must be finite and non-zero, got {s}");
+        }
+        let n = ((b - a) / s).ceil().max(0.0) as usize;
+        let dtype = T::DTYPE;
+        let steps = arange_uop(n).cast(dtype);
+        let scaled = UOp::alu(
+            Op::Mul,
+            vec![steps, const_uop(step.to_scalar(), dtype, &[n])],
+        );
+        let shifted = UOp::alu(
+            Op::Add,
+            vec![scaled, const_uop(start.to_scalar(), dtype, &[n])],
+        );
+        Tensor::from_uop(shifted)
+    }
+
+    /// The `n x n` identity matrix in `f32`.
+    pub fn eye(n: usize) -> Tensor {
+        let rows = arange_uop(n).reshape(&[n, 1]).expand(&[n, n]);
+        let cols = arange_uop(n).reshape(&[1, n]).expand(&[n, n]);
+        let same = UOp::alu(Op::CmpNe, vec![rows, cols]);
+        let same = UOp::alu(
+            Op::CmpNe,
+            vec![same, const_uop(true.into(), DType::Bool, &[n, n])],
+        );
+        Tensor::from_uop(same.cast(DType::F32))
+    }
+}
+
+/// The sizes of a shape argument; panics on a negative size.
+#[track_caller]
+pub(crate) fn sizes<D: Dims + ?Sized>(op: &str, shape: &D) -> Shape {
+    let dims = shape.to_dims();
+    let mut out = Vec::with_capacity(dims.len());
+    for &d in &dims {
+        if d < 0 {
+            panic!("{op}: negative size {d} in shape {dims:?}");
+        }
+        out.push(d as usize);
+    }
+    out
+}
+
+/// `[0, 1, ..., n-1]` in [`INDEX_DTYPE`] (see the module doc for the construction).
+pub(crate) fn arange_uop(n: usize) -> UOp {
+    if n <= 1 {
+        return const_uop(Scalar::Int(0), INDEX_DTYPE, &[n]);
+    }
+    if n <= 4 {
+        let counts = prefix_sum_last_axis(&const_uop(Scalar::Int(1), INDEX_DTYPE, &[n]));
+        return UOp::alu(
+            Op::Add,
+            vec![counts, const_uop(Scalar::Int(-1), INDEX_DTYPE, &[n])],
+        );
+    }
+    let b = (n as f64).sqrt().ceil() as usize;
+    let a = n.div_ceil(b);
+    let high = UOp::alu(
+        Op::Mul,
+        vec![
+            arange_uop(a),
+            const_uop(Scalar::Int(b as i64), INDEX_DTYPE, &[a]),
+        ],
+    );
+    let high = high.reshape(&[a, 1]).expand(&[a, b]);
+    let low = arange_uop(b).reshape(&[1, b]).expand(&[a, b]);
+    let flat = UOp::alu(Op::Add, vec![high, low]).reshape(&[a * b]);
+    if a * b == n {
+        flat
+    } else {
+        flat.shrink(&[0], &[n])
     }
 }

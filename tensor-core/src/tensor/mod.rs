@@ -4,7 +4,19 @@
 //! realizes the graph (or the reference interpreter evaluates it). Shape and dtype errors are
 //! caught here, while the graph is built, and panic with the op, the shapes and the caller's line.
 
+mod broadcast;
 mod create;
+mod cumulative;
+mod elementwise;
+mod indexing;
+mod matmul;
+mod movement;
+mod nn;
+mod operators;
+mod random;
+mod reduce;
+
+pub use broadcast::{Dims, IntoAxes, Operand};
 
 use crate::uop::{DType, Device, Shape, UOp};
 use std::fmt;

@@ -1,0 +1,254 @@
+//! What every op checks before it builds nodes: shape and axis arguments as users write them,
+//! negative axes, NumPy broadcasting, and the dtype operands meet at (with JAX-style weak
+//! scalars). The panics here are the messages users see, so every function that can panic is
+//! `#[track_caller]` and reports the line of the user's call.
+
+use super::Tensor;
+use crate::uop::shape::broadcast;
+use crate::uop::{DType, Scalar, Shape, UOp};
+
+/// A list of sizes or axes as users write them: `&[2, -1]`, `&shape`, `&vec![0, 1]`.
+///
+/// Implemented for slices, arrays and vectors of `i32`, `i64`, `isize` and `usize`, so integer
+/// literals need no suffix and a `Shape` can be passed as it is.
+pub trait Dims {
+    /// The values as signed integers (negative values mean "from the end" or "infer").
+    fn to_dims(&self) -> Vec<isize>;
+}
+
+macro_rules! impl_dims {
+    ($($t:ty),*) => {$(
+        impl Dims for [$t] {
+            fn to_dims(&self) -> Vec<isize> {
+                self.iter().map(|&v| v as isize).collect()
+            }
+        }
+        impl<const N: usize> Dims for [$t; N] {
+            fn to_dims(&self) -> Vec<isize> {
+                self.iter().map(|&v| v as isize).collect()
+            }
+        }
+        impl Dims for Vec<$t> {
+            fn to_dims(&self) -> Vec<isize> {
+                self.iter().map(|&v| v as isize).collect()
+            }
+        }
+    )*};
+}
+impl_dims!(i32, i64, isize, usize);
+
+/// One axis or several, as a reduction takes them: `1`, `-1`, `[0, 2]`, `&[0, 2]`, `&axes`.
+pub trait IntoAxes {
+    /// The axes as signed integers (negative counts from the end).
+    fn into_axes(self) -> Vec<isize>;
+}
+
+macro_rules! impl_into_axes_for_int {
+    ($($t:ty),*) => {$(
+        impl IntoAxes for $t {
+            fn into_axes(self) -> Vec<isize> {
+                vec![self as isize]
+            }
+        }
+        impl<const N: usize> IntoAxes for [$t; N] {
+            fn into_axes(self) -> Vec<isize> {
+                self.to_dims()
+            }
+        }
+    )*};
+}
+impl_into_axes_for_int!(i32, i64, isize, usize);
+
+impl<D: Dims + ?Sized> IntoAxes for &D {
+    fn into_axes(self) -> Vec<isize> {
+        self.to_dims()
+    }
+}
+
+/// The axis `axis` names in a tensor of `shape`, counting negative axes from the end.
+#[track_caller]
+pub(crate) fn normalize_axis(op: &str, axis: isize, shape: &[usize]) -> usize {
+    normalize_axis_in(op, axis, shape.len(), shape)
+}
+
+/// The axis `axis` names among `ndim` axes (`ndim` may exceed the shape's rank by one for ops
+/// that insert an axis, like `unsqueeze` and `stack`).
+#[track_caller]
+pub(crate) fn normalize_axis_in(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usize {
+    let resolved = if axis < 0 { axis + ndim as isize } else { axis };
+    if resolved < 0 || resolved >= ndim as isize {
+        panic!(
+            "{op}: axis {axis} is out of range for shape {shape:?} (valid axes are {} to {})",
+            -(ndim as isize),
+            ndim as isize - 1
+        );
+    }
+    resolved as usize
+}
+
+/// Distinct axes, normalized and sorted; panics on an axis out of range or named twice.
+#[track_caller]
+pub(crate) fn normalize_axes(op: &str, axes: &[isize], shape: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let axis = normalize_axis(op, a, shape);
+        if out.contains(&axis) {
+            panic!("{op}: axes {axes:?} name axis {axis} twice (shape {shape:?})");
+        }
+        out.push(axis);
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The NumPy broadcast of `shapes`, or a panic naming the op and every shape.
+#[track_caller]
+pub(crate) fn broadcast_shapes(op: &str, shapes: &[Shape]) -> Shape {
+    let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
+    match broadcast(&refs) {
+        Some(s) => s,
+        None => panic!(
+            "{op}: shapes {} cannot broadcast",
+            list_in_words(&shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>())
+        ),
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn list_in_words(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// `u` broadcast to `shape` (which must be a broadcast of its shape): leading size-1 axes are
+/// added by a reshape, size-1 axes are stretched by an expand.
+pub(crate) fn broadcast_uop(u: &UOp, shape: &[usize]) -> UOp {
+    let from = u.shape_vec();
+    if from == shape {
+        return u.clone();
+    }
+    let mut padded = vec![1; shape.len() - from.len()];
+    padded.extend_from_slice(&from);
+    let reshaped = if padded == from {
+        u.clone()
+    } else {
+        u.reshape(&padded)
+    };
+    if padded == shape {
+        reshaped
+    } else {
+        reshaped.expand(shape)
+    }
+}
+
+/// A constant of `dtype` filling `shape`: a `Const` reshaped and expanded, never a buffer.
+pub(crate) fn const_uop(value: Scalar, dtype: DType, shape: &[usize]) -> UOp {
+    let c = UOp::constant(value, dtype);
+    if shape.is_empty() {
+        return c;
+    }
+    let ones = vec![1; shape.len()];
+    let reshaped = c.reshape(&ones);
+    if ones == shape {
+        reshaped
+    } else {
+        reshaped.expand(shape)
+    }
+}
+
+/// The right-hand side of a binary op: a tensor, or a Rust scalar that takes the tensor's
+/// dtype (weak typing, as in JAX: `int_tensor * 2.5` is `f32`, `f16_tensor * 2.5` stays `f16`).
+#[derive(Clone, Debug)]
+pub enum Operand {
+    /// A tensor operand: its dtype takes part in promotion.
+    Tensor(Tensor),
+    /// A weakly typed scalar: it adapts to the other operands.
+    Scalar(Scalar),
+}
+
+impl From<Tensor> for Operand {
+    fn from(t: Tensor) -> Operand {
+        Operand::Tensor(t)
+    }
+}
+impl From<&Tensor> for Operand {
+    fn from(t: &Tensor) -> Operand {
+        Operand::Tensor(t.clone())
+    }
+}
+macro_rules! scalar_operand {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Operand {
+            fn from(v: $t) -> Operand {
+                Operand::Scalar(v.into())
+            }
+        }
+    )*};
+}
+scalar_operand!(f32, f64, i32, i64, bool);
+
+impl Operand {
+    fn shape(&self) -> Shape {
+        match self {
+            Operand::Tensor(t) => t.shape(),
+            Operand::Scalar(_) => vec![],
+        }
+    }
+}
+
+/// The dtype operands meet at: tensors promote by `DType::promote`; a weak scalar adopts it,
+/// except that a float scalar lifts an integer or bool result to `f32` and an int scalar lifts
+/// a bool result to `i32`. With no tensor at all, floats default to `f32` and ints to `i32`.
+pub(crate) fn result_dtype(operands: &[Operand]) -> DType {
+    let strong = operands
+        .iter()
+        .filter_map(|o| match o {
+            Operand::Tensor(t) => Some(t.dtype()),
+            Operand::Scalar(_) => None,
+        })
+        .reduce(DType::promote);
+    let mut dtype = strong.unwrap_or(DType::Bool);
+    for o in operands {
+        if let Operand::Scalar(s) = o {
+            dtype = join_weak(dtype, *s);
+        }
+    }
+    dtype
+}
+
+fn join_weak(dtype: DType, s: Scalar) -> DType {
+    match s {
+        Scalar::Float(_) if !dtype.is_float() => DType::F32,
+        Scalar::Int(_) if dtype == DType::Bool => DType::I32,
+        _ => dtype,
+    }
+}
+
+/// The operands as nodes of one dtype and one shape, ready for an elementwise op: cast to
+/// [`result_dtype`], broadcast to the NumPy broadcast of their shapes.
+#[track_caller]
+pub(crate) fn elementwise_operands(op: &str, operands: &[Operand]) -> (Vec<UOp>, DType) {
+    let dtype = result_dtype(operands);
+    let shapes: Vec<Shape> = operands.iter().map(Operand::shape).collect();
+    let shape = broadcast_shapes(op, &shapes);
+    let uops = operands
+        .iter()
+        .map(|o| match o {
+            Operand::Tensor(t) => broadcast_uop(&cast_uop(&t.uop(), dtype), &shape),
+            Operand::Scalar(s) => const_uop(*s, dtype, &shape),
+        })
+        .collect();
+    (uops, dtype)
+}
+
+/// `u` cast to `dtype`, or `u` itself when it already has it.
+pub(crate) fn cast_uop(u: &UOp, dtype: DType) -> UOp {
+    if u.dtype() == dtype {
+        u.clone()
+    } else {
+        u.cast(dtype)
+    }
+}

@@ -1,0 +1,622 @@
+//! Elementwise ops, decomposed into tinyspec's primitives: `Neg = Mul(x, -1)`,
+//! `Sub = Add(a, Neg b)`, `Div = Mul(a, Recip b)`, `CmpGt = CmpLt(b, a)`,
+//! `CmpEq = CmpNe(CmpNe(a, b), true)`, `exp = Exp2(x * log2 e)`, `log = Log2(x) * ln 2`,
+//! `cos = Sin(x + pi/2)`, and so on. Operands broadcast as in NumPy and meet at one dtype
+//! (see [`super::broadcast::result_dtype`]); float-only math lifts ints and bools to `f32`.
+
+use super::Tensor;
+use super::broadcast::{
+    Operand, broadcast_shapes, broadcast_uop, cast_uop, const_uop, elementwise_operands,
+    result_dtype,
+};
+use crate::uop::{DType, Op, Scalar, Shape, UOp};
+use std::f64::consts::{FRAC_PI_2, LN_2, LOG2_E};
+
+/// A constant with `u`'s dtype and shape.
+pub(crate) fn const_like(u: &UOp, value: impl Into<Scalar>) -> UOp {
+    const_uop(value.into(), u.dtype(), &u.shape_vec())
+}
+
+/// `-u` as `Mul(u, -1)`.
+pub(crate) fn neg_uop(u: &UOp) -> UOp {
+    UOp::alu(Op::Mul, vec![u.clone(), const_like(u, -1)])
+}
+
+/// `a + b` on same-shaped, same-typed nodes.
+pub(crate) fn add_uop(a: &UOp, b: &UOp) -> UOp {
+    UOp::alu(Op::Add, vec![a.clone(), b.clone()])
+}
+
+/// `a * b` on same-shaped, same-typed nodes.
+pub(crate) fn mul_uop(a: &UOp, b: &UOp) -> UOp {
+    UOp::alu(Op::Mul, vec![a.clone(), b.clone()])
+}
+
+/// `a < b` (bool).
+pub(crate) fn lt_uop(a: &UOp, b: &UOp) -> UOp {
+    UOp::alu(Op::CmpLt, vec![a.clone(), b.clone()])
+}
+
+/// `a != b` (bool).
+pub(crate) fn ne_uop(a: &UOp, b: &UOp) -> UOp {
+    UOp::alu(Op::CmpNe, vec![a.clone(), b.clone()])
+}
+
+/// Logical not of a bool node as `CmpNe(u, true)`.
+pub(crate) fn not_uop(u: &UOp) -> UOp {
+    ne_uop(u, &const_like(u, true))
+}
+
+/// `a == b` as `CmpNe(CmpNe(a, b), true)`.
+pub(crate) fn eq_uop(a: &UOp, b: &UOp) -> UOp {
+    not_uop(&ne_uop(a, b))
+}
+
+/// `cond ? a : b` on same-shaped nodes.
+pub(crate) fn where_uop(cond: &UOp, a: &UOp, b: &UOp) -> UOp {
+    UOp::alu(Op::Where, vec![cond.clone(), a.clone(), b.clone()])
+}
+
+/// Bitwise complement of an integer node as `Xor(u, all ones)`; it reverses the order of
+/// signed and unsigned integers alike, without the overflow of negation.
+pub(crate) fn complement_uop(u: &UOp) -> UOp {
+    UOp::alu(Op::Xor, vec![u.clone(), const_like(u, -1)])
+}
+
+/// `e^u` as `Exp2(u * log2 e)`.
+pub(crate) fn exp_uop(u: &UOp) -> UOp {
+    UOp::alu(Op::Exp2, vec![mul_uop(u, &const_like(u, LOG2_E))])
+}
+
+/// `ln u` as `Log2(u) * ln 2`.
+pub(crate) fn log_uop(u: &UOp) -> UOp {
+    mul_uop(&UOp::alu(Op::Log2, vec![u.clone()]), &const_like(u, LN_2))
+}
+
+/// `1/u`.
+pub(crate) fn recip_uop(u: &UOp) -> UOp {
+    UOp::alu(Op::Recip, vec![u.clone()])
+}
+
+/// The elementwise maximum of same-shaped, same-typed nodes (`Or` for bools).
+pub(crate) fn max_uop(a: &UOp, b: &UOp) -> UOp {
+    let op = if a.dtype() == DType::Bool {
+        Op::Or
+    } else {
+        Op::Max
+    };
+    UOp::alu(op, vec![a.clone(), b.clone()])
+}
+
+/// `trunc(u)` rounded down for floats: `t = Trunc(u)`, then `t - 1` where `u < t`.
+fn floor_uop(u: &UOp) -> UOp {
+    let t = UOp::alu(Op::Trunc, vec![u.clone()]);
+    where_uop(&lt_uop(u, &t), &add_uop(&t, &const_like(&t, -1)), &t)
+}
+
+impl Tensor {
+    /// `self` and `other` as nodes of one dtype and shape (NumPy broadcasting).
+    #[track_caller]
+    fn binary_operands(&self, op: &str, other: impl Into<Operand>) -> (UOp, UOp) {
+        let (uops, _) = elementwise_operands(op, &[Operand::from(self), other.into()]);
+        let mut it = uops.into_iter();
+        (it.next().expect("lhs"), it.next().expect("rhs"))
+    }
+
+    /// This tensor's node in its float type (`f32` for ints and bools).
+    fn float_uop(&self) -> UOp {
+        let u = self.uop();
+        cast_uop(&u, u.dtype().to_float())
+    }
+
+    /// Panics unless the dtype is a number (not bool): for ops NumPy rejects on bools.
+    #[track_caller]
+    fn require_number(&self, op: &str, dtype: DType) {
+        if dtype == DType::Bool {
+            panic!(
+                "{op}: not supported for bool tensors (shape {:?}); cast to a number type first",
+                self.shape()
+            );
+        }
+    }
+
+    /// `self + other` (logical or for two bool operands).
+    #[track_caller]
+    pub fn add(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("add", other);
+        let op = if a.dtype() == DType::Bool {
+            Op::Or
+        } else {
+            Op::Add
+        };
+        Tensor::from_uop(UOp::alu(op, vec![a, b]))
+    }
+
+    /// `self - other` as `Add(a, Mul(b, -1))`. Panics for bools, as NumPy does.
+    #[track_caller]
+    pub fn sub(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("sub", other);
+        self.require_number("sub", a.dtype());
+        Tensor::from_uop(add_uop(&a, &neg_uop(&b)))
+    }
+
+    /// `self * other` (logical and for two bool operands).
+    #[track_caller]
+    pub fn mul(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("mul", other);
+        let op = if a.dtype() == DType::Bool {
+            Op::And
+        } else {
+            Op::Mul
+        };
+        Tensor::from_uop(UOp::alu(op, vec![a, b]))
+    }
+
+    /// True division `self / other` as `Mul(a, Recip(b))`; ints and bools divide in `f32`.
+    #[track_caller]
+    pub fn div(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("div", other);
+        let float = a.dtype().to_float();
+        let (a, b) = (cast_uop(&a, float), cast_uop(&b, float));
+        Tensor::from_uop(mul_uop(&a, &recip_uop(&b)))
+    }
+
+    /// Division rounded toward negative infinity, as NumPy's `//`: integers use `Idiv` (which
+    /// truncates) corrected by one where the remainder and divisor differ in sign; floats
+    /// floor `a / b`.
+    #[track_caller]
+    pub fn floor_div(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("floor_div", other);
+        self.require_number("floor_div", a.dtype());
+        if a.dtype().is_float() {
+            return Tensor::from_uop(floor_uop(&mul_uop(&a, &recip_uop(&b))));
+        }
+        let q = UOp::alu(Op::Idiv, vec![a.clone(), b.clone()]);
+        if a.dtype().is_unsigned_int() {
+            return Tensor::from_uop(q);
+        }
+        let r = UOp::alu(Op::Mod, vec![a, b.clone()]);
+        let fix = remainder_needs_fix(&r, &b);
+        Tensor::from_uop(where_uop(&fix, &add_uop(&q, &const_like(&q, -1)), &q))
+    }
+
+    /// The remainder with the sign of the divisor, as NumPy's `%`: `a - floor_div(a, b) * b`.
+    #[track_caller]
+    pub fn remainder(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("remainder", other);
+        self.require_number("remainder", a.dtype());
+        if a.dtype().is_float() {
+            let q = floor_uop(&mul_uop(&a, &recip_uop(&b)));
+            return Tensor::from_uop(add_uop(&a, &neg_uop(&mul_uop(&q, &b))));
+        }
+        let r = UOp::alu(Op::Mod, vec![a, b.clone()]);
+        if r.dtype().is_unsigned_int() {
+            return Tensor::from_uop(r);
+        }
+        let fix = remainder_needs_fix(&r, &b);
+        Tensor::from_uop(where_uop(&fix, &add_uop(&r, &b), &r))
+    }
+
+    /// The elementwise maximum (`Max`; logical or for bools).
+    #[track_caller]
+    pub fn maximum(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("maximum", other);
+        Tensor::from_uop(max_uop(&a, &b))
+    }
+
+    /// The elementwise minimum: `-max(-a, -b)` for floats, `~max(~a, ~b)` for integers
+    /// (complement reverses the order without overflow), logical and for bools.
+    #[track_caller]
+    pub fn minimum(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("minimum", other);
+        Tensor::from_uop(min_uop(&a, &b))
+    }
+
+    /// `self` limited to `[lo, hi]`: `minimum(maximum(self, lo), hi)`.
+    #[track_caller]
+    pub fn clamp(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
+        self.maximum(lo).minimum(hi)
+    }
+
+    /// `self ** exponent`. Small constant exponents become products, `sqrt` or `recip`;
+    /// otherwise `Exp2(b * Log2|a|)` with NumPy's sign for negative bases (negative for odd
+    /// integer exponents, NaN for fractional ones) and `x ** 0 == 1`. Integer tensors with a
+    /// non-negative integer scalar exponent stay integers; other integer powers round the
+    /// float result back. Panics for a negative integer scalar exponent on an integer tensor.
+    #[track_caller]
+    pub fn pow(&self, exponent: impl Into<Operand>) -> Tensor {
+        let exponent = exponent.into();
+        if let Operand::Scalar(e) = exponent
+            && let Some(t) = self.pow_by_constant(e)
+        {
+            return t;
+        }
+        let (a, b) = self.binary_operands("pow", exponent);
+        let dtype = a.dtype();
+        let float = dtype.to_float();
+        let result = pow_float(&cast_uop(&a, float), &cast_uop(&b, float));
+        if float == dtype {
+            return Tensor::from_uop(result);
+        }
+        let half = const_like(&result, 0.5);
+        let rounded = where_uop(
+            &lt_uop(&result, &const_like(&result, 0)),
+            &add_uop(&result, &neg_uop(&half)),
+            &add_uop(&result, &half),
+        );
+        Tensor::from_uop(rounded.cast(dtype))
+    }
+
+    /// `self ** e` for the constant exponents that have an exact cheaper form.
+    #[track_caller]
+    fn pow_by_constant(&self, e: Scalar) -> Option<Tensor> {
+        let dtype = result_dtype(&[Operand::from(self), Operand::Scalar(e)]);
+        let x = Tensor::from_uop(cast_uop(&self.uop(), dtype));
+        let v = e.as_f64();
+        if dtype.is_float() {
+            return match v {
+                0.0 => Some(x.ones_like()),
+                1.0 => Some(x),
+                2.0 => Some(x.mul(&x)),
+                0.5 => Some(x.sqrt()),
+                -0.5 => Some(x.rsqrt()),
+                -1.0 => Some(x.recip()),
+                _ => None,
+            };
+        }
+        self.require_number("pow", dtype);
+        let k = e.as_i64();
+        if k < 0 {
+            panic!(
+                "pow: integer tensors (dtype {dtype}) cannot be raised to the negative integer power {k}"
+            );
+        }
+        Some(x.pow_by_squaring(k as u64))
+    }
+
+    fn pow_by_squaring(&self, mut k: u64) -> Tensor {
+        let mut result = self.ones_like();
+        let mut base = self.clone();
+        while k > 0 {
+            if k & 1 == 1 {
+                result = result.mul(&base);
+            }
+            k >>= 1;
+            if k > 0 {
+                base = base.mul(&base);
+            }
+        }
+        result
+    }
+
+    /// `self < other` (bool).
+    #[track_caller]
+    pub fn lt(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("lt", other);
+        Tensor::from_uop(lt_uop(&a, &b))
+    }
+
+    /// `self > other` as `CmpLt(b, a)`.
+    #[track_caller]
+    pub fn gt(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("gt", other);
+        Tensor::from_uop(lt_uop(&b, &a))
+    }
+
+    /// `self >= other`: `CmpNe(CmpLt(a, b), true)` for integers; for floats
+    /// `Or(CmpLt(b, a), a == b)`, which is false when either side is NaN, as IEEE and NumPy say.
+    #[track_caller]
+    pub fn ge(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("ge", other);
+        Tensor::from_uop(at_least_uop(&a, &b))
+    }
+
+    /// `self <= other`: `CmpNe(CmpLt(b, a), true)` for integers, NaN-aware for floats (see
+    /// [`Tensor::ge`]).
+    #[track_caller]
+    pub fn le(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("le", other);
+        Tensor::from_uop(at_least_uop(&b, &a))
+    }
+
+    /// `self == other` as `CmpNe(CmpNe(a, b), true)`.
+    #[track_caller]
+    pub fn eq(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("eq", other);
+        Tensor::from_uop(eq_uop(&a, &b))
+    }
+
+    /// `self != other` (bool).
+    #[track_caller]
+    pub fn ne(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("ne", other);
+        Tensor::from_uop(ne_uop(&a, &b))
+    }
+
+    /// `a` where `self` is true, else `b`, all three broadcast together. A non-bool condition
+    /// means "non-zero", as in NumPy; `a` and `b` meet at one dtype.
+    #[track_caller]
+    pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
+        let branches = [a.into(), b.into()];
+        let dtype = result_dtype(&branches);
+        let mut shapes: Vec<Shape> = vec![self.shape()];
+        shapes.extend(branches.iter().map(operand_shape));
+        let shape = broadcast_shapes("where", &shapes);
+        let cond = broadcast_uop(&cast_uop(&self.uop(), DType::Bool), &shape);
+        let a = materialize(&branches[0], dtype, &shape);
+        let b = materialize(&branches[1], dtype, &shape);
+        Tensor::from_uop(where_uop(&cond, &a, &b))
+    }
+
+    /// Bitwise and of integers (logical and of bools). Panics for floats.
+    #[track_caller]
+    pub fn bitwise_and(&self, other: impl Into<Operand>) -> Tensor {
+        self.bitwise("bitwise_and", Op::And, other)
+    }
+
+    /// Bitwise or of integers (logical or of bools). Panics for floats.
+    #[track_caller]
+    pub fn bitwise_or(&self, other: impl Into<Operand>) -> Tensor {
+        self.bitwise("bitwise_or", Op::Or, other)
+    }
+
+    /// Bitwise exclusive or of integers (logical xor of bools). Panics for floats.
+    #[track_caller]
+    pub fn bitwise_xor(&self, other: impl Into<Operand>) -> Tensor {
+        self.bitwise("bitwise_xor", Op::Xor, other)
+    }
+
+    #[track_caller]
+    fn bitwise(&self, name: &str, op: Op, other: impl Into<Operand>) -> Tensor {
+        let other = other.into();
+        let (a, b) = self.binary_operands(name, other.clone());
+        if a.dtype().is_float() {
+            let other_desc = match &other {
+                Operand::Tensor(t) => format!("{} {:?}", t.dtype(), t.shape()),
+                Operand::Scalar(s) => format!("scalar {s}"),
+            };
+            panic!(
+                "{name}: operands {} {:?} and {other_desc} meet at {}, which is not an integer or bool type",
+                self.dtype(),
+                self.shape(),
+                a.dtype()
+            );
+        }
+        Tensor::from_uop(UOp::alu(op, vec![a, b]))
+    }
+
+    /// Bitwise complement of integers (`Xor` with all ones), logical not of bools. Panics for
+    /// floats.
+    #[track_caller]
+    pub fn bitwise_not(&self) -> Tensor {
+        let u = self.uop();
+        match u.dtype() {
+            DType::Bool => Tensor::from_uop(not_uop(&u)),
+            d if d.is_int() => Tensor::from_uop(complement_uop(&u)),
+            d => panic!(
+                "bitwise_not: dtype {d} is not an integer or bool type (shape {:?})",
+                self.shape()
+            ),
+        }
+    }
+
+    /// `!self` for truth values: non-zero is true; the result is bool.
+    pub fn logical_not(&self) -> Tensor {
+        Tensor::from_uop(not_uop(&cast_uop(&self.uop(), DType::Bool)))
+    }
+
+    /// `self && other` for truth values (non-zero is true); bool.
+    #[track_caller]
+    pub fn logical_and(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("logical_and", other);
+        let (a, b) = (cast_uop(&a, DType::Bool), cast_uop(&b, DType::Bool));
+        Tensor::from_uop(UOp::alu(Op::And, vec![a, b]))
+    }
+
+    /// `self || other` for truth values (non-zero is true); bool.
+    #[track_caller]
+    pub fn logical_or(&self, other: impl Into<Operand>) -> Tensor {
+        let (a, b) = self.binary_operands("logical_or", other);
+        let (a, b) = (cast_uop(&a, DType::Bool), cast_uop(&b, DType::Bool));
+        Tensor::from_uop(UOp::alu(Op::Or, vec![a, b]))
+    }
+
+    /// `-self` as `Mul(x, -1)` (wrapping for unsigned ints). Panics for bools.
+    #[track_caller]
+    pub fn neg(&self) -> Tensor {
+        self.require_number("neg", self.dtype());
+        Tensor::from_uop(neg_uop(&self.uop()))
+    }
+
+    /// `e^x` as `Exp2(x * log2 e)`.
+    pub fn exp(&self) -> Tensor {
+        Tensor::from_uop(exp_uop(&self.float_uop()))
+    }
+
+    /// `2^x`.
+    pub fn exp2(&self) -> Tensor {
+        Tensor::from_uop(UOp::alu(Op::Exp2, vec![self.float_uop()]))
+    }
+
+    /// The natural logarithm as `Log2(x) * ln 2`.
+    pub fn log(&self) -> Tensor {
+        Tensor::from_uop(log_uop(&self.float_uop()))
+    }
+
+    /// The base-2 logarithm.
+    pub fn log2(&self) -> Tensor {
+        Tensor::from_uop(UOp::alu(Op::Log2, vec![self.float_uop()]))
+    }
+
+    /// `sin x`.
+    pub fn sin(&self) -> Tensor {
+        Tensor::from_uop(UOp::alu(Op::Sin, vec![self.float_uop()]))
+    }
+
+    /// `cos x` as `Sin(x + pi/2)`.
+    pub fn cos(&self) -> Tensor {
+        let x = self.float_uop();
+        let shifted = add_uop(&x, &const_like(&x, FRAC_PI_2));
+        Tensor::from_uop(UOp::alu(Op::Sin, vec![shifted]))
+    }
+
+    /// `tan x` as `sin x / cos x`.
+    pub fn tan(&self) -> Tensor {
+        let x = Tensor::from_uop(self.float_uop());
+        x.sin().div(x.cos())
+    }
+
+    /// `tanh x` as `2 sigmoid(2x) - 1`.
+    pub fn tanh(&self) -> Tensor {
+        let x = Tensor::from_uop(self.float_uop());
+        x.mul(2.0).sigmoid().mul(2.0).sub(1.0)
+    }
+
+    /// The logistic function `1 / (1 + e^-x)`.
+    pub fn sigmoid(&self) -> Tensor {
+        let x = self.float_uop();
+        let denom = add_uop(&exp_uop(&neg_uop(&x)), &const_like(&x, 1));
+        Tensor::from_uop(recip_uop(&denom))
+    }
+
+    /// `max(x, 0)`.
+    pub fn relu(&self) -> Tensor {
+        let u = self.uop();
+        Tensor::from_uop(max_uop(&u, &const_like(&u, 0)))
+    }
+
+    /// `sqrt x`.
+    pub fn sqrt(&self) -> Tensor {
+        Tensor::from_uop(UOp::alu(Op::Sqrt, vec![self.float_uop()]))
+    }
+
+    /// `1 / sqrt x`.
+    pub fn rsqrt(&self) -> Tensor {
+        Tensor::from_uop(recip_uop(&UOp::alu(Op::Sqrt, vec![self.float_uop()])))
+    }
+
+    /// `1 / x` (in `f32` for ints and bools).
+    pub fn recip(&self) -> Tensor {
+        Tensor::from_uop(recip_uop(&self.float_uop()))
+    }
+
+    /// `x * x`.
+    pub fn square(&self) -> Tensor {
+        self.mul(self)
+    }
+
+    /// `|x|` as `x < 0 ? -x : x` (unsigned ints and bools are returned as they are).
+    pub fn abs(&self) -> Tensor {
+        let u = self.uop();
+        if u.dtype().is_unsigned_int() || u.dtype() == DType::Bool {
+            return self.clone();
+        }
+        let negative = lt_uop(&u, &const_like(&u, 0));
+        Tensor::from_uop(where_uop(&negative, &neg_uop(&u), &u))
+    }
+
+    /// `-1`, `0` or `1` by the sign of `x` (NaN stays NaN through the arithmetic).
+    pub fn sign(&self) -> Tensor {
+        let u = self.uop();
+        let zero = const_like(&u, 0);
+        let positive = lt_uop(&zero, &u).cast(u.dtype());
+        let negative = lt_uop(&u, &zero).cast(u.dtype());
+        Tensor::from_uop(add_uop(&positive, &neg_uop(&negative)))
+    }
+
+    /// Rounds toward zero (`Trunc`); integers are returned as they are.
+    pub fn trunc(&self) -> Tensor {
+        let u = self.uop();
+        if !u.dtype().is_float() {
+            return self.clone();
+        }
+        Tensor::from_uop(UOp::alu(Op::Trunc, vec![u]))
+    }
+
+    /// Rounds toward negative infinity; integers are returned as they are.
+    pub fn floor(&self) -> Tensor {
+        let u = self.uop();
+        if !u.dtype().is_float() {
+            return self.clone();
+        }
+        Tensor::from_uop(floor_uop(&u))
+    }
+
+    /// Rounds toward positive infinity; integers are returned as they are.
+    pub fn ceil(&self) -> Tensor {
+        let u = self.uop();
+        if !u.dtype().is_float() {
+            return self.clone();
+        }
+        let t = UOp::alu(Op::Trunc, vec![u.clone()]);
+        Tensor::from_uop(where_uop(
+            &lt_uop(&t, &u),
+            &add_uop(&t, &const_like(&t, 1)),
+            &t,
+        ))
+    }
+
+    /// The values converted to `dtype` (C conversion: floats truncate toward zero, ints wrap).
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        Tensor::from_uop(cast_uop(&self.uop(), dtype))
+    }
+}
+
+/// `a >= b` on same-shaped, same-typed nodes (see [`Tensor::ge`]).
+fn at_least_uop(a: &UOp, b: &UOp) -> UOp {
+    if a.dtype().is_float() {
+        UOp::alu(Op::Or, vec![lt_uop(b, a), eq_uop(a, b)])
+    } else {
+        not_uop(&lt_uop(a, b))
+    }
+}
+
+/// The elementwise minimum of same-shaped, same-typed nodes (see [`Tensor::minimum`]).
+pub(crate) fn min_uop(a: &UOp, b: &UOp) -> UOp {
+    match a.dtype() {
+        DType::Bool => UOp::alu(Op::And, vec![a.clone(), b.clone()]),
+        d if d.is_float() => neg_uop(&max_uop(&neg_uop(a), &neg_uop(b))),
+        _ => complement_uop(&max_uop(&complement_uop(a), &complement_uop(b))),
+    }
+}
+
+/// Where a C-style (truncating) remainder `r` of a division by `b` is off from the floored
+/// one: `r != 0` and `r` and `b` have different signs.
+fn remainder_needs_fix(r: &UOp, b: &UOp) -> UOp {
+    let zero = const_like(r, 0);
+    let nonzero = ne_uop(r, &zero);
+    let signs_differ = ne_uop(&lt_uop(r, &zero), &lt_uop(b, &zero));
+    UOp::alu(Op::And, vec![nonzero, signs_differ])
+}
+
+/// `a ** b` for float nodes: `Exp2(b * Log2|a|)`, with `x ** 0 = 1` and NumPy's sign rule for
+/// negative bases.
+fn pow_float(a: &UOp, b: &UOp) -> UOp {
+    let zero = const_like(a, 0);
+    let one = const_like(a, 1);
+    let abs_a = where_uop(&lt_uop(a, &zero), &neg_uop(a), a);
+    let magnitude = UOp::alu(Op::Exp2, vec![mul_uop(b, &UOp::alu(Op::Log2, vec![abs_a]))]);
+    let b_trunc = UOp::alu(Op::Trunc, vec![b.clone()]);
+    let b_is_integer = eq_uop(&b_trunc, b);
+    let half_trunc = UOp::alu(Op::Trunc, vec![mul_uop(b, &const_like(b, 0.5))]);
+    let b_is_odd = ne_uop(&mul_uop(&half_trunc, &const_like(b, 2)), &b_trunc);
+    let odd_sign = where_uop(&b_is_odd, &const_like(a, -1), &one);
+    let sign = where_uop(&b_is_integer, &odd_sign, &const_like(a, f64::NAN));
+    let signed = where_uop(&lt_uop(a, &zero), &mul_uop(&magnitude, &sign), &magnitude);
+    where_uop(&eq_uop(b, &zero), &one, &signed)
+}
+
+fn operand_shape(o: &Operand) -> Shape {
+    match o {
+        Operand::Tensor(t) => t.shape(),
+        Operand::Scalar(_) => vec![],
+    }
+}
+
+/// An operand as a node of `dtype` broadcast to `shape`.
+fn materialize(o: &Operand, dtype: DType, shape: &[usize]) -> UOp {
+    match o {
+        Operand::Tensor(t) => broadcast_uop(&cast_uop(&t.uop(), dtype), shape),
+        Operand::Scalar(s) => const_uop(*s, dtype, shape),
+    }
+}

@@ -1,0 +1,203 @@
+//! Joining and indexing: `cat` (each part padded into place, then added), `stack` (`cat` of
+//! unsqueezed parts), `gather`/`take` (a one-hot mask from an arange compared with the
+//! indices, then a sum: tinyspec's gather) and `one_hot`.
+//!
+//! Indices are data, so they cannot be checked while the graph is built: a negative index
+//! counts from the end, and an index outside the axis selects nothing (the result is 0).
+
+use super::Tensor;
+use super::broadcast::{broadcast_uop, cast_uop, const_uop, normalize_axis, normalize_axis_in};
+use super::create::{INDEX_DTYPE, arange_uop};
+use super::elementwise::{add_uop, eq_uop, lt_uop, where_uop};
+use super::reduce::reduce_uop;
+use crate::uop::{DType, Op, ReduceOp, Scalar, Shape, UOp};
+
+impl Tensor {
+    /// The tensors joined along the existing axis `axis`; every other axis must match.
+    /// Dtypes promote to one.
+    #[track_caller]
+    pub fn cat(tensors: &[Tensor], axis: isize) -> Tensor {
+        let first = match tensors.first() {
+            Some(t) => t.shape(),
+            None => panic!("cat: needs at least one tensor"),
+        };
+        if first.is_empty() {
+            panic!("cat: 0-d tensors have no axis to join along (use stack)");
+        }
+        let ax = normalize_axis("cat", axis, &first);
+        for t in &tensors[1..] {
+            let s = t.shape();
+            let fits = s.len() == first.len()
+                && s.iter()
+                    .zip(&first)
+                    .enumerate()
+                    .all(|(i, (a, b))| i == ax || a == b);
+            if !fits {
+                panic!("cat: shapes {first:?} and {s:?} differ outside axis {axis}");
+            }
+        }
+        let dtype = tensors
+            .iter()
+            .map(Tensor::dtype)
+            .reduce(DType::promote)
+            .expect("non-empty");
+        if tensors.len() == 1 {
+            return tensors[0].cast(dtype);
+        }
+        let total: usize = tensors.iter().map(|t| t.shape()[ax]).sum();
+        let mut offset = 0;
+        let mut joined: Option<UOp> = None;
+        for t in tensors {
+            let len = t.shape()[ax];
+            let mut begins = vec![0; first.len()];
+            let mut ends = vec![0; first.len()];
+            begins[ax] = offset;
+            ends[ax] = total - offset - len;
+            offset += len;
+            let placed = cast_uop(&t.uop(), dtype).pad(&begins, &ends);
+            joined = Some(match joined {
+                None => placed,
+                Some(acc) if dtype == DType::Bool => UOp::alu(Op::Or, vec![acc, placed]),
+                Some(acc) => add_uop(&acc, &placed),
+            });
+        }
+        Tensor::from_uop(joined.expect("at least two parts"))
+    }
+
+    /// The tensors (all of one shape) joined along a new axis `axis` of the result.
+    #[track_caller]
+    pub fn stack(tensors: &[Tensor], axis: isize) -> Tensor {
+        let first = match tensors.first() {
+            Some(t) => t.shape(),
+            None => panic!("stack: needs at least one tensor"),
+        };
+        for t in &tensors[1..] {
+            if t.shape() != first {
+                panic!("stack: shapes {first:?} and {:?} differ", t.shape());
+            }
+        }
+        let ax = normalize_axis_in("stack", axis, first.len() + 1, &first) as isize;
+        let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(ax)).collect();
+        Tensor::cat(&parts, ax)
+    }
+
+    /// `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis` (NumPy's
+    /// `take_along_axis`, PyTorch's `gather`): `index` has as many axes as `self`, its other
+    /// axes broadcast against `self`'s, and the result has `index`'s size along `axis`.
+    #[track_caller]
+    pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
+        let (s, i) = (self.shape(), index.shape());
+        require_int_index("gather", index);
+        if s.len() != i.len() || s.is_empty() {
+            panic!(
+                "gather: index shape {i:?} must have as many axes as the input shape {s:?} (at least one)"
+            );
+        }
+        let ax = normalize_axis("gather", axis, &s);
+        let mut out: Shape = Vec::with_capacity(s.len());
+        for (d, (&a, &b)) in s.iter().zip(&i).enumerate() {
+            if d != ax && a != b && a != 1 && b != 1 {
+                panic!(
+                    "gather: index shape {i:?} does not fit input shape {s:?} outside axis {axis}"
+                );
+            }
+            out.push(if d == ax { b } else { a.max(b) });
+        }
+        let k = s[ax];
+        // Work in ndim+1 axes: axis `ax` walks the input's K positions, `ax + 1` the index's n.
+        let mut full = out.clone();
+        full.insert(ax, k);
+        let values = self.uop().reshape(&insert_at(&s, ax + 1, 1));
+        let idx = wrap_negative(&index.uop(), k).reshape(&insert_at(&i, ax, 1));
+        let mut along = vec![1; full.len()];
+        along[ax] = k;
+        let positions = arange_uop(k).reshape(&along);
+        let picked = select_and_sum(&values, &idx, &positions, &full, ax);
+        Tensor::from_uop(picked)
+    }
+
+    /// NumPy's `take`: the slices of `self` along `axis` at each of `indices` (any shape),
+    /// so the result's shape is `self.shape[..axis] + indices.shape + self.shape[axis+1..]`.
+    /// An embedding lookup is `table.take(&tokens, 0)`.
+    #[track_caller]
+    pub fn take(&self, indices: &Tensor, axis: isize) -> Tensor {
+        let s = self.shape();
+        require_int_index("take", indices);
+        let ax = normalize_axis("take", axis, &s);
+        let (k, p) = (s[ax], indices.numel());
+        let values = self.uop().reshape(&insert_at(&s, ax + 1, 1));
+        let mut idx_shape = vec![1; s.len() + 1];
+        idx_shape[ax + 1] = p;
+        let idx = wrap_negative(&indices.uop(), k).reshape(&idx_shape);
+        let mut along = vec![1; s.len() + 1];
+        along[ax] = k;
+        let positions = arange_uop(k).reshape(&along);
+        let mut full = insert_at(&s, ax + 1, p);
+        full[ax] = k;
+        let picked = select_and_sum(&values, &idx, &positions, &full, ax);
+        let out: Shape = [&s[..ax], indices.shape().as_slice(), &s[ax + 1..]].concat();
+        Tensor::from_uop(picked.reshape(&out))
+    }
+
+    /// The labels as one-hot rows: shape `self.shape + [num_classes]`, `f32`, with a 1 where
+    /// the last index equals the label (labels outside `0..num_classes` give a zero row).
+    #[track_caller]
+    pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        require_int_index("one_hot", self);
+        let s = self.shape();
+        let full: Shape = [s.as_slice(), &[num_classes]].concat();
+        let labels = broadcast_uop(
+            &cast_uop(&self.uop(), INDEX_DTYPE).reshape(&[s.as_slice(), &[1]].concat()),
+            &full,
+        );
+        let classes = broadcast_uop(&arange_uop(num_classes), &full);
+        Tensor::from_uop(eq_uop(&labels, &classes).cast(DType::F32))
+    }
+}
+
+#[track_caller]
+fn require_int_index(op: &str, index: &Tensor) {
+    if !index.dtype().is_int() {
+        panic!(
+            "{op}: index dtype {} is not an integer type (shape {:?})",
+            index.dtype(),
+            index.shape()
+        );
+    }
+}
+
+fn insert_at(shape: &[usize], at: usize, size: usize) -> Shape {
+    let mut s = shape.to_vec();
+    s.insert(at, size);
+    s
+}
+
+/// Indices in [`INDEX_DTYPE`] with negative ones counted from the end of an axis of size `k`.
+fn wrap_negative(idx: &UOp, k: usize) -> UOp {
+    let idx = cast_uop(idx, INDEX_DTYPE);
+    let shape = idx.shape_vec();
+    let zero = const_uop(Scalar::Int(0), INDEX_DTYPE, &shape);
+    let wrapped = add_uop(&idx, &const_uop(Scalar::Int(k as i64), INDEX_DTYPE, &shape));
+    where_uop(&lt_uop(&idx, &zero), &wrapped, &idx)
+}
+
+/// Sums over axis `ax` of `values` masked to where `positions == idx` (all broadcast to
+/// `full`), dropping that axis: at most one position matches, so the sum is the pick.
+fn select_and_sum(values: &UOp, idx: &UOp, positions: &UOp, full: &[usize], ax: usize) -> UOp {
+    let dtype = values.dtype();
+    let work = if dtype == DType::Bool {
+        DType::U8
+    } else {
+        dtype
+    };
+    let mask = eq_uop(&broadcast_uop(positions, full), &broadcast_uop(idx, full));
+    let values = broadcast_uop(&cast_uop(values, work), full);
+    let zero = const_uop(Scalar::Int(0), work, full);
+    let summed = reduce_uop(
+        &where_uop(&mask, &values, &zero),
+        ReduceOp::Add,
+        &[ax],
+        false,
+    );
+    cast_uop(&summed, dtype)
+}

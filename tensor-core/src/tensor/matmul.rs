@@ -1,0 +1,104 @@
+//! Matrix products as tinyspec's gemm: `A[.., M, K, 1] * B[.., 1, K, N]`, summed over `K`.
+//! Shapes follow NumPy's `matmul`: 1-D operands gain an axis that is removed again, and batch
+//! axes broadcast.
+
+use super::Tensor;
+use super::broadcast::{broadcast_uop, cast_uop};
+use super::elementwise::mul_uop;
+use super::reduce::reduce_uop;
+use crate::uop::{DType, ReduceOp, Shape};
+
+impl Tensor {
+    /// The matrix product `self @ other` with NumPy's rules for 1-D operands and broadcast
+    /// batch axes. Operands promote to one dtype; bools multiply as `i32` and the result is
+    /// "non-zero".
+    #[track_caller]
+    pub fn matmul(&self, other: &Tensor) -> Tensor {
+        let (ls, rs) = (self.shape(), other.shape());
+        if ls.is_empty() || rs.is_empty() {
+            panic!(
+                "matmul: shapes {ls:?} and {rs:?}: operands must have at least one axis (use mul for scalars)"
+            );
+        }
+        let dtype = DType::promote(self.dtype(), other.dtype());
+        let work = if dtype == DType::Bool {
+            DType::I32
+        } else {
+            dtype
+        };
+        let a = cast_uop(&self.uop(), work);
+        let b = cast_uop(&other.uop(), work);
+        let (a, la) = if ls.len() == 1 {
+            (a.reshape(&[1, ls[0]]), vec![1, ls[0]])
+        } else {
+            (a, ls.clone())
+        };
+        let (b, lb) = if rs.len() == 1 {
+            (b.reshape(&[rs[0], 1]), vec![rs[0], 1])
+        } else {
+            (b, rs.clone())
+        };
+        let (m, k) = (la[la.len() - 2], la[la.len() - 1]);
+        let (k_right, n) = (lb[lb.len() - 2], lb[lb.len() - 1]);
+        if k != k_right {
+            let right_axis = if rs.len() == 1 { 0 } else { rs.len() - 2 };
+            panic!(
+                "matmul: shapes {ls:?} and {rs:?} do not align: axis {} of the left ({k}) must equal axis {right_axis} of the right ({k_right})",
+                ls.len() - 1
+            );
+        }
+        let (batch_a, batch_b) = (la[..la.len() - 2].to_vec(), lb[..lb.len() - 2].to_vec());
+        let batch = if batch_a.len() + batch_b.len() == 0 {
+            vec![]
+        } else {
+            matmul_batch(&ls, &rs, &batch_a, &batch_b)
+        };
+        let full: Shape = [batch.as_slice(), &[m, k, n]].concat();
+        let a = broadcast_uop(
+            &a.reshape(&[batch_a.as_slice(), &[m, k, 1]].concat()),
+            &full,
+        );
+        let b = broadcast_uop(
+            &b.reshape(&[batch_b.as_slice(), &[1, k, n]].concat()),
+            &full,
+        );
+        let mut product = reduce_uop(&mul_uop(&a, &b), ReduceOp::Add, &[batch.len() + 1], false);
+        let mut out: Shape = [batch.as_slice(), &[m, n]].concat();
+        if rs.len() == 1 {
+            out.pop();
+        }
+        if ls.len() == 1 {
+            out.remove(out.len() - if rs.len() == 1 { 1 } else { 2 });
+        }
+        if out != product.shape_vec() {
+            product = product.reshape(&out);
+        }
+        Tensor::from_uop(cast_uop(&product, dtype))
+    }
+
+    /// The dot product of vectors, matrix-vector or matrix-matrix product (`matmul` restricted
+    /// to 1-D and 2-D operands, as NumPy's `dot` for those).
+    #[track_caller]
+    pub fn dot(&self, other: &Tensor) -> Tensor {
+        if self.ndim() > 2 || other.ndim() > 2 {
+            panic!(
+                "dot: shapes {:?} and {:?}: only 1-D and 2-D operands (use matmul for batches)",
+                self.shape(),
+                other.shape()
+            );
+        }
+        self.matmul(other)
+    }
+}
+
+/// The broadcast batch axes of a matmul, or a panic naming both operands.
+#[track_caller]
+fn matmul_batch(ls: &[usize], rs: &[usize], batch_a: &[usize], batch_b: &[usize]) -> Shape {
+    let refs: [&[usize]; 2] = [batch_a, batch_b];
+    match crate::uop::shape::broadcast(&refs) {
+        Some(b) => b,
+        None => panic!(
+            "matmul: batch axes {batch_a:?} and {batch_b:?} of shapes {ls:?} and {rs:?} cannot broadcast"
+        ),
+    }
+}

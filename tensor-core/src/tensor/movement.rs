@@ -1,0 +1,290 @@
+//! Movement ops: new views of the same elements (reshape, permute, expand, pad, shrink, flip)
+//! and the conveniences built from them (slicing, squeeze, flatten). Negative axes count from
+//! the end everywhere.
+
+use super::Tensor;
+use super::broadcast::{
+    Dims, IntoAxes, broadcast_uop, const_uop, normalize_axes, normalize_axis, normalize_axis_in,
+};
+use super::elementwise::where_uop;
+use crate::uop::{DType, Op, Scalar, Shape};
+
+impl Tensor {
+    /// The same elements in row-major order under a new shape; one size may be `-1` (inferred).
+    #[track_caller]
+    pub fn reshape<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
+        let from = self.shape();
+        let to = infer_reshape(&from, &shape.to_dims());
+        if to == from {
+            return self.clone();
+        }
+        Tensor::from_uop(self.uop().reshape(&to))
+    }
+
+    /// The axes reordered: axis `i` of the result is axis `order[i]` of `self`.
+    #[track_caller]
+    pub fn permute<D: Dims + ?Sized>(&self, order: &D) -> Tensor {
+        let shape = self.shape();
+        let dims = order.to_dims();
+        if dims.len() != shape.len() {
+            panic!(
+                "permute: order {dims:?} does not name each of the {} axes of shape {shape:?} once",
+                shape.len()
+            );
+        }
+        normalize_axes("permute", &dims, &shape); // panics on an axis out of range or repeated
+        let mut perm = Vec::with_capacity(dims.len());
+        for &d in &dims {
+            perm.push(normalize_axis("permute", d, &shape));
+        }
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return self.clone();
+        }
+        Tensor::from_uop(self.uop().permute(&perm))
+    }
+
+    /// Axes `a` and `b` swapped.
+    #[track_caller]
+    pub fn transpose(&self, a: isize, b: isize) -> Tensor {
+        let shape = self.shape();
+        let (a, b) = (
+            normalize_axis("transpose", a, &shape),
+            normalize_axis("transpose", b, &shape),
+        );
+        let mut order: Vec<usize> = (0..shape.len()).collect();
+        order.swap(a, b);
+        self.permute(&order)
+    }
+
+    /// Broadcast to `shape` by NumPy's rules: leading axes may be added, size-1 axes are
+    /// stretched; `-1` keeps an existing axis's size.
+    #[track_caller]
+    pub fn expand<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
+        let from = self.shape();
+        let dims = shape.to_dims();
+        if dims.len() < from.len() {
+            panic!("expand: cannot expand shape {from:?} to {dims:?}, which has fewer axes");
+        }
+        let offset = dims.len() - from.len();
+        let mut to = Vec::with_capacity(dims.len());
+        for (i, &d) in dims.iter().enumerate() {
+            let old = if i >= offset {
+                Some(from[i - offset])
+            } else {
+                None
+            };
+            let size = match (d, old) {
+                (-1, Some(o)) => o,
+                (d, _) if d < 0 => {
+                    panic!("expand: size {d} at axis {i} of {dims:?} is not allowed")
+                }
+                (d, Some(o)) if o != 1 && o != d as usize => panic!(
+                    "expand: cannot expand shape {from:?} to {dims:?}: axis {} has size {o}, which is neither 1 nor {d}",
+                    i - offset
+                ),
+                (d, _) => d as usize,
+            };
+            to.push(size);
+        }
+        Tensor::from_uop(broadcast_uop(&self.uop(), &to))
+    }
+
+    /// Broadcast to `shape` by NumPy's rules (as [`Tensor::expand`] without `-1`).
+    #[track_caller]
+    pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
+        self.expand(shape)
+    }
+
+    /// Zeros added `(before, after)` each axis.
+    #[track_caller]
+    pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
+        let shape = self.shape();
+        if pads.len() != shape.len() {
+            panic!(
+                "pad: {} (before, after) pairs given for shape {shape:?} with {} axes",
+                pads.len(),
+                shape.len()
+            );
+        }
+        if pads.iter().all(|&(b, e)| b == 0 && e == 0) {
+            return self.clone();
+        }
+        let begins: Vec<usize> = pads.iter().map(|p| p.0).collect();
+        let ends: Vec<usize> = pads.iter().map(|p| p.1).collect();
+        Tensor::from_uop(self.uop().pad(&begins, &ends))
+    }
+
+    /// `value` added `(before, after)` each axis: a zero pad, then `Where` over a padded mask.
+    #[track_caller]
+    pub fn pad_value(&self, pads: &[(usize, usize)], value: impl Into<Scalar>) -> Tensor {
+        let padded = self.pad(pads);
+        let mask =
+            Tensor::from_uop(const_uop(Scalar::Bool(true), DType::Bool, &self.shape())).pad(pads);
+        let fill = const_uop(value.into(), self.dtype(), &padded.shape());
+        Tensor::from_uop(where_uop(&mask.uop(), &padded.uop(), &fill))
+    }
+
+    /// The elements `[begin, end)` of each axis.
+    #[track_caller]
+    pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
+        let shape = self.shape();
+        if bounds.len() != shape.len() {
+            panic!(
+                "shrink: {} (begin, end) pairs given for shape {shape:?} with {} axes",
+                bounds.len(),
+                shape.len()
+            );
+        }
+        for (axis, (&(b, e), &d)) in bounds.iter().zip(&shape).enumerate() {
+            if b > e || e > d {
+                panic!(
+                    "shrink: bounds ({b}, {e}) do not fit axis {axis} of shape {shape:?} (need begin <= end <= {d})"
+                );
+            }
+        }
+        if bounds
+            .iter()
+            .zip(&shape)
+            .all(|(&(b, e), &d)| b == 0 && e == d)
+        {
+            return self.clone();
+        }
+        let begins: Vec<usize> = bounds.iter().map(|p| p.0).collect();
+        let ends: Vec<usize> = bounds.iter().map(|p| p.1).collect();
+        Tensor::from_uop(self.uop().shrink(&begins, &ends))
+    }
+
+    /// Elements `start..end` along `axis`, as Python slicing: negative positions count from
+    /// the end and positions past either end are clamped (so the result may be empty).
+    #[track_caller]
+    pub fn slice(&self, axis: isize, start: isize, end: isize) -> Tensor {
+        let shape = self.shape();
+        let axis = normalize_axis("slice", axis, &shape);
+        let n = shape[axis] as isize;
+        let clamp = |p: isize| (if p < 0 { p + n } else { p }).clamp(0, n) as usize;
+        let (b, e) = (clamp(start), clamp(end));
+        self.shrink_axis(axis, b, e.max(b))
+    }
+
+    /// `len` elements from `start` along `axis` (negative `start` counts from the end); panics
+    /// when they do not fit.
+    #[track_caller]
+    pub fn narrow(&self, axis: isize, start: isize, len: usize) -> Tensor {
+        let shape = self.shape();
+        let ax = normalize_axis("narrow", axis, &shape);
+        let n = shape[ax];
+        let begin = if start < 0 { start + n as isize } else { start };
+        if begin < 0 || begin as usize + len > n {
+            panic!("narrow: {len} elements from {start} do not fit axis {axis} of shape {shape:?}");
+        }
+        self.shrink_axis(ax, begin as usize, begin as usize + len)
+    }
+
+    fn shrink_axis(&self, axis: usize, begin: usize, end: usize) -> Tensor {
+        let mut bounds: Vec<(usize, usize)> = self.shape().iter().map(|&d| (0, d)).collect();
+        bounds[axis] = (begin, end);
+        self.shrink(&bounds)
+    }
+
+    /// The elements in reverse order along `axes`.
+    #[track_caller]
+    pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
+        let shape = self.shape();
+        let axes = normalize_axes("flip", &axes.into_axes(), &shape);
+        if axes.is_empty() {
+            return self.clone();
+        }
+        let flags: Vec<bool> = (0..shape.len()).map(|a| axes.contains(&a)).collect();
+        Tensor::from_uop(self.uop().flip(&flags))
+    }
+
+    /// `axis` (which must have size 1) removed.
+    #[track_caller]
+    pub fn squeeze(&self, axis: isize) -> Tensor {
+        let shape = self.shape();
+        let ax = normalize_axis("squeeze", axis, &shape);
+        if shape[ax] != 1 {
+            panic!(
+                "squeeze: axis {axis} of shape {shape:?} has size {}, not 1",
+                shape[ax]
+            );
+        }
+        let mut to = shape.clone();
+        to.remove(ax);
+        Tensor::from_uop(self.uop().reshape(&to))
+    }
+
+    /// A size-1 axis inserted so that it becomes axis `axis` of the result (`-1` appends).
+    #[track_caller]
+    pub fn unsqueeze(&self, axis: isize) -> Tensor {
+        let shape = self.shape();
+        let ax = normalize_axis_in("unsqueeze", axis, shape.len() + 1, &shape);
+        let mut to = shape.clone();
+        to.insert(ax, 1);
+        Tensor::from_uop(self.uop().reshape(&to))
+    }
+
+    /// Axes `start..=end` merged into one.
+    #[track_caller]
+    pub fn flatten(&self, start: isize, end: isize) -> Tensor {
+        let shape = self.shape();
+        if shape.is_empty() {
+            return self.reshape(&[1]);
+        }
+        let (s, e) = (
+            normalize_axis("flatten", start, &shape),
+            normalize_axis("flatten", end, &shape),
+        );
+        if s > e {
+            panic!("flatten: start axis {start} comes after end axis {end} in shape {shape:?}");
+        }
+        let mut to: Shape = shape[..s].to_vec();
+        to.push(shape[s..=e].iter().product());
+        to.extend_from_slice(&shape[e + 1..]);
+        self.reshape(&to)
+    }
+
+    /// All elements in one axis, row-major.
+    pub fn ravel(&self) -> Tensor {
+        self.reshape(&[self.numel()])
+    }
+
+    /// The same value, marked to be materialized in its own contiguous buffer (a kernel
+    /// boundary for the scheduler).
+    pub fn contiguous(&self) -> Tensor {
+        Tensor::from_uop(self.uop().unary_marker(Op::Contiguous))
+    }
+
+    /// The same value, with gradients stopped here.
+    pub fn detach(&self) -> Tensor {
+        Tensor::from_uop(self.uop().unary_marker(Op::Detach))
+    }
+}
+
+/// The target of a reshape, with its one `-1` resolved; panics when the element counts differ.
+#[track_caller]
+fn infer_reshape(from: &[usize], dims: &[isize]) -> Shape {
+    let numel: usize = from.iter().product();
+    let mut inferred = None;
+    let mut known = 1usize;
+    for (i, &d) in dims.iter().enumerate() {
+        match d {
+            -1 if inferred.is_none() => inferred = Some(i),
+            -1 => panic!("reshape: more than one -1 in {dims:?}"),
+            d if d < 0 => panic!("reshape: negative size {d} in {dims:?}"),
+            d => known *= d as usize,
+        }
+    }
+    let mut to: Shape = dims.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(i) = inferred {
+        if known == 0 || !numel.is_multiple_of(known) {
+            panic!("reshape: cannot reshape {from:?} ({numel} elements) to {dims:?}");
+        }
+        to[i] = numel / known;
+    } else if known != numel {
+        panic!(
+            "reshape: cannot reshape {from:?} ({numel} elements) to {dims:?} ({known} elements)"
+        );
+    }
+    to
+}

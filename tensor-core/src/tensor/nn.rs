@@ -1,0 +1,51 @@
+//! Numerically stable normalizations over an axis. Each subtracts the (detached) maximum
+//! before exponentiating: the results are invariant to that shift, so detaching it changes
+//! no gradient and keeps autodiff from differentiating through `max`.
+
+use super::Tensor;
+use super::broadcast::{IntoAxes, normalize_axes};
+
+impl Tensor {
+    /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized.
+    #[track_caller]
+    pub fn softmax(&self, axis: isize) -> Tensor {
+        let shifted = self.minus_detached_max(&[axis]);
+        let e = shifted.exp();
+        e.div(e.sum(axis, true))
+    }
+
+    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`.
+    #[track_caller]
+    pub fn log_softmax(&self, axis: isize) -> Tensor {
+        let shifted = self.minus_detached_max(&[axis]);
+        shifted.sub(shifted.exp().sum(axis, true).log())
+    }
+
+    /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))`.
+    #[track_caller]
+    pub fn logsumexp(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes: Vec<isize> = normalize_axes("logsumexp", &axes.into_axes(), &self.shape())
+            .into_iter()
+            .map(|a| a as isize)
+            .collect();
+        let x = self.cast(self.dtype().to_float());
+        let m = x.max(&axes, true).detach();
+        let out = x.sub(&m).exp().sum(&axes, true).log().add(&m);
+        if keepdim {
+            return out;
+        }
+        let kept: Vec<usize> = (0..self.ndim() as isize)
+            .filter(|a| !axes.contains(a))
+            .map(|a| out.shape()[a as usize])
+            .collect();
+        out.reshape(&kept)
+    }
+
+    /// `x - max(x)` over `axes` (kept), in the float type, with the maximum detached.
+    #[track_caller]
+    fn minus_detached_max(&self, axes: &[isize]) -> Tensor {
+        let x = self.cast(self.dtype().to_float());
+        let m = x.max(axes, true).detach();
+        x.sub(&m)
+    }
+}

@@ -1,0 +1,112 @@
+//! Rust operators on tensors: `+ - * / %` (with NumPy broadcasting and JAX-style weak
+//! scalars on either side), unary `-`, `!` and `& | ^`, on owned and borrowed tensors alike.
+//! A scalar on the left must be an `f64` or `i32` (what unsuffixed literals are); any of
+//! `f32`, `f64`, `i32`, `i64` and `bool` works on the right. `%` is NumPy's remainder (sign of the divisor); `!` is logical not for bools and bitwise
+//! not for integers.
+
+use super::Tensor;
+use super::broadcast::{Operand, result_dtype};
+use crate::uop::{Scalar, UOp};
+
+/// A weak scalar on the left of an operator, as a 0-d tensor of the dtype it meets `rhs` at.
+fn scalar_lhs(value: impl Into<Scalar>, rhs: &Tensor) -> Tensor {
+    let value = value.into();
+    let dtype = result_dtype(&[Operand::from(rhs), Operand::Scalar(value)]);
+    Tensor::from_uop(UOp::constant(value, dtype))
+}
+
+macro_rules! binary_operator {
+    ($trait:ident, $method:ident, $inherent:ident) => {
+        impl<R: Into<Operand>> std::ops::$trait<R> for Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                Tensor::$inherent(&self, rhs)
+            }
+        }
+        impl<R: Into<Operand>> std::ops::$trait<R> for &Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                Tensor::$inherent(self, rhs)
+            }
+        }
+        // Only one float and one int type on the left: with more, a literal such as `2.0 - &x`
+        // would be ambiguous (Rust picks the impl before it defaults the literal's type).
+        binary_operator!(@scalar_lhs $trait, $method, $inherent, f64, i32);
+    };
+    (@scalar_lhs $trait:ident, $method:ident, $inherent:ident, $($t:ty),*) => {$(
+        impl std::ops::$trait<Tensor> for $t {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: Tensor) -> Tensor {
+                scalar_lhs(self, &rhs).$inherent(&rhs)
+            }
+        }
+        impl std::ops::$trait<&Tensor> for $t {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                scalar_lhs(self, rhs).$inherent(rhs)
+            }
+        }
+    )*};
+}
+
+binary_operator!(Add, add, add);
+binary_operator!(Sub, sub, sub);
+binary_operator!(Mul, mul, mul);
+binary_operator!(Div, div, div);
+binary_operator!(Rem, rem, remainder);
+
+macro_rules! bitwise_operator {
+    ($trait:ident, $method:ident, $inherent:ident) => {
+        impl<R: Into<Operand>> std::ops::$trait<R> for Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                Tensor::$inherent(&self, rhs)
+            }
+        }
+        impl<R: Into<Operand>> std::ops::$trait<R> for &Tensor {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Tensor {
+                Tensor::$inherent(self, rhs)
+            }
+        }
+    };
+}
+
+bitwise_operator!(BitAnd, bitand, bitwise_and);
+bitwise_operator!(BitOr, bitor, bitwise_or);
+bitwise_operator!(BitXor, bitxor, bitwise_xor);
+
+impl std::ops::Neg for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn neg(self) -> Tensor {
+        Tensor::neg(&self)
+    }
+}
+impl std::ops::Neg for &Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn neg(self) -> Tensor {
+        Tensor::neg(self)
+    }
+}
+impl std::ops::Not for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn not(self) -> Tensor {
+        self.bitwise_not()
+    }
+}
+impl std::ops::Not for &Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn not(self) -> Tensor {
+        self.bitwise_not()
+    }
+}

@@ -1,0 +1,51 @@
+//! Seeded random tensors from the `Threefry` counter-based generator: element `i` of a tensor
+//! is a pure function of `(i, seed)`, so the same seed gives the same tensor on every device
+//! and in every kernel split.
+
+use super::Tensor;
+use super::broadcast::{Dims, const_uop};
+use super::create::{arange_uop, sizes};
+use crate::uop::{DType, Op, Scalar, UOp};
+
+/// The number of random bits kept per float: exactly representable in an `f32` mantissa.
+const FLOAT_BITS: u32 = 24;
+
+impl Tensor {
+    /// Uniform `f32` samples in `[0, 1)`: the top 24 bits of `Threefry(i, seed)` scaled by
+    /// `2^-24`.
+    #[track_caller]
+    pub fn rand<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
+        let shape = sizes("rand", shape);
+        let n: usize = shape.iter().product();
+        Tensor::from_uop(uniform_uop(n, seed).reshape(&shape))
+    }
+
+    /// Standard normal `f32` samples by Box-Muller: with `u1, u2` uniform in `[0, 1)`,
+    /// `sqrt(-2 ln(1 - u1)) * cos(2 pi u2)` (`1 - u1` keeps the logarithm finite).
+    #[track_caller]
+    pub fn randn<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
+        let shape = sizes("randn", shape);
+        let n: usize = shape.iter().product();
+        let u = Tensor::from_uop(uniform_uop(2 * n, seed)).reshape(&[2, n]);
+        let u1 = u.narrow(0, 0, 1).reshape(&[n]);
+        let u2 = u.narrow(0, 1, 1).reshape(&[n]);
+        let radius = u1.neg().add(1.0).log().mul(-2.0).sqrt();
+        let angle = u2.mul(2.0 * std::f64::consts::PI).cos();
+        radius.mul(angle).reshape(&shape)
+    }
+}
+
+/// `n` uniform `f32` samples in `[0, 1)` for `seed` (shape `[n]`).
+fn uniform_uop(n: usize, seed: u64) -> UOp {
+    let counters = arange_uop(n).cast(DType::U64);
+    let key = const_uop(Scalar::Int(seed as i64), DType::U64, &[n]);
+    let bits = UOp::alu(Op::Threefry, vec![counters, key]);
+    let shift = const_uop(Scalar::Int(64 - FLOAT_BITS as i64), DType::U64, &[n]);
+    let top = UOp::alu(Op::Shr, vec![bits, shift]).cast(DType::F32);
+    let scale = const_uop(
+        Scalar::Float(1.0 / (1u64 << FLOAT_BITS) as f64),
+        DType::F32,
+        &[n],
+    );
+    UOp::alu(Op::Mul, vec![top, scale])
+}

@@ -1,0 +1,233 @@
+//! Reductions over chosen axes: `Reduce` (which keeps reduced axes as size 1) followed by a
+//! reshape that drops them unless `keepdim`. `min` is `-max(-x)` (`~max(~x)` for integers),
+//! `mean` is `sum * (1/n)`, and `argmax` finds the first maximal position with an arange and
+//! a max, as tinygrad does.
+
+use super::Tensor;
+use super::broadcast::{
+    IntoAxes, broadcast_uop, cast_uop, const_uop, normalize_axes, normalize_axis,
+};
+use super::create::{INDEX_DTYPE, arange_uop};
+use super::elementwise::{add_uop, complement_uop, eq_uop, mul_uop, neg_uop, not_uop, where_uop};
+use crate::uop::{DType, ReduceOp, Scalar, UOp};
+
+/// The dtype sums and products accumulate in: bools and narrow ints widen (to `i32`, or `u32`
+/// for unsigned), as JAX does; wider types keep their dtype.
+pub fn accumulate_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::Bool | DType::I8 | DType::I16 => DType::I32,
+        DType::U8 | DType::U16 => DType::U32,
+        d => d,
+    }
+}
+
+/// `u` reduced by `op` over the (normalized) `axes` in its own dtype; reduced axes are kept
+/// as size 1 when `keepdim`, dropped otherwise.
+pub(crate) fn reduce_uop(u: &UOp, op: ReduceOp, axes: &[usize], keepdim: bool) -> UOp {
+    if axes.is_empty() {
+        return u.clone();
+    }
+    let reduced = u.reduce(op, axes);
+    if keepdim {
+        return reduced;
+    }
+    let kept: Vec<usize> = u
+        .shape_vec()
+        .iter()
+        .enumerate()
+        .filter(|(a, _)| !axes.contains(a))
+        .map(|(_, &d)| d)
+        .collect();
+    reduced.reshape(&kept)
+}
+
+/// The maximum over `axes` of a node in its own dtype (bools through `u8`).
+fn max_uop(u: &UOp, axes: &[usize], keepdim: bool) -> UOp {
+    if u.dtype() == DType::Bool {
+        return reduce_uop(&u.cast(DType::U8), ReduceOp::Max, axes, keepdim).cast(DType::Bool);
+    }
+    reduce_uop(u, ReduceOp::Max, axes, keepdim)
+}
+
+/// The order-reversing map used for `min` and `argmin`: `-x`, `~x` for ints, `!x` for bools.
+fn reverse_order(u: &UOp) -> UOp {
+    match u.dtype() {
+        DType::Bool => not_uop(u),
+        d if d.is_float() => neg_uop(u),
+        _ => complement_uop(u),
+    }
+}
+
+impl Tensor {
+    #[track_caller]
+    fn axes_of(&self, op: &str, axes: impl IntoAxes) -> Vec<usize> {
+        normalize_axes(op, &axes.into_axes(), &self.shape())
+    }
+
+    fn all_axes(&self) -> Vec<usize> {
+        (0..self.ndim()).collect()
+    }
+
+    /// Panics if one of `axes` is empty: the maximum of nothing is undefined (as in NumPy).
+    #[track_caller]
+    fn require_nonempty(&self, op: &str, axes: &[usize]) {
+        let shape = self.shape();
+        for &a in axes {
+            if shape[a] == 0 {
+                panic!(
+                    "{op}: cannot reduce the empty axis {a} of shape {shape:?} (there is no identity)"
+                );
+            }
+        }
+    }
+
+    /// The sum over `axes`; bools and narrow ints sum in `i32` (see [`accumulate_dtype`]).
+    #[track_caller]
+    pub fn sum(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("sum", axes);
+        self.sum_over(&axes, keepdim)
+    }
+
+    /// The sum of all elements (a 0-d tensor).
+    pub fn sum_all(&self) -> Tensor {
+        self.sum_over(&self.all_axes(), false)
+    }
+
+    fn sum_over(&self, axes: &[usize], keepdim: bool) -> Tensor {
+        let u = cast_uop(&self.uop(), accumulate_dtype(self.dtype()));
+        Tensor::from_uop(reduce_uop(&u, ReduceOp::Add, axes, keepdim))
+    }
+
+    /// The product over `axes`; bools and narrow ints multiply in `i32`.
+    #[track_caller]
+    pub fn prod(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("prod", axes);
+        let u = cast_uop(&self.uop(), accumulate_dtype(self.dtype()));
+        Tensor::from_uop(reduce_uop(&u, ReduceOp::Mul, &axes, keepdim))
+    }
+
+    /// The product of all elements.
+    pub fn prod_all(&self) -> Tensor {
+        self.prod(&self.all_axes(), false)
+    }
+
+    /// The maximum over `axes`, in the input dtype. Panics on an empty axis.
+    #[track_caller]
+    pub fn max(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("max", axes);
+        self.require_nonempty("max", &axes);
+        Tensor::from_uop(max_uop(&self.uop(), &axes, keepdim))
+    }
+
+    /// The maximum of all elements. Panics for an empty tensor.
+    #[track_caller]
+    pub fn max_all(&self) -> Tensor {
+        self.max(&self.all_axes(), false)
+    }
+
+    /// The minimum over `axes` as `-max(-x)` (`~max(~x)` for integers). Panics on an empty axis.
+    #[track_caller]
+    pub fn min(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("min", axes);
+        self.require_nonempty("min", &axes);
+        let u = self.uop();
+        Tensor::from_uop(reverse_order(&max_uop(&reverse_order(&u), &axes, keepdim)))
+    }
+
+    /// The minimum of all elements. Panics for an empty tensor.
+    #[track_caller]
+    pub fn min_all(&self) -> Tensor {
+        self.min(&self.all_axes(), false)
+    }
+
+    /// The mean over `axes` as `sum * (1/n)`, in the float type (`f32` for ints and bools).
+    /// The mean over an empty axis is NaN, as in NumPy.
+    #[track_caller]
+    pub fn mean(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("mean", axes);
+        let shape = self.shape();
+        let count: usize = axes.iter().map(|&a| shape[a]).product();
+        let float = self.dtype().to_float();
+        let sum = reduce_uop(&cast_uop(&self.uop(), float), ReduceOp::Add, &axes, keepdim);
+        let scale = const_uop(Scalar::Float(1.0 / count as f64), float, &sum.shape_vec());
+        Tensor::from_uop(mul_uop(&sum, &scale))
+    }
+
+    /// The mean of all elements.
+    pub fn mean_all(&self) -> Tensor {
+        self.mean(&self.all_axes(), false)
+    }
+
+    /// True where any element over `axes` is non-zero (bool).
+    #[track_caller]
+    pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("any", axes);
+        let u = cast_uop(&self.uop(), DType::Bool);
+        Tensor::from_uop(max_uop(&u, &axes, keepdim))
+    }
+
+    /// True where every element over `axes` is non-zero (bool).
+    #[track_caller]
+    pub fn all(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("all", axes);
+        let u = not_uop(&cast_uop(&self.uop(), DType::Bool));
+        Tensor::from_uop(not_uop(&max_uop(&u, &axes, keepdim)))
+    }
+
+    /// The index (`i32`) of the first maximum along `axis`: with `n` the axis size, the max of
+    /// `where(x == max(x), n - i, 0)` is `n - first`. Panics on an empty axis.
+    #[track_caller]
+    pub fn argmax(&self, axis: isize, keepdim: bool) -> Tensor {
+        let shape = self.shape();
+        let axis = normalize_axis("argmax", axis, &shape);
+        self.require_nonempty("argmax", &[axis]);
+        Tensor::from_uop(first_max_index(&self.uop(), axis, keepdim))
+    }
+
+    /// The index of the first maximum of the flattened tensor.
+    #[track_caller]
+    pub fn argmax_all(&self) -> Tensor {
+        self.ravel().argmax(0, false)
+    }
+
+    /// The index (`i32`) of the first minimum along `axis`. Panics on an empty axis.
+    #[track_caller]
+    pub fn argmin(&self, axis: isize, keepdim: bool) -> Tensor {
+        let shape = self.shape();
+        let axis = normalize_axis("argmin", axis, &shape);
+        self.require_nonempty("argmin", &[axis]);
+        Tensor::from_uop(first_max_index(&reverse_order(&self.uop()), axis, keepdim))
+    }
+
+    /// The index of the first minimum of the flattened tensor.
+    #[track_caller]
+    pub fn argmin_all(&self) -> Tensor {
+        self.ravel().argmin(0, false)
+    }
+}
+
+/// The first index of the maximum of `u` along `axis` (see [`Tensor::argmax`]).
+fn first_max_index(u: &UOp, axis: usize, keepdim: bool) -> UOp {
+    let shape = u.shape_vec();
+    let n = shape[axis];
+    let maxima = broadcast_uop(&max_uop(u, &[axis], true), &shape);
+    let is_max = eq_uop(u, &maxima);
+    let mut along = vec![1; shape.len()];
+    along[axis] = n;
+    let countdown = add_uop(
+        &neg_uop(&arange_uop(n)),
+        &const_uop(Scalar::Int(n as i64), INDEX_DTYPE, &[n]),
+    );
+    let countdown = broadcast_uop(&countdown.reshape(&along), &shape);
+    let zero = const_uop(Scalar::Int(0), INDEX_DTYPE, &shape);
+    let score = reduce_uop(
+        &where_uop(&is_max, &countdown, &zero),
+        ReduceOp::Max,
+        &[axis],
+        keepdim,
+    );
+    add_uop(
+        &neg_uop(&score),
+        &const_uop(Scalar::Int(n as i64), INDEX_DTYPE, &score.shape_vec()),
+    )
+}

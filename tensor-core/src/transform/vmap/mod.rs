@@ -1,0 +1,99 @@
+//! `vmap` by graph rewrite (seeds/vmap-rewrite-design.md): trace the function on unbatched
+//! placeholders, walk the traced graph operands-first, and give every node that depends on a
+//! mapped argument its batched image, in which the batch is a real leading axis. No loop over
+//! samples is ever built: the scheduler sees one graph with one more dimension.
+
+pub mod axes;
+pub mod rules;
+
+pub use axes::{InAxes, OutAxes};
+
+use crate::tensor::Tensor;
+use crate::transform::func::{Func, IntoFunc, transform_error};
+use crate::transform::trace::{placeholder, trace};
+use crate::uop::UOp;
+use axes::{normalize_axis, resolve_in_axes};
+use rules::BatchCtx;
+use std::collections::HashMap;
+
+/// `f` mapped over the `in_axes` of its arguments, with the batch placed at `out_axes` of its
+/// results, as `jax.vmap`.
+pub fn vmap<M>(
+    f: impl IntoFunc<M>,
+    in_axes: impl Into<InAxes>,
+    out_axes: impl Into<OutAxes>,
+) -> Func {
+    let f = f.into_func();
+    let (in_axes, out_axes) = (in_axes.into(), out_axes.into());
+    Func::new(f.arity(), move |args: &[Tensor]| {
+        vmapped_call(&f, args, &in_axes, &out_axes)
+    })
+}
+
+fn vmapped_call(f: &Func, args: &[Tensor], in_axes: &InAxes, out_axes: &OutAxes) -> Vec<Tensor> {
+    let (axes, size) = resolve_in_axes(args, in_axes);
+    let mut seeds = HashMap::new();
+    let inputs: Vec<UOp> = args
+        .iter()
+        .zip(&axes)
+        .map(|(arg, axis)| match axis {
+            Some(axis) => {
+                let batched = move_axis(&arg.uop(), *axis, 0);
+                let unbatched_shape = &batched.shape_vec()[1..];
+                let p = placeholder(unbatched_shape, arg.dtype(), arg.device());
+                seeds.insert(p.clone(), batched);
+                p
+            }
+            None => arg.uop(),
+        })
+        .collect();
+    let traced = trace(f, inputs);
+    let mut ctx = BatchCtx::new(size, seeds);
+    for node in UOp::sink(traced.outputs.clone()).toposort() {
+        if !ctx.is_batched(&node)
+            && node.src().iter().any(|s| ctx.is_batched(s))
+            && node.op() != crate::uop::Op::Sink
+        {
+            ctx.batch(&node);
+        }
+    }
+    let out_axes = out_axes.per_result(traced.outputs.len());
+    traced
+        .outputs
+        .iter()
+        .zip(out_axes)
+        .enumerate()
+        .map(|(i, (out, axis))| Tensor::from_uop(place_batch(&ctx, out, axis, i)))
+        .collect()
+}
+
+/// The result `out` with its batch axis at `axis` (an unbatched result is repeated along the
+/// batch, as JAX does; `None` keeps an unbatched result as it is).
+fn place_batch(ctx: &BatchCtx, out: &UOp, axis: Option<isize>, index: usize) -> UOp {
+    let Some(axis) = axis else {
+        if ctx.is_batched(out) {
+            transform_error(&format!(
+                "vmap: out_axes is None for result {index}, but that result depends on the mapped arguments"
+            ));
+        }
+        return out.clone();
+    };
+    let batched = ctx.broadcast_to(out, &out.shape_vec());
+    let ndim = batched.ndim();
+    let target = normalize_axis(axis, ndim).unwrap_or_else(|| {
+        transform_error(&format!(
+            "vmap: out_axes {axis} is out of range for result {index} of rank {ndim} (with the batch axis)"
+        ))
+    });
+    move_axis(&batched, 0, target)
+}
+
+/// `u` with axis `from` moved to position `to`, the others keeping their order.
+pub fn move_axis(u: &UOp, from: usize, to: usize) -> UOp {
+    if from == to {
+        return u.clone();
+    }
+    let mut perm: Vec<usize> = (0..u.ndim()).filter(|&a| a != from).collect();
+    perm.insert(to, from);
+    u.permute(&perm)
+}
