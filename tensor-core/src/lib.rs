@@ -5,6 +5,7 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod interp;
 pub mod rewrite;
 pub mod schedule;
 pub mod symbolic;
