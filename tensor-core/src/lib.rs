@@ -9,6 +9,7 @@ pub mod codegen;
 pub mod interp;
 pub mod render;
 pub mod rewrite;
+pub mod schedule;
 pub mod symbolic;
 pub mod tensor;
 pub mod transform;
