@@ -11,6 +11,7 @@ use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use std::any::Any;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use tensor_core::codegen::{CodegenOptions, Kernel, compile_kernel};
 use tensor_core::schedule::realize::as_contiguous_buffer;
@@ -45,26 +46,32 @@ pub fn run_schedule<D: Device>(
 ) -> Result<Vec<Vec<u8>>> {
     let debug = debug_level();
     let started = Instant::now();
-    for item in &schedule.items {
-        let args: Vec<BufferArg> = item.buffers.iter().map(buffer_arg).collect();
-        let sizes: Vec<usize> = args.iter().map(|a| a.size).collect();
-        let kernel = compile_kernel(&item.ast, &sizes, options);
+    let kernels: Vec<(Vec<BufferArg>, Kernel)> = schedule
+        .items
+        .iter()
+        .map(|item| {
+            let args: Vec<BufferArg> = item.buffers.iter().map(buffer_arg).collect();
+            let sizes: Vec<usize> = args.iter().map(|a| a.size).collect();
+            let kernel = compile_kernel(&item.ast, &sizes, options);
+            (args, kernel)
+        })
+        .collect();
+    let programs = compile_all(device, kernels.iter().map(|(_, kernel)| kernel))?;
+    let compile_time = started.elapsed();
+    for ((args, kernel), program) in kernels.iter().zip(&programs) {
         let buffers = args
             .iter()
             .map(|arg| device_buffer(device, arg))
             .collect::<Result<Vec<_>>>()?;
-        check_arguments(device, &kernel, &buffers)?;
-        let compile_started = Instant::now();
-        let program = device.compile(&kernel.source, &kernel.entry)?;
+        check_arguments(device, kernel, &buffers)?;
         let launch_started = Instant::now();
         let refs: Vec<&D::Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
-        device.launch(&program, &refs, kernel.threads)?;
+        device.launch(program, &refs, kernel.threads)?;
         if debug >= 2 {
             eprintln!(
-                "kernel {:<24} threads {:>2}  compile {:>9.3?}  run {:>9.3?}",
+                "kernel {:<24} threads {:>2}  run {:>9.3?}",
                 kernel.name,
                 kernel.threads,
-                launch_started - compile_started,
                 launch_started.elapsed()
             );
         }
@@ -79,15 +86,57 @@ pub fn run_schedule<D: Device>(
         .collect::<Result<Vec<_>>>()?;
     if debug >= 1 {
         eprintln!(
-            "realize: {} kernels on {} in {:.3?} (process: {} compiler runs, {} disk cache hits)",
+            "realize: {} kernels on {} in {:.3?}, {:.3?} of it compiling (process: {} compiler \
+             runs, {} disk cache hits)",
             schedule.items.len(),
             device.name(),
             started.elapsed(),
+            compile_time,
             crate::stats::compiler_invocations(),
             crate::stats::disk_cache_hits()
         );
     }
     Ok(outputs)
+}
+
+/// The programs of `kernels`, compiled in parallel on as many threads as the machine has
+/// (a cold compile takes far longer than most kernels run). The first error, in kernel
+/// order, is returned.
+fn compile_all<'k, D: Device>(
+    device: &D,
+    kernels: impl Iterator<Item = &'k Kernel>,
+) -> Result<Vec<D::Program>> {
+    let kernels: Vec<&Kernel> = kernels.collect();
+    let compile = |kernel: &Kernel| device.compile(&kernel.source, &kernel.entry);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(kernels.len());
+    if workers <= 1 {
+        return kernels.into_iter().map(compile).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<(usize, Result<D::Program>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(kernel) = kernels.get(i) else {
+                            return done;
+                        };
+                        done.push((i, compile(kernel)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a compile thread panicked"))
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, program)| program).collect()
 }
 
 /// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer
