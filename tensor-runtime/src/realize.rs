@@ -2,6 +2,7 @@
 //! bytes, if it has any), each kernel is generated, compiled through the caches and launched,
 //! producers first, and the outputs are copied back to the host.
 //!
+//! `DEVICE` may be unset or `CPU` (CUDA is not built yet and is reported as unavailable).
 //! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time), `DEBUG=2` a
 //! line per kernel, `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
 //! off.
@@ -142,6 +143,7 @@ fn compile_all<'k, D: Device>(
 /// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer
 /// (so realizing again runs nothing) and the bytes of each are returned.
 pub fn realize(tensors: &[&Tensor]) -> Result<Vec<Vec<u8>>> {
+    check_device_setting(std::env::var("DEVICE").ok())?;
     let device = CpuDevice::shared()?;
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
     let schedule = create_schedule(&roots);
@@ -150,6 +152,25 @@ pub fn realize(tensors: &[&Tensor]) -> Result<Vec<Vec<u8>>> {
         tensor.replace_uop(out.clone());
     }
     Ok(bytes)
+}
+
+/// Accepts the `DEVICE` values this build can run: unset or `CPU`.
+fn check_device_setting(value: Option<String>) -> Result<()> {
+    match value.as_deref().map(str::trim) {
+        None | Some("") => Ok(()),
+        Some(name) if name.eq_ignore_ascii_case("CPU") => Ok(()),
+        Some(name) if name.to_ascii_uppercase().starts_with("CUDA") => {
+            Err(RuntimeError::DeviceUnavailable(format!(
+                "DEVICE={name} asks for CUDA, which this build does not support yet; unset \
+                 DEVICE or set DEVICE=CPU"
+            )))
+        }
+        Some(_) => Err(RuntimeError::InvalidSetting {
+            variable: "DEVICE",
+            value: value.unwrap_or_default(),
+            expected: "CPU (or unset)",
+        }),
+    }
 }
 
 /// The elements of `tensor`, computed on the shared CPU device, in row-major order; fails
@@ -233,4 +254,20 @@ fn read_output<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
     device.copy_out(&memory, &mut bytes)?;
     arg.storage.set_host_bytes(bytes.clone().into());
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_setting_accepts_cpu_and_rejects_cuda_and_unknown_names() {
+        assert!(check_device_setting(None).is_ok());
+        assert!(check_device_setting(Some("cpu".into())).is_ok());
+        let cuda = check_device_setting(Some("CUDA".into())).unwrap_err();
+        assert!(matches!(cuda, RuntimeError::DeviceUnavailable(_)), "{cuda}");
+        assert!(cuda.to_string().contains("DEVICE=CPU"), "{cuda}");
+        let unknown = check_device_setting(Some("TPU".into())).unwrap_err();
+        assert!(unknown.to_string().contains("DEVICE=`TPU`"), "{unknown}");
+    }
 }
