@@ -820,3 +820,63 @@ fn reduce_nested_in_a_reduce_runs_inside_the_outer_reduce_loop() {
         k.source
     );
 }
+
+#[test]
+fn reduces_round_and_wrap_like_a_sequential_alu_fold_in_every_dtype() {
+    let (rows, cols) = (2, 6);
+    let raw = [
+        1.5, -2.25, 100.0, 0.3, 7.0, -0.125, 60000.0, 9000.0, -3.0, 2.5, 1e-3, 99.0,
+    ];
+    let ops = [ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul];
+    for dtype in [
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::U64,
+    ] {
+        let (i, j) = (loop_range(rows, 0), reduce_range(cols, 1));
+        let flat = add(mul(i.clone(), idx(cols as i64)), j.clone());
+        let x = load(index(&global(ops.len(), dtype), flat));
+        let stores = ops
+            .iter()
+            .enumerate()
+            .map(|(slot, &op)| {
+                let out = index(&global(slot, dtype), i.clone());
+                (out, reduce(op, x.clone(), std::slice::from_ref(&j)))
+            })
+            .collect();
+        let k = compile_kernel(&kernel(stores), &[rows, rows, rows, rows * cols], &opt(1));
+        let input: Vec<Scalar> = raw
+            .iter()
+            .map(|&v| match dtype.is_float() {
+                true => Scalar::Float(v).cast(dtype),
+                false => Scalar::Float(v).cast(DType::I64).cast(dtype),
+            })
+            .collect();
+        let mut bufs = vec![zeros(rows), zeros(rows), zeros(rows), input.clone()];
+        run(&k, &mut bufs);
+        for (slot, op) in ops.iter().enumerate() {
+            for r in 0..rows {
+                let identity = match op {
+                    ReduceOp::Add => Scalar::Int(0).cast(dtype),
+                    ReduceOp::Mul => Scalar::Int(1).cast(dtype),
+                    ReduceOp::Max => dtype.min_value().cast(dtype),
+                };
+                let want = input[r * cols..(r + 1) * cols]
+                    .iter()
+                    .fold(identity, |acc, &v| {
+                        alu::exec_typed(op.binary(), dtype, dtype, &[acc, v])
+                    });
+                let got = bufs[slot][r];
+                assert!(
+                    same_value(want, got),
+                    "{op:?} over {dtype} row {r}: C gives {got:?}, alu gives {want:?}\n{}",
+                    k.source
+                );
+            }
+        }
+    }
+}

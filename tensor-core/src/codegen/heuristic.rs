@@ -71,7 +71,7 @@ fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<UOp> {
         let contiguous = stores
             .iter()
             .all(|s| index_stride(&s.s(0).src()[1], r) == Some(1));
-        (size % UPCAST_WIDTH == 0 && contiguous).then(|| r.clone())
+        (size >= UPCAST_WIDTH && size % UPCAST_WIDTH == 0 && contiguous).then(|| r.clone())
     })
 }
 
