@@ -423,61 +423,65 @@ const COMPARISONS: [Op; 6] = [
 
 /// One kernel per dtype with one output per op, all reading the same inputs.
 fn check_every_op(dtype: DType) {
+    /// One output of the kernel: the op, its expression, result dtype, operand dtype and which
+    /// inputs (0 = a, 1 = b, 2 = the bool condition) it reads.
+    struct Case {
+        op: Op,
+        expr: UOp,
+        out: DType,
+        operand: DType,
+        reads: Vec<usize>,
+    }
     let i = loop_range(N, 0);
-    let (n_inputs, inputs) = (3, sample_inputs(dtype));
-    let mut exprs: Vec<(Op, UOp, DType)> = Vec::new();
-    let slot_count_before_inputs =
-        unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 3;
-    let input =
-        |k: usize, dt: DType| load(index(&global(slot_count_before_inputs + k, dt), i.clone()));
-    let (a, b, c) = (input(0, dtype), input(1, dtype), input(2, DType::Bool));
+    let inputs = sample_inputs(dtype);
+    let first_input = unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 4;
+    let input = |k: usize, dt: DType| load(index(&global(first_input + k, dt), i.clone()));
+    let operands = [input(0, dtype), input(1, dtype), input(2, DType::Bool)];
+    let case = |op: Op, out: DType, operand: DType, reads: Vec<usize>| Case {
+        op,
+        expr: UOp::new(
+            op,
+            out,
+            reads.iter().map(|&r| operands[r].clone()).collect(),
+            Arg::None,
+        ),
+        out,
+        operand,
+        reads,
+    };
+    let mut cases: Vec<Case> = Vec::new();
     for op in unary_ops(dtype) {
-        exprs.push((op, UOp::alu(op, vec![a.clone()]), dtype));
+        cases.push(case(op, dtype, dtype, vec![0]));
     }
     for op in binary_ops(dtype) {
-        exprs.push((op, UOp::alu(op, vec![a.clone(), b.clone()]), dtype));
+        cases.push(case(op, dtype, dtype, vec![0, 1]));
     }
     for op in COMPARISONS {
-        exprs.push((op, UOp::alu(op, vec![a.clone(), b.clone()]), DType::Bool));
+        cases.push(case(op, DType::Bool, dtype, vec![0, 1]));
     }
-    exprs.push((
-        Op::Where,
-        UOp::alu(Op::Where, vec![c.clone(), a.clone(), b.clone()]),
-        dtype,
-    ));
-    exprs.push((
-        Op::Mulacc,
-        UOp::alu(Op::Mulacc, vec![a.clone(), b.clone(), a.clone()]),
-        dtype,
-    ));
-    exprs.push((Op::Not, UOp::alu(Op::Not, vec![c.clone()]), DType::Bool));
-    assert_eq!(exprs.len(), slot_count_before_inputs);
-    let stores = exprs
+    cases.push(case(Op::Where, dtype, dtype, vec![2, 0, 1]));
+    cases.push(case(Op::Mulacc, dtype, dtype, vec![0, 1, 0]));
+    cases.push(case(Op::Not, DType::Bool, DType::Bool, vec![2]));
+    cases.push(case(Op::Not, DType::Bool, dtype, vec![0]));
+    assert_eq!(cases.len(), first_input);
+    let stores = cases
         .iter()
         .enumerate()
-        .map(|(slot, (_, e, dt))| (index(&global(slot, *dt), i.clone()), e.clone()))
+        .map(|(slot, c)| (index(&global(slot, c.out), i.clone()), c.expr.clone()))
         .collect();
-    let ast = kernel(stores);
-    let sizes = vec![N; exprs.len() + n_inputs];
-    let k = compile_kernel(&ast, &sizes, &opt(1));
-    let mut bufs: Vec<Vec<Scalar>> = exprs.iter().map(|_| zeros(N)).collect();
+    let k = compile_kernel(&kernel(stores), &vec![N; first_input + 3], &opt(1));
+    let mut bufs: Vec<Vec<Scalar>> = cases.iter().map(|_| zeros(N)).collect();
     bufs.extend(inputs.iter().cloned());
     run(&k, &mut bufs);
-    for (slot, (op, _, out_dt)) in exprs.iter().enumerate() {
+    for (slot, c) in cases.iter().enumerate() {
         for lane in 0..N {
-            let args: Vec<Scalar> = match op {
-                Op::Where => vec![inputs[2][lane], inputs[0][lane], inputs[1][lane]],
-                Op::Mulacc => vec![inputs[0][lane], inputs[1][lane], inputs[0][lane]],
-                Op::Not => vec![inputs[2][lane]],
-                op if op.is_unary() => vec![inputs[0][lane]],
-                _ => vec![inputs[0][lane], inputs[1][lane]],
-            };
-            let operand = if *op == Op::Not { DType::Bool } else { dtype };
-            let want = alu::exec_typed(*op, *out_dt, operand, &args).cast(*out_dt);
+            let args: Vec<Scalar> = c.reads.iter().map(|&r| inputs[r][lane]).collect();
+            let want = alu::exec_typed(c.op, c.out, c.operand, &args).cast(c.out);
             let got = bufs[slot][lane];
             assert!(
                 same_value(want, got),
-                "{op} on {dtype} lane {lane} args {args:?}: C gives {got:?}, alu gives {want:?}\n{}",
+                "{} on {dtype} lane {lane} args {args:?}: C gives {got:?}, alu gives {want:?}\n{}",
+                c.op,
                 k.source
             );
         }
