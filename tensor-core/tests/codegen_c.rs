@@ -903,3 +903,25 @@ fn reduces_round_and_wrap_like_a_sequential_alu_fold_in_every_dtype() {
         }
     }
 }
+
+#[test]
+fn compiling_the_same_kernel_twice_gives_the_same_source() {
+    let build = || {
+        let (i, j, kk) = (loop_range(4, 0), reduce_range(8, 1), reduce_range(8, 2));
+        let row = |r: &UOp| {
+            load(index(
+                &global(1, DType::F32),
+                add(mul(i.clone(), idx(8)), r.clone()),
+            ))
+        };
+        let m = reduce(ReduceOp::Max, row(&kk), &[kk]);
+        let s = reduce(ReduceOp::Add, add(row(&j), m), &[j]);
+        kernel(vec![(index(&global(0, DType::F32), i), s)])
+    };
+    let first = compile_kernel(&build(), &[4, 32], &opt(2));
+    for _ in 0..5 {
+        assert_eq!(compile_kernel(&build(), &[4, 32], &opt(2)), first);
+    }
+    let mm = compile_kernel(&matmul(8, 4, 8), &[64, 32, 32], &opt(2));
+    assert_eq!(compile_kernel(&matmul(8, 4, 8), &[64, 32, 32], &opt(2)), mm);
+}
