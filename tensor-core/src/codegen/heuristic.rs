@@ -59,7 +59,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         {
             size /= UPCAST_WIDTH;
         }
-        if size >= 2 {
+        // Cores write disjoint chunks only if every store's address depends on the range.
+        let addressed = ast
+            .src()
+            .iter()
+            .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(outer));
+        if size >= 2 && addressed {
             opts.push(Opt::Split {
                 axis: range_id(outer),
                 factor: threads,

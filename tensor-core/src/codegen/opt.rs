@@ -117,6 +117,16 @@ impl OptimizedKernel {
         if range_axis_type(range) != AxisType::Loop {
             return Err(OptError("only LOOP ranges can be spread over cores".into()));
         }
+        let addressed = self
+            .ast
+            .src()
+            .iter()
+            .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(range));
+        if !addressed {
+            return Err(OptError(
+                "cores would race: some store's address does not depend on the range".into(),
+            ));
+        }
         if self.threads > 1 {
             return Err(OptError("the kernel already has a THREAD axis".into()));
         }
