@@ -55,7 +55,7 @@ fn nothing_numpy_rejects_is_broadcast() {
 #[test]
 #[should_panic(expected = "where: shapes [2], [3] and [2] cannot broadcast")]
 fn where_names_all_three_shapes() {
-    t(&[2]).gt(0.0).where_(&t(&[3]), &t(&[2]));
+    t(&[2]).gt(0.0).where_(t(&[3]), t(&[2]));
 }
 
 #[test]
@@ -259,24 +259,30 @@ fn errors_point_at_the_callers_line() {
     let expected = Location::caller();
     assert_eq!((file.as_str(), line), (expected.file(), line!() - 2));
 
-    let cases: Vec<(Box<dyn FnOnce() + panic::UnwindSafe>, u32)> = vec![
-        (Box::new(|| drop(t(&[3]) + t(&[4]))), line!()),
-        (Box::new(|| drop(t(&[3, 4]).sum(5, false))), line!()),
-        (Box::new(|| drop(t(&[3, 4]).reshape(&[5]))), line!()),
-        (Box::new(|| drop(t(&[3, 4]).softmax(2))), line!()),
-        (Box::new(|| drop(t(&[3, 4]).logsumexp(2, true))), line!()),
-        (Box::new(|| drop(t(&[3, 4]).transpose(0, 2))), line!()),
-        (Box::new(|| drop(t(&[0, 4]).argmax(0, false))), line!()),
-        (
-            Box::new(|| drop(Tensor::stack(&[t(&[2]), t(&[2])], 2))),
-            line!(),
-        ),
-        (Box::new(|| drop(t(&[2]).gather(0, &t(&[2])))), line!()),
-        (
-            Box::new(|| drop(2.0 - Tensor::zeros(&[2], DType::F32).expand(&[3]))),
-            line!(),
-        ),
-        (Box::new(|| drop(t(&[2, 2]).flatten(1, 0))), line!()),
+    // Each case is one line: the panic must report that line, not one inside the library.
+    macro_rules! case {
+        ($e:expr) => {
+            (
+                Box::new(|| drop($e)) as Box<dyn FnOnce() + panic::UnwindSafe>,
+                line!(),
+            )
+        };
+    }
+    let z = || Tensor::zeros(&[2], DType::F32);
+    let cases = vec![
+        case!(t(&[3]) + t(&[4])),
+        case!(t(&[3, 4]).sum(5, false)),
+        case!(t(&[3, 4]).reshape(&[5])),
+        case!(t(&[3, 4]).softmax(2)),
+        case!(t(&[3, 4]).logsumexp(2, true)),
+        case!(t(&[3, 4]).transpose(0, 2)),
+        case!(t(&[0, 4]).argmax(0, false)),
+        case!(Tensor::stack(&[t(&[2]), t(&[2])], 2)),
+        case!(t(&[2]).gather(0, &t(&[2]))),
+        case!(2.0 - z().expand(&[3])),
+        case!(t(&[2, 2]).flatten(1, 0)),
+        case!(Tensor::cat(&[t(&[2]), t(&[2, 1])], 0)),
+        case!(t(&[2]).one_hot(3)),
     ];
     for (f, line) in cases {
         assert_eq!(panic_location(f), (file!().to_string(), line));

@@ -29,7 +29,7 @@ fn binary_ops_broadcast_like_numpy() {
     assert_eq!((t(&[]) * t(&[2, 2])).shape(), vec![2, 2]);
     assert_eq!((t(&[0, 1]) - t(&[1, 5])).shape(), vec![0, 5]);
     assert_eq!((t(&[2, 1, 3]) / t(&[4, 1])).shape(), vec![2, 4, 3]);
-    assert_eq!(t(&[5]).where_(&t(&[2, 1]), 0.0).shape(), vec![2, 5]);
+    assert_eq!(t(&[5]).where_(t(&[2, 1]), 0.0).shape(), vec![2, 5]);
 }
 
 #[test]
@@ -69,7 +69,7 @@ fn reductions_drop_or_keep_axes_and_widen_small_integers() {
     assert_eq!(x.sum(1, false).shape(), vec![2, 4]);
     assert_eq!(x.sum(-1, true).shape(), vec![2, 3, 1]);
     assert_eq!(x.max([0, 2], false).shape(), vec![3]);
-    assert_eq!(x.mean(&[0, 1, 2], true).shape(), vec![1, 1, 1]);
+    assert_eq!(x.mean([0, 1, 2], true).shape(), vec![1, 1, 1]);
     assert_eq!(x.sum_all().shape(), Vec::<usize>::new());
     assert_eq!(x.argmax(-2, false).shape(), vec![2, 4]);
     assert_eq!(x.argmax(1, false).dtype(), DType::I32);
