@@ -1160,4 +1160,22 @@ mod tests {
         );
         accepts(&Tensor::arange(5).one_hot(5).uop());
     }
+
+    #[test]
+    fn scheduled_kernel_asts_pass() {
+        use crate::Tensor;
+        use crate::schedule::create_schedule;
+        let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let outputs = [
+            a.add(1.0).mul(&a).uop(),
+            a.matmul(&a.transpose(0, 1)).uop(),
+            a.pad(&[(1, 0), (0, 2)]).sum(0, false).uop(),
+            a.reshape(&[3, 2]).permute(&[1, 0]).softmax(-1).uop(),
+        ];
+        let schedule = create_schedule(&outputs);
+        assert!(!schedule.items.is_empty());
+        for item in &schedule.items {
+            assert_eq!(check_graph(&item.ast), Ok(()), "{:?}", item.ast);
+        }
+    }
 }
