@@ -356,12 +356,17 @@ fn pad_or_shrink(u: &UOp, from: &[usize]) -> Check {
     }
 }
 
+/// True for the kernel-level memory a flat `Index` addresses (a buffer argument or a register).
+fn is_kernel_memory(u: &UOp) -> bool {
+    matches!(u.op(), Op::DefineGlobal | Op::DefineReg)
+}
+
 /// Tensor-level `Index(T, i...)`, or the kernel-level address `Index(DefineGlobal, flat [, gate])`.
 fn index(u: &UOp) -> Check {
     src_at_least(u, 1)?;
     no_arg(u)?;
     dtype_of_operand(u, 0)?;
-    if u.s(0).op() == Op::DefineGlobal {
+    if is_kernel_memory(u.s(0)) {
         src_count(u, &[2, 3])?;
         index_scalar(u, 1, "flat index")?;
         if let Some(gate) = u.src().get(2) {
@@ -500,7 +505,7 @@ fn store(u: &UOp) -> Check {
             buf.dtype()
         )
     })?;
-    let kernel_address = buf.op() == Op::Index && buf.s(0).op() == Op::DefineGlobal;
+    let kernel_address = buf.op() == Op::Index && is_kernel_memory(buf.s(0));
     if kernel_address {
         // Kernel level: one scalar element at an address.
         return require(u, val.shape() == Some(&[]), || {
