@@ -158,6 +158,25 @@ impl Tensor {
         self.mean(&self.all_axes(), false)
     }
 
+    /// The population variance over `axes` (NumPy's `var` with `ddof=0`):
+    /// `mean((x - mean(x))^2)`, in the float type.
+    #[track_caller]
+    pub fn var(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes: Vec<isize> = self
+            .axes_of("var", axes)
+            .into_iter()
+            .map(|a| a as isize)
+            .collect();
+        let centered = self.sub(self.mean(&axes, true));
+        centered.square().mean(&axes, keepdim)
+    }
+
+    /// The population standard deviation over `axes`: `sqrt(var)`.
+    #[track_caller]
+    pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        self.var(axes, keepdim).sqrt()
+    }
+
     /// True where any element over `axes` is non-zero (bool).
     #[track_caller]
     pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
