@@ -2,8 +2,14 @@
 //! machinery they share: [`Func`], tracing on placeholders, substitution.
 
 pub mod func;
+pub mod jacobian;
+pub mod jvp;
 pub mod trace;
+pub mod vjp;
 pub mod vmap;
 
 pub use func::{Func, IntoFunc, IntoOutputs};
+pub use jacobian::{hessian, jacfwd, jacrev};
+pub use jvp::jvp;
+pub use vjp::{ArgNums, grad, value_and_grad, vjp};
 pub use vmap::{InAxes, OutAxes, vmap};

@@ -1,0 +1,448 @@
+//! Reverse mode: `vjp` pulls cotangents back through the traced graph, one gradient rule per
+//! op, and `grad` / `value_and_grad` are built on it.
+//!
+//! The function is traced on placeholders. The pullback walks the graph from the results
+//! toward the inputs (reverse topological order) and gives each operand of a node its share
+//! of the node's cotangent; shares reaching one node add up.
+
+use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::tensor::Tensor;
+use crate::transform::func::{Func, IntoFunc, transform_error};
+use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, zeros_like};
+use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
+use crate::uop::shape::operand_values;
+use crate::uop::{Arg, Op, ReduceOp, UOp};
+use std::collections::{HashMap, HashSet};
+use std::f64::consts::LN_2;
+use std::sync::{Arc, OnceLock};
+
+/// The results of `f` at `primals` and its pullback, as `jax.vjp`: calling the pullback with
+/// one cotangent per result gives one cotangent per primal (`cotangentsᵀ · J(primals)`).
+#[track_caller]
+pub fn vjp<M>(f: impl IntoFunc<M>, primals: &[Tensor]) -> (Vec<Tensor>, Func) {
+    let f = f.into_func();
+    let inputs: Vec<UOp> = primals.iter().map(placeholder_like).collect();
+    let traced = Arc::new(trace(&f, inputs));
+    let values: Arc<HashMap<UOp, UOp>> = Arc::new(
+        traced
+            .inputs
+            .iter()
+            .cloned()
+            .zip(primals.iter().map(|p| p.uop()))
+            .collect(),
+    );
+    let outputs = traced
+        .outputs
+        .iter()
+        .map(|o| Tensor::from_uop(substitute(o, &values)))
+        .collect();
+    let nresults = traced.outputs.len();
+    let pullback = Func::new(Some(nresults), move |cotangents: &[Tensor]| {
+        check_cotangents(&traced, cotangents);
+        let grads = pull_back(&traced, cotangents);
+        grads
+            .iter()
+            .map(|g| Tensor::from_uop(substitute(g, &values)))
+            .collect()
+    });
+    (outputs, pullback)
+}
+
+/// The gradient of `f` (whose result must be a scalar) with respect to the arguments
+/// `argnums`, as `jax.grad`: a function returning one gradient per argnum.
+pub fn grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+    let value_and_grad = value_and_grad(f, argnums);
+    Func::new(value_and_grad.arity(), move |args: &[Tensor]| {
+        value_and_grad.call(args).split_off(1)
+    })
+}
+
+/// The value of `f` and its gradient with respect to `argnums`, as `jax.value_and_grad`:
+/// a function returning the scalar value followed by one gradient per argnum.
+pub fn value_and_grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+    let f = f.into_func();
+    let argnums = argnums.into().0;
+    Func::new(f.arity(), move |args: &[Tensor]| {
+        check_argnums(&argnums, args.len());
+        let (value, pullback) = vjp_wrt(&f, args, &argnums);
+        if value.len() != 1 || value[0].ndim() != 0 {
+            let shapes: Vec<_> = value.iter().map(|v| v.shape()).collect();
+            transform_error(&format!(
+                "grad: the function must return one scalar (shape []), but it returned shapes {shapes:?}; \
+                 use vjp or jacrev for non-scalar results"
+            ));
+        }
+        let seed = Tensor::ones(&[0usize; 0], value[0].dtype());
+        let mut out = vec![value[0].clone()];
+        out.extend(pullback.call(&[seed]));
+        out
+    })
+}
+
+/// `vjp` of `f` with respect to the arguments `argnums` only (the others are held fixed).
+pub(crate) fn vjp_wrt(f: &Func, args: &[Tensor], argnums: &[usize]) -> (Vec<Tensor>, Func) {
+    let f = f.clone();
+    let fixed: Vec<Tensor> = args.to_vec();
+    let argnums_owned = argnums.to_vec();
+    let partial = Func::new(Some(argnums.len()), move |chosen: &[Tensor]| {
+        let mut all = fixed.clone();
+        for (&i, value) in argnums_owned.iter().zip(chosen) {
+            all[i] = value.clone();
+        }
+        f.call(&all)
+    });
+    let chosen: Vec<Tensor> = argnums.iter().map(|&i| args[i].clone()).collect();
+    vjp(partial, &chosen)
+}
+
+/// Which arguments a gradient is taken with respect to: one index or several.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgNums(pub Vec<usize>);
+
+impl From<usize> for ArgNums {
+    fn from(i: usize) -> Self {
+        ArgNums(vec![i])
+    }
+}
+impl From<i32> for ArgNums {
+    fn from(i: i32) -> Self {
+        ArgNums(vec![usize::try_from(i).unwrap_or(usize::MAX)])
+    }
+}
+impl From<Vec<usize>> for ArgNums {
+    fn from(v: Vec<usize>) -> Self {
+        ArgNums(v)
+    }
+}
+impl<const N: usize> From<[usize; N]> for ArgNums {
+    fn from(v: [usize; N]) -> Self {
+        ArgNums(v.to_vec())
+    }
+}
+impl<const N: usize> From<[i32; N]> for ArgNums {
+    fn from(v: [i32; N]) -> Self {
+        ArgNums(
+            v.iter()
+                .map(|&i| usize::try_from(i).unwrap_or(usize::MAX))
+                .collect(),
+        )
+    }
+}
+
+pub(crate) fn check_argnums(argnums: &[usize], nargs: usize) {
+    if argnums.is_empty() {
+        transform_error("grad: argnums is empty; name at least one argument to differentiate");
+    }
+    if let Some(&bad) = argnums.iter().find(|&&i| i >= nargs) {
+        transform_error(&format!(
+            "grad: argnums {bad} is out of range: the function was called with {nargs} argument{}",
+            if nargs == 1 { "" } else { "s" }
+        ));
+    }
+}
+
+fn check_cotangents(traced: &Traced, cotangents: &[Tensor]) {
+    if cotangents.len() != traced.outputs.len() {
+        transform_error(&format!(
+            "vjp: the pullback takes one cotangent per result ({}), but got {}",
+            traced.outputs.len(),
+            cotangents.len()
+        ));
+    }
+    for (i, (out, ct)) in traced.outputs.iter().zip(cotangents).enumerate() {
+        if out.shape() != Some(ct.shape().as_slice()) {
+            transform_error(&format!(
+                "vjp: cotangent {i} has shape {:?} but result {i} has shape {:?}",
+                ct.shape(),
+                out.shape_vec()
+            ));
+        }
+    }
+}
+
+/// The cotangent of every traced input, given one cotangent per traced result.
+fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
+    let root = UOp::sink(traced.outputs.clone());
+    let order = root.toposort();
+    let active = nodes_depending_on(&order, &traced.inputs);
+    let mut ctx = CotangentCtx::default();
+    for (out, ct) in traced.outputs.iter().zip(cotangents) {
+        ctx.accumulate(out, ct.cast(out.dtype()).uop());
+    }
+    for node in order.iter().rev() {
+        if !active.contains(node) || traced.inputs.contains(node) || !is_differentiable(node) {
+            continue;
+        }
+        let Some(ct) = ctx.cotangents.get(node).cloned() else {
+            continue;
+        };
+        ctx.current = Some(ct);
+        if gradient_rules().rewrite(node, &mut ctx).is_none() {
+            transform_error(&format!(
+                "vjp: no gradient rule for {} (in {node:?})",
+                node.op()
+            ));
+        }
+        for (src, share) in node.src().iter().zip(ctx.take_shares()) {
+            if let Some(share) = share.filter(|_| active.contains(src)) {
+                ctx.accumulate(src, share);
+            }
+        }
+    }
+    traced
+        .inputs
+        .iter()
+        .map(|p| {
+            ctx.cotangents
+                .get(p)
+                .cloned()
+                .unwrap_or_else(|| zeros_like(p))
+        })
+        .collect()
+}
+
+/// The nodes of `order` (operands first) that depend on any of `inputs`.
+fn nodes_depending_on(order: &[UOp], inputs: &[UOp]) -> HashSet<UOp> {
+    let mut active: HashSet<UOp> = inputs.iter().cloned().collect();
+    for node in order {
+        if node.src().iter().any(|s| active.contains(s)) {
+            active.insert(node.clone());
+        }
+    }
+    active
+}
+
+/// The state of one backward walk: the summed cotangent of every node reached so far, the
+/// cotangent of the node being pulled back, and the shares its rule produced.
+#[derive(Default)]
+pub struct CotangentCtx {
+    cotangents: HashMap<UOp, UOp>,
+    current: Option<UOp>,
+    shares: Vec<Option<UOp>>,
+}
+
+impl CotangentCtx {
+    fn accumulate(&mut self, node: &UOp, share: UOp) {
+        let sum = match self.cotangents.remove(node) {
+            Some(existing) => (t(&existing) + t(&share)).uop(),
+            None => share,
+        };
+        self.cotangents.insert(node.clone(), sum);
+    }
+
+    /// The cotangent of the node being pulled back.
+    fn ct(&self) -> Tensor {
+        t(self.current.as_ref().expect("a node is being pulled back"))
+    }
+
+    /// Records the shares for the operands, in operand order (`None`: no share). Rules end
+    /// with it: its `Some` tells the matcher the rule applied.
+    fn give(&mut self, shares: Vec<Option<Tensor>>) -> Option<UOp> {
+        self.shares = shares.into_iter().map(|s| s.map(|s| s.uop())).collect();
+        self.current.clone()
+    }
+
+    fn take_shares(&mut self) -> Vec<Option<UOp>> {
+        std::mem::take(&mut self.shares)
+    }
+}
+
+fn t(u: &UOp) -> Tensor {
+    Tensor::from_uop(u.clone())
+}
+
+/// The gradient rules, one row per primitive: from the cotangent `ct` of `node`, each gives
+/// the share of every operand (`None` where the operand gets nothing).
+fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
+    static RULES: OnceLock<PatternMatcher<CotangentCtx>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        PatternMatcher::new()
+            // x + y: ct, ct;  x - y: ct, -ct;  -x: -ct
+            .rule(UPat::op(Op::Add), |_, c| both(c, |ct| (ct.clone(), ct)))
+            .rule(UPat::op(Op::Sub), |_, c| both(c, |ct| (ct.clone(), -ct)))
+            .rule(UPat::op(Op::Neg), |_, c| first(c, |ct| -ct))
+            // x * y: ct y, ct x;  x / y: ct / y, -ct x / y²
+            .rule(UPat::op(Op::Mul), |m, c| {
+                binary(m, c, |ct, x, y| (&ct * y, ct * x))
+            })
+            .rule(UPat::op(Op::Div), |m, c| {
+                binary(m, c, |ct, x, y| (&ct / y, -(ct * x / (y * y))))
+            })
+            // 1/x: -ct / x²
+            .rule(UPat::op(Op::Recip), |m, c| {
+                let r = t(m.root());
+                first(c, |ct| -(ct * &r * &r))
+            })
+            // 2^x: ct 2^x ln2;  log2 x: ct / (x ln2)
+            .rule(UPat::op(Op::Exp2), |m, c| {
+                let e = t(m.root());
+                first(c, |ct| ct * &e * LN_2)
+            })
+            .rule(UPat::op(Op::Log2), |m, c| {
+                unary(m, c, |ct, x| ct / (x * LN_2))
+            })
+            // sin x: ct cos x;  sqrt x: ct / (2 sqrt x)
+            .rule(UPat::op(Op::Sin), |m, c| unary(m, c, |ct, x| ct * x.cos()))
+            .rule(UPat::op(Op::Sqrt), |m, c| {
+                let s = t(m.root());
+                first(c, |ct| ct / (&s * 2.0))
+            })
+            // x^y: ct y x^(y-1), ct x^y ln x
+            .rule(UPat::op(Op::Pow), |m, c| {
+                let p = t(m.root());
+                binary(m, c, move |ct, x, y| {
+                    (&ct * y * x.pow(y - 1.0), ct * &p * x.log())
+                })
+            })
+            // max(x, y): ct to the larger operand, halved at a tie
+            .rule(UPat::op(Op::Max), |m, c| {
+                binary(m, c, |ct, x, y| {
+                    let (wx, wy) = max_weights(x, y);
+                    (&ct * wx, ct * wy)
+                })
+            })
+            // x*y + z: ct y, ct x, ct
+            .rule(UPat::op(Op::Mulacc), |m, c| {
+                let (x, y) = (t(m.root().s(0)), t(m.root().s(1)));
+                let ct = c.ct();
+                c.give(vec![Some(&ct * y), Some(&ct * x), Some(ct)])
+            })
+            // where(p, a, b): nothing to p, ct where p to a, ct elsewhere to b
+            .rule(UPat::op(Op::Where), |m, c| {
+                let p = t(m.root().s(0));
+                let ct = c.ct();
+                let zero = ct.zeros_like();
+                c.give(vec![
+                    None,
+                    Some(p.where_(&ct, &zero)),
+                    Some(p.where_(&zero, &ct)),
+                ])
+            })
+            // cast(x): ct cast back to x's dtype
+            .rule(UPat::op(Op::Cast), |m, c| {
+                let dtype = m.root().s(0).dtype();
+                first(c, move |ct| ct.cast(dtype))
+            })
+            .rule(
+                UPat::ops(&[Op::Contiguous, Op::ContiguousBackward]),
+                |_, c| first(c, |ct| ct),
+            )
+            .rule(UPat::op(Op::Copy), |m, c| {
+                let device = m.root().s(0).device();
+                first(c, move |ct| match &device {
+                    Some(d) => t(&ct.uop().copy_to(d.clone())),
+                    None => ct,
+                })
+            })
+            .rule(UPat::ops(Op::MOVEMENT), movement_rule)
+            .rule(UPat::op(Op::Reduce), reduce_rule)
+    })
+}
+
+fn first(c: &mut CotangentCtx, share: impl Fn(Tensor) -> Tensor) -> Option<UOp> {
+    let ct = c.ct();
+    c.give(vec![Some(share(ct))])
+}
+
+fn unary(
+    m: &Captures,
+    c: &mut CotangentCtx,
+    share: impl Fn(Tensor, &Tensor) -> Tensor,
+) -> Option<UOp> {
+    let x = t(m.root().s(0));
+    let ct = c.ct();
+    c.give(vec![Some(share(ct, &x))])
+}
+
+fn both(c: &mut CotangentCtx, share: impl Fn(Tensor) -> (Tensor, Tensor)) -> Option<UOp> {
+    let (a, b) = share(c.ct());
+    c.give(vec![Some(a), Some(b)])
+}
+
+fn binary(
+    m: &Captures,
+    c: &mut CotangentCtx,
+    share: impl Fn(Tensor, &Tensor, &Tensor) -> (Tensor, Tensor),
+) -> Option<UOp> {
+    let (x, y) = (t(m.root().s(0)), t(m.root().s(1)));
+    let (a, b) = share(c.ct(), &x, &y);
+    c.give(vec![Some(a), Some(b)])
+}
+
+/// Movement ops move the cotangent back: the inverse view, summing where a view repeated.
+fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
+    let node = m.root();
+    let x = node.s(0);
+    let ct = c.ct().uop();
+    let in_shape = x.shape_vec();
+    let share = match (node.op(), node.arg()) {
+        (Op::Reshape, _) => ct.reshape(&in_shape),
+        (Op::Expand, _) => {
+            let out_shape = node.shape_vec();
+            let axes: Vec<usize> = (0..in_shape.len())
+                .filter(|&a| in_shape[a] != out_shape[a])
+                .collect();
+            ct.reduce(ReduceOp::Add, &axes)
+        }
+        (Op::Permute, Arg::Permutation(p)) => ct.permute(&inverse_permutation(p)),
+        (Op::Flip, Arg::Flags(f)) => ct.flip(f),
+        (Op::Pad, _) => {
+            let begins = operand_values(node.s(1))?;
+            let ends: Vec<usize> = begins.iter().zip(&in_shape).map(|(b, n)| b + n).collect();
+            ct.shrink(&begins, &ends)
+        }
+        (Op::Shrink, _) => {
+            let (begins, ends) = (operand_values(node.s(1))?, operand_values(node.s(2))?);
+            let after: Vec<usize> = ends.iter().zip(&in_shape).map(|(e, n)| n - e).collect();
+            ct.pad(&begins, &after)
+        }
+        (Op::Stack, _) => return stack_rule(node, c),
+        (op, _) => transform_error(&format!("vjp: no gradient rule for the movement op {op}")),
+    };
+    let shares = std::iter::once(Some(t(&share)))
+        .chain(node.src()[1..].iter().map(|_| None))
+        .collect();
+    c.give(shares)
+}
+
+/// Stack: part `i` gets slice `i` of the cotangent.
+fn stack_rule(node: &UOp, c: &mut CotangentCtx) -> Option<UOp> {
+    let ct = c.ct().uop();
+    let full = ct.shape_vec();
+    let part_shape = node.s(0).shape_vec();
+    let shares = (0..node.src().len())
+        .map(|i| {
+            let mut begins = vec![0; full.len()];
+            let mut ends = full.clone();
+            begins[0] = i;
+            ends[0] = i + 1;
+            Some(t(&ct.shrink(&begins, &ends).reshape(&part_shape)))
+        })
+        .collect();
+    c.give(shares)
+}
+
+/// Reductions spread the cotangent back over the reduced axes.
+fn reduce_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
+    let node = m.root();
+    let Arg::Reduce(op, _) = node.arg() else {
+        return None;
+    };
+    let x = t(node.s(0));
+    let shape = x.shape();
+    let spread = c.ct().expand(&shape);
+    let share = match op {
+        ReduceOp::Add => spread,
+        ReduceOp::Max => spread * argmax_share(&x, &t(node)),
+        ReduceOp::Mul => spread * t(node).expand(&shape) / x,
+    };
+    c.give(vec![Some(share)])
+}
+
+fn inverse_permutation(p: &[usize]) -> Vec<usize> {
+    let mut inverse = vec![0; p.len()];
+    for (i, &axis) in p.iter().enumerate() {
+        inverse[axis] = i;
+    }
+    inverse
+}
