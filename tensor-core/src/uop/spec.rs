@@ -1026,7 +1026,7 @@ mod tests {
         let x = buf(&[3, 6]);
         let r = UOp::range(3, 0, AxisType::Loop);
         rejects(
-            &x.vmapin(&[r.clone()]),
+            &x.vmapin(std::slice::from_ref(&r)),
             "Vmapin: input [3, 6] has 2 axes but there are 1 vargs",
         );
         rejects(
@@ -1045,7 +1045,7 @@ mod tests {
         let r = UOp::range(3, 0, AxisType::Loop);
         let inner = buf(&[3, 6]).vmapin(&[r.clone(), UOp::index(0)]);
         rejects(
-            &inner.vmapout(&[r.clone()]),
+            &inner.vmapout(std::slice::from_ref(&r)),
             "Vmapout: result [6] has 1 axes but 0 vargs are Const 0",
         );
         accepts(&inner.vmapout(&[r, UOp::index(0)]));
