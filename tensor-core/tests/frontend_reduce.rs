@@ -164,3 +164,10 @@ fn variance_and_standard_deviation_are_the_population_ones() {
     let i = Tensor::from_vec(vec![1i32, 3], &[2]);
     assert_close(&i.var(0, false), &[], &[1.0]);
 }
+
+#[test]
+fn argmax_and_argmin_point_at_the_first_nan_as_numpy_does() {
+    let x = f32s(&[1.0, f32::NAN, 3.0, f32::NAN], &[4]);
+    assert_ints(&x.argmax(0, false), &[], &[1]);
+    assert_ints(&x.argmin(0, false), &[], &[1]);
+}
