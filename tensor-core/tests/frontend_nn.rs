@@ -171,3 +171,35 @@ fn one_hot_marks_the_label() {
     let grid = Tensor::from_vec(vec![1u8, 0], &[2, 1]);
     assert_close(&grid.one_hot(2), &[2, 1, 2], &[0.0, 1.0, 1.0, 0.0]);
 }
+
+#[test]
+fn scatter_add_accumulates_at_the_indices() {
+    let base = f32s(&[0.0, 0.0, 0.0, 10.0, 10.0, 10.0], &[2, 3]);
+    let idx = Tensor::from_vec(vec![2i32, 2, 0, 1], &[2, 2]);
+    let src = f32s(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    assert_close(
+        &base.scatter_add(1, &idx, &src),
+        &[2, 3],
+        &[0.0, 0.0, 3.0, 13.0, 14.0, 10.0],
+    );
+    let rows = Tensor::from_vec(vec![1i64, -2, 1], &[1, 3]);
+    let ones = f32s(&[1.0, 1.0, 1.0], &[1, 3]);
+    assert_close(
+        &base.scatter_add(0, &rows, &ones),
+        &[2, 3],
+        &[0.0, 1.0, 0.0, 11.0, 10.0, 11.0],
+    );
+    let counts = Tensor::zeros(&[4], DType::I32);
+    let labels = Tensor::from_vec(vec![1i32, 3, 1, 1], &[4]);
+    let added = counts.scatter_add(0, &labels, &Tensor::ones(&[4], DType::I32));
+    assert_ints(&added, &[4], &[0, 3, 0, 1]);
+}
+
+#[test]
+#[should_panic(
+    expected = "scatter_add: index shape [2, 2] does not fit shape [3, 3] outside axis 1"
+)]
+fn scatter_add_index_must_match_outside_the_axis() {
+    let idx = Tensor::zeros(&[2, 2], DType::I32);
+    Tensor::zeros(&[3, 3], DType::F32).scatter_add(1, &idx, &Tensor::zeros(&[2, 2], DType::F32));
+}

@@ -93,6 +93,10 @@ fn every_op() -> Vec<(&'static str, Tensor)> {
         ("gather", x.gather(1, &idx)),
         ("take", x.take(&i, 1)),
         ("one_hot", i.one_hot(5)),
+        (
+            "scatter_add",
+            x.scatter_add(1, &idx, &Tensor::ones(&[3, 1], DType::F32)),
+        ),
     ]
 }
 
