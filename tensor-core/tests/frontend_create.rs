@@ -1,8 +1,8 @@
 //! Constructors evaluated by the reference interpreter.
 
-mod common;
+mod frontend_common;
 
-use common::*;
+use frontend_common::*;
 use ndarray::{Array2, ArrayD, Axis, IxDyn, s};
 use tensor_core::{DType, Tensor};
 

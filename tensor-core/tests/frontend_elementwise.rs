@@ -1,8 +1,8 @@
 //! Elementwise ops evaluated by the reference interpreter.
 
-mod common;
+mod frontend_common;
 
-use common::*;
+use frontend_common::*;
 use tensor_core::{DType, Tensor};
 
 fn map(t: &[f64], f: impl Fn(f64) -> f64) -> Vec<f64> {

@@ -1,8 +1,8 @@
 //! Matrix products evaluated by the reference interpreter, compared with explicit loops.
 
-mod common;
+mod frontend_common;
 
-use common::*;
+use frontend_common::*;
 use tensor_core::{DType, Tensor};
 
 /// `a[.., m, k] @ b[.., k, n]` for row-major batches that are already the same size.

@@ -1,8 +1,8 @@
 //! Movement ops evaluated by the reference interpreter, compared with ndarray.
 
-mod common;
+mod frontend_common;
 
-use common::*;
+use frontend_common::*;
 use ndarray::{ArrayD, Axis, IxDyn, Slice};
 use tensor_core::{DType, Tensor};
 

@@ -1,8 +1,8 @@
 //! Softmax family, joining and indexing evaluated by the reference interpreter.
 
-mod common;
+mod frontend_common;
 
-use common::*;
+use frontend_common::*;
 use tensor_core::{DType, Op, Tensor};
 
 fn softmax_rows(x: &[f64], cols: usize) -> Vec<f64> {

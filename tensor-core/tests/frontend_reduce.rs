@@ -1,8 +1,8 @@
 //! Reductions and cumulative sums evaluated by the reference interpreter.
 
-mod common;
+mod frontend_common;
 
-use common::*;
+use frontend_common::*;
 use ndarray::{ArrayD, Axis};
 use tensor_core::{DType, Tensor};
 

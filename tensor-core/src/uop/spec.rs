@@ -356,12 +356,17 @@ fn pad_or_shrink(u: &UOp, from: &[usize]) -> Check {
     }
 }
 
+/// True for the kernel-level memory a flat `Index` addresses (a buffer argument or a register).
+fn is_kernel_memory(u: &UOp) -> bool {
+    matches!(u.op(), Op::DefineGlobal | Op::DefineReg)
+}
+
 /// Tensor-level `Index(T, i...)`, or the kernel-level address `Index(DefineGlobal, flat [, gate])`.
 fn index(u: &UOp) -> Check {
     src_at_least(u, 1)?;
     no_arg(u)?;
     dtype_of_operand(u, 0)?;
-    if u.s(0).op() == Op::DefineGlobal {
+    if is_kernel_memory(u.s(0)) {
         src_count(u, &[2, 3])?;
         index_scalar(u, 1, "flat index")?;
         if let Some(gate) = u.src().get(2) {
@@ -500,7 +505,7 @@ fn store(u: &UOp) -> Check {
             buf.dtype()
         )
     })?;
-    let kernel_address = buf.op() == Op::Index && buf.s(0).op() == Op::DefineGlobal;
+    let kernel_address = buf.op() == Op::Index && is_kernel_memory(buf.s(0));
     if kernel_address {
         // Kernel level: one scalar element at an address.
         return require(u, val.shape() == Some(&[]), || {
@@ -1159,5 +1164,23 @@ mod tests {
                 .uop(),
         );
         accepts(&Tensor::arange(5).one_hot(5).uop());
+    }
+
+    #[test]
+    fn scheduled_kernel_asts_pass() {
+        use crate::Tensor;
+        use crate::schedule::create_schedule;
+        let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let outputs = [
+            a.add(1.0).mul(&a).uop(),
+            a.matmul(&a.transpose(0, 1)).uop(),
+            a.pad(&[(1, 0), (0, 2)]).sum(0, false).uop(),
+            a.reshape(&[3, 2]).permute(&[1, 0]).softmax(-1).uop(),
+        ];
+        let schedule = create_schedule(&outputs);
+        assert!(!schedule.items.is_empty());
+        for item in &schedule.items {
+            assert_eq!(check_graph(&item.ast), Ok(()), "{:?}", item.ast);
+        }
     }
 }
