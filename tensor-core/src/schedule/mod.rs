@@ -51,6 +51,8 @@ pub mod lower;
 pub mod realize;
 
 #[cfg(test)]
+mod differential;
+#[cfg(test)]
 mod exec;
 #[cfg(test)]
 mod tests;

@@ -22,13 +22,22 @@ pub fn jacfwd<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
                 let tangents: Vec<Tensor> = args
                     .iter()
                     .enumerate()
-                    .map(|(i, a)| if i == argnum { t.clone() } else { a.zeros_like() })
+                    .map(|(i, a)| {
+                        if i == argnum {
+                            t.clone()
+                        } else {
+                            a.zeros_like()
+                        }
+                    })
                     .collect();
                 jvp(&f, &args, &tangents).1
             }
         };
         let columns = vmap(column, 0, 0).call(&[basis]);
-        columns.iter().map(|c| batch_axis_to_end(c, &x.shape())).collect()
+        columns
+            .iter()
+            .map(|c| batch_axis_to_end(c, &x.shape()))
+            .collect()
     })
 }
 
@@ -71,7 +80,9 @@ fn identity_basis(x: &Tensor) -> Tensor {
         ));
     }
     let n = x.numel();
-    Tensor::eye(n).cast(x.dtype()).reshape(&[vec![n], x.shape()].concat())
+    Tensor::eye(n)
+        .cast(x.dtype())
+        .reshape(&[vec![n], x.shape()].concat())
 }
 
 /// A stack of columns `[n, O...]` as the Jacobian `[O..., I...]` (where `n = prod(I)`).

@@ -17,25 +17,45 @@ use std::sync::OnceLock;
 /// The value of `f` at `primals` and its directional derivative along `tangents`, as
 /// `jax.jvp`: returns `(f(primals), J(primals) · tangents)`, one entry per result.
 #[track_caller]
-pub fn jvp<M>(f: impl IntoFunc<M>, primals: &[Tensor], tangents: &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>) {
+pub fn jvp<M>(
+    f: impl IntoFunc<M>,
+    primals: &[Tensor],
+    tangents: &[Tensor],
+) -> (Vec<Tensor>, Vec<Tensor>) {
     check_tangents(primals, tangents);
     let f = f.into_func();
     let inputs: Vec<UOp> = primals.iter().map(placeholder_like).collect();
     let traced = trace(&f, inputs.clone());
-    let seeds = inputs.iter().zip(tangents).map(|(p, t)| (p.clone(), t.uop())).collect();
+    let seeds = inputs
+        .iter()
+        .zip(tangents)
+        .map(|(p, t)| (p.clone(), t.uop()))
+        .collect();
     let mut ctx = TangentCtx { tangents: seeds };
     for node in UOp::sink(traced.outputs.clone()).toposort() {
         if node.op() != Op::Sink && !ctx.tangents.contains_key(&node) {
             ctx.push_forward(&node);
         }
     }
-    let values: HashMap<UOp, UOp> = inputs.iter().cloned().zip(primals.iter().map(|p| p.uop())).collect();
-    let outputs = traced.outputs.iter().map(|o| Tensor::from_uop(substitute(o, &values))).collect();
+    let values: HashMap<UOp, UOp> = inputs
+        .iter()
+        .cloned()
+        .zip(primals.iter().map(|p| p.uop()))
+        .collect();
+    let outputs = traced
+        .outputs
+        .iter()
+        .map(|o| Tensor::from_uop(substitute(o, &values)))
+        .collect();
     let tangents_out = traced
         .outputs
         .iter()
         .map(|o| {
-            let tangent = ctx.tangents.get(o).cloned().unwrap_or_else(|| zeros_like(o));
+            let tangent = ctx
+                .tangents
+                .get(o)
+                .cloned()
+                .unwrap_or_else(|| zeros_like(o));
             Tensor::from_uop(substitute(&tangent, &values))
         })
         .collect();
@@ -76,7 +96,12 @@ pub struct TangentCtx {
 impl TangentCtx {
     /// The tangent of `u` as a tensor (zeros where `u` has none).
     fn dot(&self, u: &UOp) -> Tensor {
-        Tensor::from_uop(self.tangents.get(u).cloned().unwrap_or_else(|| zeros_like(u)))
+        Tensor::from_uop(
+            self.tangents
+                .get(u)
+                .cloned()
+                .unwrap_or_else(|| zeros_like(u)),
+        )
     }
 
     /// Gives `node` its tangent if any operand has one.
@@ -85,7 +110,10 @@ impl TangentCtx {
             return;
         }
         let tangent = tangent_rules().rewrite(node, self).unwrap_or_else(|| {
-            transform_error(&format!("jvp: no tangent rule for {} (in {node:?})", node.op()))
+            transform_error(&format!(
+                "jvp: no tangent rule for {} (in {node:?})",
+                node.op()
+            ))
         });
         self.tangents.insert(node.clone(), tangent);
     }
@@ -95,7 +123,10 @@ impl TangentCtx {
 /// `Detach`, random bits.
 pub(crate) fn is_differentiable(node: &UOp) -> bool {
     node.dtype().is_float()
-        && !matches!(node.op(), Op::Detach | Op::Threefry | Op::Bitcast | Op::Trunc)
+        && !matches!(
+            node.op(),
+            Op::Detach | Op::Threefry | Op::Bitcast | Op::Trunc
+        )
         && !node.op().is_comparison()
 }
 
@@ -108,14 +139,24 @@ fn t(u: &UOp) -> Tensor {
 fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
     static RULES: OnceLock<PatternMatcher<TangentCtx>> = OnceLock::new();
     RULES.get_or_init(|| {
-        let linear_in_first: Vec<Op> = [Op::MOVEMENT, &[Op::Contiguous, Op::ContiguousBackward, Op::Copy]].concat();
+        let linear_in_first: Vec<Op> = [
+            Op::MOVEMENT,
+            &[Op::Contiguous, Op::ContiguousBackward, Op::Copy],
+        ]
+        .concat();
         PatternMatcher::new()
             // d(x + y) = dx + dy,  d(x - y) = dx - dy,  d(-x) = -dx
-            .rule(UPat::op(Op::Add), |m, c| rule2(m, c, |_, _, dx, dy| dx + dy))
-            .rule(UPat::op(Op::Sub), |m, c| rule2(m, c, |_, _, dx, dy| dx - dy))
+            .rule(UPat::op(Op::Add), |m, c| {
+                rule2(m, c, |_, _, dx, dy| dx + dy)
+            })
+            .rule(UPat::op(Op::Sub), |m, c| {
+                rule2(m, c, |_, _, dx, dy| dx - dy)
+            })
             .rule(UPat::op(Op::Neg), |m, c| rule1(m, c, |_, dx| -dx))
             // d(x * y) = dx * y + x * dy,  d(x / y) = (dx - (x / y) * dy) / y
-            .rule(UPat::op(Op::Mul), |m, c| rule2(m, c, |x, y, dx, dy| dx * y + x * dy))
+            .rule(UPat::op(Op::Mul), |m, c| {
+                rule2(m, c, |x, y, dx, dy| dx * y + x * dy)
+            })
             .rule(UPat::op(Op::Div), |m, c| {
                 let q = t(m.root());
                 rule2(m, c, move |_, y, dx, dy| (dx - &q * dy) / y)
@@ -130,7 +171,9 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
                 let e = t(m.root());
                 rule1(m, c, move |_, dx| dx * &e * LN_2)
             })
-            .rule(UPat::op(Op::Log2), |m, c| rule1(m, c, |x, dx| dx / (x * LN_2)))
+            .rule(UPat::op(Op::Log2), |m, c| {
+                rule1(m, c, |x, dx| dx / (x * LN_2))
+            })
             // d(sin x) = cos x dx,  d(sqrt x) = dx / (2 sqrt x)
             .rule(UPat::op(Op::Sin), |m, c| rule1(m, c, |x, dx| dx * x.cos()))
             .rule(UPat::op(Op::Sqrt), |m, c| {
@@ -140,7 +183,9 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());
-                rule2(m, c, move |x, y, dx, dy| dx * y * x.pow(y - 1.0) + dy * &p * x.log())
+                rule2(m, c, move |x, y, dx, dy| {
+                    dx * y * x.pow(y - 1.0) + dy * &p * x.log()
+                })
             })
             // d max(x, y): the tangent of the larger operand, the mean of both at a tie (as JAX)
             .rule(UPat::op(Op::Max), |m, c| {
@@ -160,11 +205,18 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
                 Some(t(p).where_(c.dot(a), c.dot(b)).uop())
             })
             // d cast(x) = cast(dx)
-            .rule(UPat::op(Op::Cast), |m, c| rule1(m, c, |_, dx| dx.cast(m.root().dtype())))
+            .rule(UPat::op(Op::Cast), |m, c| {
+                rule1(m, c, |_, dx| dx.cast(m.root().dtype()))
+            })
             // linear maps of the first operand: the same map of its tangent
-            .rule(UPat::ops(&linear_in_first), |m, c| Some(same_op_on_tangent(m.root(), c)))
+            .rule(UPat::ops(&linear_in_first), |m, c| {
+                Some(same_op_on_tangent(m.root(), c))
+            })
             .rule(UPat::op(Op::Stack), |m, c| {
-                Some(m.root().with_src(m.root().src().iter().map(|s| c.dot(s).uop()).collect()))
+                Some(
+                    m.root()
+                        .with_src(m.root().src().iter().map(|s| c.dot(s).uop()).collect()),
+                )
             })
             // d sum(x) = sum(dx);  d max(x) = mean of dx over the maximal positions;
             // d prod(x) = prod(x) * sum(dx / x)
@@ -177,7 +229,11 @@ fn rule1(m: &Captures, c: &TangentCtx, d: impl Fn(&Tensor, Tensor) -> Tensor) ->
     Some(d(&t(x), c.dot(x)).uop())
 }
 
-fn rule2(m: &Captures, c: &TangentCtx, d: impl Fn(&Tensor, &Tensor, Tensor, Tensor) -> Tensor) -> Option<UOp> {
+fn rule2(
+    m: &Captures,
+    c: &TangentCtx,
+    d: impl Fn(&Tensor, &Tensor, Tensor, Tensor) -> Tensor,
+) -> Option<UOp> {
     let (x, y) = (m.root().s(0), m.root().s(1));
     Some(d(&t(x), &t(y), c.dot(x), c.dot(y)).uop())
 }
@@ -199,7 +255,9 @@ fn same_op_on_tangent(node: &UOp, c: &TangentCtx) -> UOp {
 }
 
 fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<UOp> {
-    let Arg::Reduce(op, axes) = node.arg() else { return None };
+    let Arg::Reduce(op, axes) = node.arg() else {
+        return None;
+    };
     let x = node.s(0);
     let dx = c.dot(x).uop();
     let tangent = match op {
@@ -226,4 +284,3 @@ pub(crate) fn argmax_share(x: &Tensor, m: &Tensor) -> Tensor {
     let count = t(&at_max.uop().reduce(ReduceOp::Add, &axes));
     at_max / count.expand(&shape)
 }
-

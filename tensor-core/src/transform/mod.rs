@@ -4,8 +4,8 @@
 pub mod func;
 pub mod jacobian;
 pub mod jvp;
-pub mod vjp;
 pub mod trace;
+pub mod vjp;
 pub mod vmap;
 
 pub use func::{Func, IntoFunc, IntoOutputs};

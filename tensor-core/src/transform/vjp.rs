@@ -24,14 +24,26 @@ pub fn vjp<M>(f: impl IntoFunc<M>, primals: &[Tensor]) -> (Vec<Tensor>, Func) {
     let inputs: Vec<UOp> = primals.iter().map(placeholder_like).collect();
     let traced = Arc::new(trace(&f, inputs));
     let values: Arc<HashMap<UOp, UOp>> = Arc::new(
-        traced.inputs.iter().cloned().zip(primals.iter().map(|p| p.uop())).collect(),
+        traced
+            .inputs
+            .iter()
+            .cloned()
+            .zip(primals.iter().map(|p| p.uop()))
+            .collect(),
     );
-    let outputs = traced.outputs.iter().map(|o| Tensor::from_uop(substitute(o, &values))).collect();
+    let outputs = traced
+        .outputs
+        .iter()
+        .map(|o| Tensor::from_uop(substitute(o, &values)))
+        .collect();
     let nresults = traced.outputs.len();
     let pullback = Func::new(Some(nresults), move |cotangents: &[Tensor]| {
         check_cotangents(&traced, cotangents);
         let grads = pull_back(&traced, cotangents);
-        grads.iter().map(|g| Tensor::from_uop(substitute(g, &values))).collect()
+        grads
+            .iter()
+            .map(|g| Tensor::from_uop(substitute(g, &values)))
+            .collect()
     });
     (outputs, pullback)
 }
@@ -40,7 +52,9 @@ pub fn vjp<M>(f: impl IntoFunc<M>, primals: &[Tensor]) -> (Vec<Tensor>, Func) {
 /// `argnums`, as `jax.grad`: a function returning one gradient per argnum.
 pub fn grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
     let value_and_grad = value_and_grad(f, argnums);
-    Func::new(value_and_grad.arity(), move |args: &[Tensor]| value_and_grad.call(args).split_off(1))
+    Func::new(value_and_grad.arity(), move |args: &[Tensor]| {
+        value_and_grad.call(args).split_off(1)
+    })
 }
 
 /// The value of `f` and its gradient with respect to `argnums`, as `jax.value_and_grad`:
@@ -107,7 +121,11 @@ impl<const N: usize> From<[usize; N]> for ArgNums {
 }
 impl<const N: usize> From<[i32; N]> for ArgNums {
     fn from(v: [i32; N]) -> Self {
-        ArgNums(v.iter().map(|&i| usize::try_from(i).unwrap_or(usize::MAX)).collect())
+        ArgNums(
+            v.iter()
+                .map(|&i| usize::try_from(i).unwrap_or(usize::MAX))
+                .collect(),
+        )
     }
 }
 
@@ -155,10 +173,15 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
         if !active.contains(node) || traced.inputs.contains(node) || !is_differentiable(node) {
             continue;
         }
-        let Some(ct) = ctx.cotangents.get(node).cloned() else { continue };
+        let Some(ct) = ctx.cotangents.get(node).cloned() else {
+            continue;
+        };
         ctx.current = Some(ct);
         if gradient_rules().rewrite(node, &mut ctx).is_none() {
-            transform_error(&format!("vjp: no gradient rule for {} (in {node:?})", node.op()));
+            transform_error(&format!(
+                "vjp: no gradient rule for {} (in {node:?})",
+                node.op()
+            ));
         }
         for (src, share) in node.src().iter().zip(ctx.take_shares()) {
             if let Some(share) = share.filter(|_| active.contains(src)) {
@@ -169,7 +192,12 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
     traced
         .inputs
         .iter()
-        .map(|p| ctx.cotangents.get(p).cloned().unwrap_or_else(|| zeros_like(p)))
+        .map(|p| {
+            ctx.cotangents
+                .get(p)
+                .cloned()
+                .unwrap_or_else(|| zeros_like(p))
+        })
         .collect()
 }
 
@@ -234,8 +262,12 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
             .rule(UPat::op(Op::Sub), |_, c| both(c, |ct| (ct.clone(), -ct)))
             .rule(UPat::op(Op::Neg), |_, c| first(c, |ct| -ct))
             // x * y: ct y, ct x;  x / y: ct / y, -ct x / y²
-            .rule(UPat::op(Op::Mul), |m, c| binary(m, c, |ct, x, y| (&ct * y, ct * x)))
-            .rule(UPat::op(Op::Div), |m, c| binary(m, c, |ct, x, y| (&ct / y, -(ct * x / (y * y)))))
+            .rule(UPat::op(Op::Mul), |m, c| {
+                binary(m, c, |ct, x, y| (&ct * y, ct * x))
+            })
+            .rule(UPat::op(Op::Div), |m, c| {
+                binary(m, c, |ct, x, y| (&ct / y, -(ct * x / (y * y))))
+            })
             // 1/x: -ct / x²
             .rule(UPat::op(Op::Recip), |m, c| {
                 let r = t(m.root());
@@ -246,7 +278,9 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
                 let e = t(m.root());
                 first(c, |ct| ct * &e * LN_2)
             })
-            .rule(UPat::op(Op::Log2), |m, c| unary(m, c, |ct, x| ct / (x * LN_2)))
+            .rule(UPat::op(Op::Log2), |m, c| {
+                unary(m, c, |ct, x| ct / (x * LN_2))
+            })
             // sin x: ct cos x;  sqrt x: ct / (2 sqrt x)
             .rule(UPat::op(Op::Sin), |m, c| unary(m, c, |ct, x| ct * x.cos()))
             .rule(UPat::op(Op::Sqrt), |m, c| {
@@ -256,7 +290,9 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
             // x^y: ct y x^(y-1), ct x^y ln x
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());
-                binary(m, c, move |ct, x, y| (&ct * y * x.pow(y - 1.0), ct * &p * x.log()))
+                binary(m, c, move |ct, x, y| {
+                    (&ct * y * x.pow(y - 1.0), ct * &p * x.log())
+                })
             })
             // max(x, y): ct to the larger operand, halved at a tie
             .rule(UPat::op(Op::Max), |m, c| {
@@ -276,14 +312,21 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
                 let p = t(m.root().s(0));
                 let ct = c.ct();
                 let zero = ct.zeros_like();
-                c.give(vec![None, Some(p.where_(&ct, &zero)), Some(p.where_(&zero, &ct))])
+                c.give(vec![
+                    None,
+                    Some(p.where_(&ct, &zero)),
+                    Some(p.where_(&zero, &ct)),
+                ])
             })
             // cast(x): ct cast back to x's dtype
             .rule(UPat::op(Op::Cast), |m, c| {
                 let dtype = m.root().s(0).dtype();
                 first(c, move |ct| ct.cast(dtype))
             })
-            .rule(UPat::ops(&[Op::Contiguous, Op::ContiguousBackward]), |_, c| first(c, |ct| ct))
+            .rule(
+                UPat::ops(&[Op::Contiguous, Op::ContiguousBackward]),
+                |_, c| first(c, |ct| ct),
+            )
             .rule(UPat::op(Op::Copy), |m, c| {
                 let device = m.root().s(0).device();
                 first(c, move |ct| match &device {
@@ -301,7 +344,11 @@ fn first(c: &mut CotangentCtx, share: impl Fn(Tensor) -> Tensor) -> Option<UOp> 
     c.give(vec![Some(share(ct))])
 }
 
-fn unary(m: &Captures, c: &mut CotangentCtx, share: impl Fn(Tensor, &Tensor) -> Tensor) -> Option<UOp> {
+fn unary(
+    m: &Captures,
+    c: &mut CotangentCtx,
+    share: impl Fn(Tensor, &Tensor) -> Tensor,
+) -> Option<UOp> {
     let x = t(m.root().s(0));
     let ct = c.ct();
     c.give(vec![Some(share(ct, &x))])
@@ -332,7 +379,9 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
         (Op::Reshape, _) => ct.reshape(&in_shape),
         (Op::Expand, _) => {
             let out_shape = node.shape_vec();
-            let axes: Vec<usize> = (0..in_shape.len()).filter(|&a| in_shape[a] != out_shape[a]).collect();
+            let axes: Vec<usize> = (0..in_shape.len())
+                .filter(|&a| in_shape[a] != out_shape[a])
+                .collect();
             ct.reduce(ReduceOp::Add, &axes)
         }
         (Op::Permute, Arg::Permutation(p)) => ct.permute(&inverse_permutation(p)),
@@ -350,7 +399,9 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
         (Op::Stack, _) => return stack_rule(node, c),
         (op, _) => transform_error(&format!("vjp: no gradient rule for the movement op {op}")),
     };
-    let shares = std::iter::once(Some(t(&share))).chain(node.src()[1..].iter().map(|_| None)).collect();
+    let shares = std::iter::once(Some(t(&share)))
+        .chain(node.src()[1..].iter().map(|_| None))
+        .collect();
     c.give(shares)
 }
 
@@ -374,7 +425,9 @@ fn stack_rule(node: &UOp, c: &mut CotangentCtx) -> Option<UOp> {
 /// Reductions spread the cotangent back over the reduced axes.
 fn reduce_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
     let node = m.root();
-    let Arg::Reduce(op, _) = node.arg() else { return None };
+    let Arg::Reduce(op, _) = node.arg() else {
+        return None;
+    };
     let x = t(node.s(0));
     let shape = x.shape();
     let spread = c.ct().expand(&shape);

@@ -1,0 +1,152 @@
+//! Differential tests: the values a schedule computes (kernel ASTs run by the test executor)
+//! equal the reference interpreter's values of the same tensor graph.
+
+use super::create_schedule;
+use super::exec::run;
+use crate::interp::{HostArray, evaluate};
+use crate::tensor::Tensor;
+use crate::uop::DType;
+
+fn data(shape: &[usize], seed: u32) -> Tensor {
+    let n: usize = shape.iter().product();
+    let values: Vec<f32> = (0..n)
+        .map(|i| ((i as f32 + 1.0) * (0.61 + seed as f32 * 0.13)).sin() * 2.0)
+        .collect();
+    Tensor::from_vec(values, shape)
+}
+
+/// Schedules `outputs`, runs the kernels, and compares every output with the interpreter.
+#[track_caller]
+fn check(name: &str, outputs: &[Tensor]) -> usize {
+    let uops: Vec<_> = outputs.iter().map(|t| t.uop()).collect();
+    let schedule = create_schedule(&uops);
+    let values = run(&schedule);
+    for (k, (u, got)) in uops.iter().zip(values).enumerate() {
+        let got = HostArray::new(u.dtype(), &u.shape_vec(), got);
+        let want = evaluate(u);
+        if !got.allclose(&want, 1e-5, 1e-5) {
+            panic!(
+                "{name} (output {k}): scheduled values differ from the interpreter\n got {got:?}\nwant {want:?}"
+            );
+        }
+    }
+    schedule.items.len()
+}
+
+#[test]
+fn elementwise_graphs_match_the_interpreter() {
+    let (a, b) = (data(&[3, 4], 1), data(&[3, 4], 2));
+    check("add consts", &[a.add(4.0).add(3.0)]);
+    check("mul sub", &[a.mul(&b).sub(&a)]);
+    check("div", &[a.div(b.abs().add(1.0))]);
+    check("relu", &[a.relu()]);
+    check("sigmoid tanh", &[a.sigmoid().add(b.tanh())]);
+    check(
+        "exp log sqrt",
+        &[a.exp().add(b.abs().add(0.5).log()).add(b.abs().sqrt())],
+    );
+    check("where", &[a.lt(&b).where_(&a, &b)]);
+    check(
+        "max min clamp",
+        &[a.maximum(&b).add(a.minimum(0.0)).clamp(-1.0, 1.0)],
+    );
+    check(
+        "cast round trip",
+        &[a.mul(10.0).cast(DType::I32).cast(DType::F32)],
+    );
+    check("pow", &[a.abs().add(0.1).pow(1.5)]);
+    check("sin cos", &[a.sin().mul(b.cos())]);
+}
+
+#[test]
+fn movement_graphs_match_the_interpreter() {
+    let x = data(&[2, 3, 4], 3);
+    check("permute", &[x.permute(&[2, 0, 1]).add(1.0)]);
+    check("transpose", &[x.transpose(0, 2).mul(2.0)]);
+    check("flip", &[x.flip([0, 2]).add(0.0)]);
+    check("pad", &[x.pad(&[(1, 0), (0, 2), (1, 1)]).add(1.0)]);
+    check("pad value", &[x.pad_value(&[(1, 1), (0, 0), (2, 0)], -3.0)]);
+    check("shrink", &[x.shrink(&[(1, 2), (0, 2), (1, 4)]).mul(3.0)]);
+    check("slice", &[x.slice(2, 1, 3).exp()]);
+    check(
+        "reshape",
+        &[x.reshape(&[4, 6])
+            .permute(&[1, 0])
+            .reshape(&[3, 8])
+            .add(1.0)],
+    );
+    check(
+        "expand",
+        &[x.reshape(&[2, 1, 12]).expand(&[2, 5, 12]).add(1.0)],
+    );
+    check(
+        "squeeze unsqueeze",
+        &[x.unsqueeze(1).squeeze(1).flatten(0, 1).neg()],
+    );
+    check("cat", &[Tensor::cat(&[x.clone(), x.flip(1)], 1).add(1.0)]);
+    check(
+        "stack",
+        &[Tensor::stack(&[x.clone(), x.mul(2.0)], 1).add(1.0)],
+    );
+    check(
+        "pad then shrink back",
+        &[x.pad(&[(2, 2), (2, 2), (2, 2)])
+            .shrink(&[(2, 4), (2, 5), (2, 6)])
+            .add(0.5)],
+    );
+}
+
+#[test]
+fn reduce_graphs_match_the_interpreter() {
+    let x = data(&[4, 5], 4);
+    let w = data(&[5, 3], 5);
+    let b = data(&[3], 6);
+    check("sum axis", &[x.sum(1, false)]);
+    check("sum keepdim", &[x.sum(0, true).add(1.0)]);
+    check("sum all", &[x.sum_all()]);
+    check("mean", &[x.mean(1, false)]);
+    check("max min", &[x.max(0, false).add(x.min(0, false))]);
+    check("prod", &[x.prod(1, false)]);
+    check("matmul relu", &[x.matmul(&w).add(&b).relu()]);
+    check("matmul chain", &[x.matmul(&w).matmul(&w.transpose(0, 1))]);
+    check("softmax", &[x.softmax(-1)]);
+    check("log softmax", &[x.log_softmax(0)]);
+    check("logsumexp", &[x.logsumexp(1, false)]);
+    check("pad reduce", &[x.pad(&[(1, 2), (0, 3)]).sum(0, false)]);
+    check("reduce of reduce", &[x.sum(1, true).max(0, false)]);
+    check("centered", &[x.sub(x.mean(1, true))]);
+    check(
+        "variance",
+        &[x.sub(x.mean(1, true)).square().mean(1, false)],
+    );
+    check("cumsum", &[x.cumsum(1)]);
+}
+
+#[test]
+fn composite_graphs_match_the_interpreter() {
+    let x = data(&[4, 5], 7);
+    let idx = Tensor::from_vec(vec![3i32, 0, 2], &[3]);
+    check("arange", &[Tensor::arange(6).cast(DType::F32).mul(0.5)]);
+    check("eye", &[Tensor::eye(4).cast(DType::F32)]);
+    check("argmax", &[x.argmax(1, false)]);
+    check("take", &[x.take(&idx, 0)]);
+    check("one hot", &[idx.one_hot(4)]);
+    check(
+        "contiguous twice",
+        &[x.add(1.0).contiguous().mul(2.0).contiguous().add(3.0)],
+    );
+    check("detach", &[x.detach().exp()]);
+    let y = x.exp();
+    check("two outputs", &[y.sum(1, false), y.max(0, false)]);
+}
+
+#[test]
+fn fused_kernel_counts_follow_the_fusion_contract() {
+    let a = data(&[4, 4], 8);
+    assert_eq!(check("a+4+3", &[a.add(4.0).add(3.0)]), 1);
+    assert_eq!(check("contiguous", &[a.add(4.0).contiguous().add(3.0)]), 2);
+    let (x, w, b) = (data(&[3, 5], 9), data(&[5, 2], 10), data(&[2], 11));
+    assert_eq!(check("relu(x@w+b)", &[x.matmul(&w).add(&b).relu()]), 1);
+    assert_eq!(check("sum / n", &[x.sum_all().div(15.0)]), 1);
+    assert!(check("softmax", &[x.softmax(-1)]) <= 3);
+}
