@@ -25,7 +25,7 @@
 use super::ScheduleItem;
 use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
 use super::realize::{CostModel, worth_realizing};
-use crate::symbolic::simplify;
+use super::simplify::simplify_kernel;
 use crate::uop::shape::operand_values;
 use crate::uop::{Arg, AxisType, DType, Device, Op, UOp};
 use std::collections::{HashMap, HashSet};
@@ -90,7 +90,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
     let target = index_node(&out, 0, flatten(&loops, &shape), None);
     let store = UOp::new(Op::Store, DType::Void, vec![target, value], Arg::None);
     ScheduleItem {
-        ast: simplify(&UOp::sink(vec![store])),
+        ast: simplify_kernel(&UOp::sink(vec![store])),
         buffers: builder.buffers,
     }
 }

@@ -49,6 +49,7 @@ pub mod callify;
 pub mod index;
 pub mod lower;
 pub mod realize;
+pub mod simplify;
 
 #[cfg(test)]
 mod differential;
