@@ -5,7 +5,7 @@ use super::create_schedule;
 use super::exec::run;
 use crate::interp::{HostArray, evaluate};
 use crate::tensor::Tensor;
-use crate::uop::DType;
+use crate::uop::{AxisType, DType, UOp};
 
 fn data(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
@@ -149,4 +149,81 @@ fn fused_kernel_counts_follow_the_fusion_contract() {
     assert_eq!(check("relu(x@w+b)", &[x.matmul(&w).add(&b).relu()]), 1);
     assert_eq!(check("sum / n", &[x.sum_all().div(15.0)]), 1);
     assert!(check("softmax", &[x.softmax(-1)]) <= 3);
+}
+
+// ---- vmap scopes (Vmapin / Vmapout) ----
+
+fn batch_range(size: usize, id: usize) -> UOp {
+    UOp::range(size, id, AxisType::Loop)
+}
+
+#[test]
+fn a_vmapped_elementwise_body_is_one_kernel() {
+    let x = data(&[3, 4], 12);
+    let r = batch_range(3, 0);
+    let inner = x.uop().vmapin(&[r.clone(), UOp::index(0)]);
+    let body = Tensor::from_uop(inner).mul(2.0).add(1.0).exp();
+    let out = body.uop().vmapout(&[r, UOp::index(0)]);
+    assert_eq!(check("vmap elementwise", &[Tensor::from_uop(out)]), 1);
+}
+
+#[test]
+fn a_vmapped_reduce_over_the_second_axis_matches_the_interpreter() {
+    let x = data(&[4, 3], 13);
+    let w = data(&[4], 14);
+    let r = batch_range(3, 0);
+    let column = Tensor::from_uop(x.uop().vmapin(&[UOp::index(0), r.clone()]));
+    let body = column.mul(&w).sum_all().reshape(&[1]);
+    let out = body.uop().vmapout(&[r, UOp::index(0)]);
+    assert_eq!(check("vmap reduce", &[Tensor::from_uop(out)]), 1);
+}
+
+#[test]
+fn an_intermediate_realized_inside_a_vmap_scope_gets_a_batched_buffer() {
+    let x = data(&[3, 4], 15);
+    let r = batch_range(3, 0);
+    let inner = Tensor::from_uop(x.uop().vmapin(&[r.clone(), UOp::index(0)]));
+    let mid = inner.add(1.0).contiguous();
+    let body = mid.mul(&mid.flip(0));
+    let out = Tensor::from_uop(body.uop().vmapout(&[r, UOp::index(0)]));
+    let schedule = create_schedule(&[out.uop()]);
+    assert_eq!(schedule.items.len(), 2);
+    let intermediate = &schedule.items[0].buffers[0];
+    assert_eq!(intermediate.shape(), Some(&[12][..]), "3 batches of 4");
+    check("vmap intermediate", &[out]);
+}
+
+#[test]
+fn a_nested_vmap_matches_the_interpreter() {
+    let x = data(&[2, 3, 4], 16);
+    let (outer, inner) = (batch_range(2, 0), batch_range(3, 1));
+    let zero = UOp::index(0);
+    let plane = x.uop().vmapin(&[outer.clone(), zero.clone(), zero.clone()]);
+    let row = plane.vmapin(&[inner.clone(), zero.clone()]);
+    let row_body = Tensor::from_uop(row).softmax(0);
+    let rows = row_body.uop().vmapout(&[inner, zero.clone()]);
+    let plane_body = Tensor::from_uop(rows).sum(0, false);
+    let out = plane_body.uop().vmapout(&[outer, zero]);
+    check("nested vmap", &[Tensor::from_uop(out)]);
+}
+
+#[test]
+fn the_reindexed_stack_of_sums_inside_vmap_keeps_every_batch() {
+    // seeds/vmap-vmapin-vmapout.md §5: a multi-consumer node realized inside the scope.
+    let x = data(&[4, 3], 17);
+    let r = batch_range(3, 0);
+    let column = Tensor::from_uop(x.uop().vmapin(&[UOp::index(0), r.clone()]));
+    let z = Tensor::stack(
+        &[
+            column.slice(0, 0, 2).sum_all(),
+            column.slice(0, 2, 4).sum_all(),
+        ],
+        0,
+    )
+    .contiguous();
+    let picked = z
+        .take(&Tensor::from_vec(vec![1i32, 0, 1], &[3]), 0)
+        .add(&z.flip(0).sum_all());
+    let out = Tensor::from_uop(picked.uop().vmapout(&[r, UOp::index(0)]));
+    check("reindexed stack of sums", &[out]);
 }

@@ -6,7 +6,7 @@
 //! 1. **Callify** ([`callify`]): inline `GetTuple(Function(..))` by substituting each `Param`
 //!    with its argument, drop `Detach` and `ContiguousBackward`.
 //! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
-//!    `Store` and `Vmapout` get a buffer each; `Buffer`s are realized already. Reduces are
+//!    `Store` and `Vmapout` get a buffer each (`Store` is not lowered yet and panics); `Buffer`s are realized already. Reduces are
 //!    realized by a cost model when fusing them would repeat their work (consumed through an
 //!    expand, or requested at several indices); cheap elementwise chains never are.
 //! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
@@ -25,25 +25,24 @@
 //! then), so the whole build repeats until a round realizes nothing new: the last round sees
 //! the final set, and no kernel computes inline what another kernel stores.
 //!
-//! # Design for vmap (`Vmapin` / `Vmapout`, seeds/vmap-vmapin-vmapout.md §4–5)
+//! # Vmap scopes (`Vmapin` / `Vmapout`, seeds/vmap-vmapin-vmapout.md §4–5)
 //!
-//! Not implemented yet; the structure leaves room for it without a rewrite:
-//!
-//! - `Vmapout` is already in the forced set ([`realize::is_forced`]). Its kernel's output loops
-//!   will be the `Range` vargs themselves at batch positions and fresh ranges elsewhere; lowering
-//!   `Vmapout(x, vargs)` at `idx` asks `x` for `idx` without the batch positions.
-//! - Lowering `Vmapin(x, vargs)` at `idx` asks `x` for `idx` with each `Range` varg re-inserted
-//!   at its position. That range is *ambient*: inner nodes never carry it in their index, it
-//!   appears in the AST only through the loads under `Vmapin`, and it is bound because the
-//!   enclosing `Vmapout` kernel loops over that very `Range` UOp. The memo key `(node, index,
-//!   gate)` stays valid because the ambient range is part of the index it shows up in.
-//! - Intermediate realization inside a vmap scope (§5): a forward `vmap_map` pass over the
-//!   toposort (from each `Vmapin` to its transitive consumers, stopping at `Vmapout`) records
-//!   each node's ambient ranges in [`lower::IndexingContext`]. [`lower::IndexingContext::realize`]
-//!   then prepends their sizes to the buffer's shape, the node's kernel prepends the ambient
-//!   ranges to its loops (so its store index includes them), and a load of it prepends the
-//!   same ambient ranges to the index it flattens. Kernel-local range ids must then start after
-//!   the ambient ids (or ambient ranges are renumbered when the AST is canonicalized).
+//! - `Vmapout` is always realized. Lowering `Vmapout(x, vargs)` at `idx` *binds* each `Range`
+//!   varg to its axis of `idx` (in the kernel builder's `bindings`) and asks `x` for the other
+//!   axes; lowering `Vmapin(x, vargs)` at `idx` asks `x` for `idx` with each `Range` varg
+//!   replaced by what it is bound to. The range is *ambient*: inner nodes never carry it in
+//!   their index, and it reaches the AST only through the loads under `Vmapin`. Binding (rather
+//!   than looping over the user's `Range` UOp itself) keeps kernel range ids canonical.
+//! - Intermediate realization inside a scope (§5): the forward `vmap_map` pass
+//!   ([`lower::IndexingContext::track_ambient_ranges`], from each `Vmapin` to its transitive
+//!   users, a `Vmapout` removing its own ranges) records each node's ambient ranges. A realized
+//!   node with ambient ranges gets a buffer with their sizes prepended, its kernel loops over
+//!   fresh ranges bound to them (outermost), and a load of it prepends what those ranges are
+//!   bound to in the consuming kernel. Nodes that do not depend on a `Vmapin` (index buffers,
+//!   constants) are not batched. Nested scopes compose: an inner `Vmapout` is realized with the
+//!   outer scope's batch axes.
+//! - The redundancy test of the reduce cost model counts a reduce's ambient ranges as used, so
+//!   a per-batch reduce stays fused into the `Vmapout` kernel.
 
 pub mod callify;
 pub mod index;
@@ -86,6 +85,8 @@ pub struct Schedule {
 pub fn create_schedule(outputs: &[UOp]) -> Schedule {
     let graph = callify::callify(outputs);
     let mut ctx = IndexingContext::default();
+    let toposort = UOp::sink(graph.clone()).toposort();
+    ctx.track_ambient_ranges(&toposort);
     for out in &graph {
         if out.shape().is_none() {
             panic!("create_schedule: output {} has no shape", out.op());
@@ -94,9 +95,9 @@ pub fn create_schedule(outputs: &[UOp]) -> Schedule {
             ctx.realize(out);
         }
     }
-    for node in UOp::sink(graph.clone()).toposort() {
-        if is_forced(&node) {
-            ctx.realize(&node);
+    for node in &toposort {
+        if is_forced(node) {
+            ctx.realize(node);
         }
     }
     let roots: Vec<UOp> = graph
