@@ -184,7 +184,7 @@ fn an_intermediate_realized_inside_a_vmap_scope_gets_a_batched_buffer() {
     let r = batch_range(3, 0);
     let inner = Tensor::from_uop(x.uop().vmapin(&[r.clone(), UOp::index(0)]));
     let mid = inner.add(1.0).contiguous();
-    let body = mid.mul(&mid.flip(0));
+    let body = mid.mul(mid.flip(0));
     let out = Tensor::from_uop(body.uop().vmapout(&[r, UOp::index(0)]));
     let schedule = create_schedule(&[out.uop()]);
     assert_eq!(schedule.items.len(), 2);
@@ -223,7 +223,7 @@ fn the_reindexed_stack_of_sums_inside_vmap_keeps_every_batch() {
     .contiguous();
     let picked = z
         .take(&Tensor::from_vec(vec![1i32, 0, 1], &[3]), 0)
-        .add(&z.flip(0).sum_all());
+        .add(z.flip(0).sum_all());
     let out = Tensor::from_uop(picked.uop().vmapout(&[r, UOp::index(0)]));
     check("reindexed stack of sums", &[out]);
 }
