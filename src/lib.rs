@@ -6,7 +6,16 @@
 pub use tensor_core as core;
 pub use tensor_runtime as runtime;
 
+pub use tensor_core::Tensor;
+pub use tensor_core::transform::{
+    ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, hessian, jacfwd, jacrev, jvp, value_and_grad,
+    vjp, vmap,
+};
+
 /// The names most programs need.
 pub mod prelude {
-    pub use tensor_core::{DType, Device, UOp};
+    pub use tensor_core::transform::{
+        Func, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
+    };
+    pub use tensor_core::{DType, Device, Tensor, UOp};
 }

@@ -5,7 +5,9 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod codegen;
 pub mod interp;
+pub mod render;
 pub mod rewrite;
 pub mod schedule;
 pub mod symbolic;

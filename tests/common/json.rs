@@ -17,10 +17,18 @@ pub enum Json {
 impl Json {
     /// Parses a whole document.
     pub fn parse(text: &str) -> Json {
-        let mut parser = Parser { bytes: text.as_bytes(), pos: 0 };
+        let mut parser = Parser {
+            bytes: text.as_bytes(),
+            pos: 0,
+        };
         let value = parser.value();
         parser.skip_whitespace();
-        assert_eq!(parser.pos, parser.bytes.len(), "json: trailing data at byte {}", parser.pos);
+        assert_eq!(
+            parser.pos,
+            parser.bytes.len(),
+            "json: trailing data at byte {}",
+            parser.pos
+        );
         value
     }
 
@@ -28,7 +36,9 @@ impl Json {
     #[track_caller]
     pub fn get(&self, key: &str) -> &Json {
         match self {
-            Json::Object(map) => map.get(key).unwrap_or_else(|| panic!("json: no member {key:?}")),
+            Json::Object(map) => map
+                .get(key)
+                .unwrap_or_else(|| panic!("json: no member {key:?}")),
             other => panic!("json: {other:?} is not an object"),
         }
     }
@@ -84,11 +94,20 @@ impl Parser<'_> {
 
     fn peek(&mut self) -> u8 {
         self.skip_whitespace();
-        *self.bytes.get(self.pos).unwrap_or_else(|| panic!("json: unexpected end"))
+        *self
+            .bytes
+            .get(self.pos)
+            .unwrap_or_else(|| panic!("json: unexpected end"))
     }
 
     fn expect(&mut self, byte: u8) {
-        assert_eq!(self.peek(), byte, "json: expected {:?} at byte {}", byte as char, self.pos);
+        assert_eq!(
+            self.peek(),
+            byte,
+            "json: expected {:?} at byte {}",
+            byte as char,
+            self.pos
+        );
         self.pos += 1;
     }
 
@@ -105,7 +124,11 @@ impl Parser<'_> {
     }
 
     fn literal(&mut self, word: &str, value: Json) -> Json {
-        assert!(self.bytes[self.pos..].starts_with(word.as_bytes()), "json: bad literal at byte {}", self.pos);
+        assert!(
+            self.bytes[self.pos..].starts_with(word.as_bytes()),
+            "json: bad literal at byte {}",
+            self.pos
+        );
         self.pos += word.len();
         value
     }
@@ -168,7 +191,8 @@ impl Parser<'_> {
                         b'b' => out.push('\u{8}'),
                         b'f' => out.push('\u{c}'),
                         b'u' => {
-                            let hex = std::str::from_utf8(&self.bytes[self.pos..self.pos + 4]).expect("ascii");
+                            let hex = std::str::from_utf8(&self.bytes[self.pos..self.pos + 4])
+                                .expect("ascii");
                             let code = u32::from_str_radix(hex, 16).expect("json: bad \\u escape");
                             out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
                             self.pos += 4;
@@ -179,7 +203,9 @@ impl Parser<'_> {
                 _ => {
                     let start = self.pos - 1;
                     let len = utf8_len(c);
-                    out.push_str(std::str::from_utf8(&self.bytes[start..start + len]).expect("utf-8"));
+                    out.push_str(
+                        std::str::from_utf8(&self.bytes[start..start + len]).expect("utf-8"),
+                    );
                     self.pos = start + len;
                 }
             }
@@ -188,11 +214,19 @@ impl Parser<'_> {
 
     fn number(&mut self) -> Json {
         let start = self.pos;
-        while self.pos < self.bytes.len() && matches!(self.bytes[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+        while self.pos < self.bytes.len()
+            && matches!(
+                self.bytes[self.pos],
+                b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+            )
+        {
             self.pos += 1;
         }
         let text = std::str::from_utf8(&self.bytes[start..self.pos]).expect("ascii");
-        Json::Number(text.parse().unwrap_or_else(|_| panic!("json: bad number {text:?} at byte {start}")))
+        Json::Number(
+            text.parse()
+                .unwrap_or_else(|_| panic!("json: bad number {text:?} at byte {start}")),
+        )
     }
 }
 

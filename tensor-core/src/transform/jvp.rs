@@ -277,7 +277,7 @@ fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<UOp> {
 /// For a max-reduce `m` of `x`: `1/k` at each of the `k` positions holding the maximum, else 0.
 pub(crate) fn argmax_share(x: &Tensor, m: &Tensor) -> Tensor {
     let shape = x.shape();
-    let at_max = x.eq(&m.expand(&shape)).cast(x.dtype());
+    let at_max = x.eq(m.expand(&shape)).cast(x.dtype());
     let Arg::Reduce(_, axes) = m.uop().arg().clone() else {
         unreachable!("argmax_share takes a Reduce node")
     };

@@ -1,0 +1,29 @@
+//! Shared helpers of the facade's integration tests.
+#![allow(dead_code)]
+
+pub mod json;
+
+use tensor::prelude::*;
+
+/// The values of `t`, computed on the CPU through the compiled path.
+pub fn values(t: &Tensor) -> Vec<f64> {
+    tensor::core::interp::evaluate(&t.uop()).to_f64_vec()
+}
+
+/// True when `actual` is within `atol + rtol * |expected|` of `expected`, elementwise.
+pub fn allclose(actual: &[f64], expected: &[f64], rtol: f64, atol: f64) -> bool {
+    actual.len() == expected.len()
+        && actual
+            .iter()
+            .zip(expected)
+            .all(|(a, e)| (a - e).abs() <= atol + rtol * e.abs() || (a.is_nan() && e.is_nan()))
+}
+
+/// The largest elementwise difference, for failure messages.
+pub fn max_abs_diff(actual: &[f64], expected: &[f64]) -> f64 {
+    actual
+        .iter()
+        .zip(expected)
+        .map(|(a, e)| (a - e).abs())
+        .fold(0.0, f64::max)
+}

@@ -1,0 +1,227 @@
+//! JAX's results for vmap, jvp, grad, jacfwd, jacrev and hessian (tests/data/transforms.json,
+//! made by ../shared/golden/gen.py) rebuilt with this crate's transforms and compared within
+//! the file's tolerances. Every case is reported by name.
+
+mod common;
+
+use common::json::Json;
+use common::{allclose, max_abs_diff, values};
+use std::collections::BTreeMap;
+use tensor::prelude::*;
+
+type Inputs = BTreeMap<String, Tensor>;
+
+fn tensor_from_json(value: &Json) -> Tensor {
+    let shape: Vec<usize> = value
+        .get("shape")
+        .items()
+        .iter()
+        .map(|d| d.number() as usize)
+        .collect();
+    let data = value.get("data").items().iter().map(|v| v.number());
+    match value.get("dtype").string() {
+        "f32" => Tensor::from_vec(data.map(|v| v as f32).collect(), &shape),
+        "i32" => Tensor::from_vec(data.map(|v| v as i32).collect(), &shape),
+        "bool" => Tensor::from_vec(data.map(|v| v != 0.0).collect(), &shape),
+        other => panic!("golden data: unknown dtype {other}"),
+    }
+}
+
+fn mlp_loss(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
+    let h = (x.matmul(w1) + b1).relu();
+    let logits = h.matmul(w2) + b2;
+    -(y * logits.log_softmax(-1)).sum_all()
+}
+
+fn softmax(x: &Tensor) -> Tensor {
+    x.softmax(-1)
+}
+
+/// The case's function, built with this crate's API, applied to its inputs.
+fn run_case(name: &str, i: &Inputs) -> Vec<Tensor> {
+    let arg = |k: &str| i[k].clone();
+    match name {
+        "vmap_affine" => vmap(|x: &Tensor| x * 2.0 + 1.0, 0, 0).call(&[arg("x")]),
+        "vmap_matvec" => vmap(|w: &Tensor, x: &Tensor| w.matmul(x), [None, Some(0)], 0)
+            .call(&[arg("W"), arg("x")]),
+        "vmap_in_axis1_sum" => vmap(|x: &Tensor| x.sum_all(), 1, 0).call(&[arg("x")]),
+        "vmap_out_axis1" => vmap(|x: &Tensor| x * x + x, 0, 1).call(&[arg("x")]),
+        "vmap_unbatched_output" => {
+            vmap(|_x: &Tensor, y: &Tensor| y * 3.0, [Some(0), None], 0).call(&[arg("x"), arg("y")])
+        }
+        "vmap_softmax" => vmap(softmax, 0, 0).call(&[arg("x")]),
+        "vmap_movement" => vmap(
+            |x: &Tensor| {
+                x.reshape(&[2, 3])
+                    .transpose(0, 1)
+                    .flip(0)
+                    .pad(&[(1, 0), (0, 1)])
+                    .shrink(&[(1, 4), (0, 2)])
+            },
+            0,
+            0,
+        )
+        .call(&[arg("x")]),
+        "vmap_sub_max" => vmap(|x: &Tensor| x - x.max(1, true), 0, 0).call(&[arg("x")]),
+        "vmap_nested_dot" => {
+            let dot = vmap(|x: &Tensor, y: &Tensor| (x * y).sum_all(), [0, 0], 0);
+            vmap(dot, [Some(0), None], 0).call(&[arg("x"), arg("y")])
+        }
+        "vmap_stack_reindex" => vmap(
+            |x: &Tensor| {
+                let halves =
+                    Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0);
+                halves.take(&Tensor::from_vec(vec![1i32, 0], &[2]), 0)
+            },
+            0,
+            0,
+        )
+        .call(&[arg("x")]),
+        "vmap_gather" => vmap(
+            |t: &Tensor, idx: &Tensor| t.take(idx, 0),
+            [None, Some(0)],
+            0,
+        )
+        .call(&[arg("table"), arg("idx")]),
+        "vmap_cat" => vmap(
+            |x: &Tensor, y: &Tensor| Tensor::cat(&[x.clone(), y.clone()], 0),
+            [Some(0), None],
+            0,
+        )
+        .call(&[arg("x"), arg("y")]),
+        "vmap_matmul_both" => {
+            vmap(|a: &Tensor, b: &Tensor| a.matmul(b), 0, 0).call(&[arg("a"), arg("b")])
+        }
+        "jvp_sin_exp" => both(jvp(
+            |x: &Tensor| x.sin() * x.exp(),
+            &[arg("x")],
+            &[arg("t_x")],
+        )),
+        "jvp_tanh_matvec" => both(jvp(
+            |w: &Tensor, x: &Tensor| w.matmul(x).tanh(),
+            &[arg("W"), arg("x")],
+            &[arg("t_W"), arg("t_x")],
+        )),
+        "jvp_softmax" => both(jvp(softmax, &[arg("x")], &[arg("t_x")])),
+        "jvp_div_sqrt_log" => both(jvp(
+            |x: &Tensor, y: &Tensor| x.sqrt() / y + x.log(),
+            &[arg("x"), arg("y")],
+            &[arg("t_x"), arg("t_y")],
+        )),
+        "grad_sum_sq" => grad(|x: &Tensor| x.pow(2.0).sum_all(), 0).call(&[arg("x")]),
+        "grad_logsumexp" => grad(|x: &Tensor| x.exp().sum_all().log(), 0).call(&[arg("x")]),
+        "grad_mlp_loss" => grad(mlp_loss, [0, 1, 2, 3]).call(&mlp_args(i)),
+        "per_sample_grads_mlp" => {
+            let in_axes = [None, None, None, None, Some(0), Some(0)];
+            vmap(grad(mlp_loss, [0, 1, 2, 3]), in_axes, 0).call(&mlp_args(i))
+        }
+        "jacfwd_tanh_matvec" => {
+            let w = arg("W");
+            jacfwd(move |x: &Tensor| w.matmul(x).tanh(), 0).call(&[arg("x")])
+        }
+        "jacrev_softmax" => jacrev(softmax, 0).call(&[arg("x")]),
+        "hessian_quartic" => hessian(
+            |x: &Tensor| {
+                x.pow(4.0).sum_all() + (x.slice(0, 0, 1) * x.slice(0, 1, 2)).reshape(&[0usize; 0])
+            },
+            0,
+        )
+        .call(&[arg("x")]),
+        "vmap_of_jvp_columns" => {
+            let x = arg("x");
+            let column = move |t: &Tensor| {
+                jvp(
+                    |x: &Tensor| x.sin() * x.flip(0),
+                    std::slice::from_ref(&x),
+                    std::slice::from_ref(t),
+                )
+                .1
+            };
+            vmap(column, 0, 0).call(&[arg("basis")])
+        }
+        other => {
+            panic!("no builder for golden case {other}: add one to tests/golden_transforms.rs")
+        }
+    }
+}
+
+fn both((outputs, tangents): (Vec<Tensor>, Vec<Tensor>)) -> Vec<Tensor> {
+    outputs.into_iter().chain(tangents).collect()
+}
+
+fn mlp_args(i: &Inputs) -> Vec<Tensor> {
+    ["W1", "b1", "W2", "b2", "x", "y"]
+        .iter()
+        .map(|k| i[*k].clone())
+        .collect()
+}
+
+#[test]
+fn every_golden_case_matches_jax() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/transforms.json"
+    ))
+    .expect("tests/data/transforms.json is part of the repository");
+    let doc = Json::parse(&text);
+    let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
+    let mut failures = Vec::new();
+    let cases = doc.get("cases").items();
+    for case in cases {
+        let name = case.get("name").string();
+        let inputs: Inputs = case
+            .get("inputs")
+            .members()
+            .iter()
+            .map(|(k, v)| (k.clone(), tensor_from_json(v)))
+            .collect();
+        let expected = case.get("outputs").items();
+        let outcome = std::panic::catch_unwind(|| run_case(name, &inputs));
+        let verdict = match outcome {
+            Err(_) => Err("panicked".to_string()),
+            Ok(got) if got.len() != expected.len() => {
+                Err(format!("{} outputs, JAX has {}", got.len(), expected.len()))
+            }
+            Ok(got) => compare(&got, expected, rtol, atol),
+        };
+        match verdict {
+            Ok(()) => println!("golden {name}: ok"),
+            Err(why) => {
+                println!("golden {name}: FAILED ({why})");
+                failures.push(name.to_string());
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden cases failed: {failures:?}",
+        failures.len(),
+        cases.len()
+    );
+}
+
+fn compare(got: &[Tensor], expected: &[Json], rtol: f64, atol: f64) -> Result<(), String> {
+    for (k, (g, e)) in got.iter().zip(expected).enumerate() {
+        let shape: Vec<usize> = e
+            .get("shape")
+            .items()
+            .iter()
+            .map(|d| d.number() as usize)
+            .collect();
+        if g.shape() != shape {
+            return Err(format!(
+                "output {k} has shape {:?}, JAX has {shape:?}",
+                g.shape()
+            ));
+        }
+        let want: Vec<f64> = e.get("data").items().iter().map(|v| v.number()).collect();
+        let have = values(g);
+        if !allclose(&have, &want, rtol, atol) {
+            return Err(format!(
+                "output {k} differs by up to {:.3e}",
+                max_abs_diff(&have, &want)
+            ));
+        }
+    }
+    Ok(())
+}
