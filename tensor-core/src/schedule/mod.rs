@@ -83,6 +83,30 @@ pub struct Schedule {
 /// Splits the graphs of `outputs` into kernels (see the module docs for the rules).
 #[track_caller]
 pub fn create_schedule(outputs: &[UOp]) -> Schedule {
+    with_deep_stack(|| schedule_graph(outputs))
+}
+
+/// Stack for the lowering, which recurses once per op along a path of the graph: enough for
+/// chains of hundreds of thousands of ops (only the pages used are committed).
+const LOWERING_STACK_BYTES: usize = 512 << 20;
+
+/// Runs `f` on a helper thread with a large stack, re-raising its panic (with its message)
+/// on the caller's thread.
+pub(crate) fn with_deep_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("schedule".into())
+            .stack_size(LOWERING_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .expect("schedule: could not start the lowering thread");
+        match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+fn schedule_graph(outputs: &[UOp]) -> Schedule {
     let graph = callify::callify(outputs);
     let mut ctx = IndexingContext::default();
     let toposort = UOp::sink(graph.clone()).toposort();

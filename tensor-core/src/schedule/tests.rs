@@ -437,3 +437,17 @@ fn reduce_over_a_permuted_padded_view_matches_the_definition() {
         .collect();
     assert_close(&values[0], &want);
 }
+
+#[test]
+fn a_long_elementwise_chain_is_scheduled_without_overflowing_the_stack() {
+    let (x, data) = iota(&[4]);
+    let one = full(1.0, &[4]);
+    let mut y = x;
+    for _ in 0..5000 {
+        y = add(&y, &one);
+    }
+    let (schedule, values) = schedule_and_run(&[y]);
+    assert_eq!(schedule.items.len(), 1);
+    let want: Vec<f32> = data.iter().map(|v| v + 5000.0).collect();
+    assert_close(&values[0], &want);
+}
