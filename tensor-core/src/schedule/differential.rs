@@ -227,3 +227,70 @@ fn the_reindexed_stack_of_sums_inside_vmap_keeps_every_batch() {
     let out = Tensor::from_uop(picked.uop().vmapout(&[r, UOp::index(0)]));
     check("reindexed stack of sums", &[out]);
 }
+
+// ---- generated graphs ----
+
+/// A small deterministic generator (64-bit LCG) so failures reproduce from the seed.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n
+    }
+}
+
+/// One random step applied to `t`: an elementwise op, a movement op, a reduce (expanded
+/// back or not), or a realization boundary.
+fn random_step(t: &Tensor, rng: &mut Lcg, seed: u32) -> Tensor {
+    let shape = t.shape();
+    let ndim = shape.len();
+    let axis = rng.below(ndim);
+    match rng.below(12) {
+        0 => t.exp().mul(0.5),
+        1 => t.relu().sub(t.sin()),
+        2 => t.mul(data(&shape, seed)),
+        3 => {
+            let mut perm: Vec<usize> = (0..ndim).collect();
+            perm.rotate_left(1 + rng.below(ndim.max(2) - 1));
+            t.permute(&perm)
+        }
+        4 => t.flip(axis as isize),
+        5 => {
+            let mut pads = vec![(0, 0); ndim];
+            pads[axis] = (rng.below(3), rng.below(3));
+            t.pad(&pads)
+        }
+        6 if shape[axis] > 1 => {
+            let mut bounds: Vec<(usize, usize)> = shape.iter().map(|&d| (0, d)).collect();
+            let begin = rng.below(shape[axis] - 1);
+            bounds[axis] = (begin, begin + 1 + rng.below(shape[axis] - begin));
+            t.shrink(&bounds)
+        }
+        7 => t.sum(axis as isize, true).expand(&shape),
+        8 => t.max(axis as isize, true).sub(t.clone()),
+        9 if ndim > 1 => t.flatten(0, 1),
+        10 => t.add(1.0).contiguous(),
+        11 if ndim < 4 => t.unsqueeze(0).expand(&[[2].as_slice(), &shape].concat()),
+        _ => t.neg(),
+    }
+}
+
+#[test]
+fn generated_graphs_match_the_interpreter() {
+    let mut rng = Lcg(0x5eed);
+    for case in 0..60u32 {
+        let mut t = data(&[2, 3, 4], case);
+        let steps = 2 + rng.below(6);
+        for step in 0..steps {
+            t = random_step(&t, &mut rng, case * 10 + step as u32);
+        }
+        if rng.below(2) == 0 {
+            t = t.sum(0, false);
+        }
+        check(&format!("generated case {case}"), &[t]);
+    }
+}
