@@ -6,15 +6,19 @@
 //! 1. **Callify** ([`callify`]): inline `GetTuple(Function(..))` by substituting each `Param`
 //!    with its argument, drop `Detach` and `ContiguousBackward`.
 //! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
-//!    `Store` and `Vmapout` get a buffer each (`Store` is not lowered yet and panics); `Buffer`s are realized already. Reduces are
-//!    realized by a cost model when fusing them would repeat their work (consumed through an
-//!    expand, or requested at several indices); cheap elementwise chains never are.
+//!    `Store` and `Vmapout` get a buffer each (a `Store` is not lowered yet and panics);
+//!    `Buffer`s are realized already. A reduce is realized when the cost model says that
+//!    fusing it would repeat more work than a buffer round trip costs (it is consumed through
+//!    an expand, or requested at several indices); elementwise chains and movement ops are
+//!    recomputed, never buffered by choice. The cost model is applied where the buffer would
+//!    be created, so there is no separate pass that removes buffers afterwards.
 //! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
 //!    validity gates), and a realized operand or a `Buffer` becomes a `Load` through
 //!    `Index(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
-//!    ([`index`]).
+//!    ([`index`]) and every finished AST goes through the kernel rule table ([`simplify`]:
+//!    the `symbolic` rules plus float constant reassociation).
 //! 4. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Index(DefineGlobal 0,
 //!    flat), value))`, ordered so producers run before consumers. Range ids count from 0 in the
 //!    order axes appear (output loops first) and slots are numbered output first, then inputs in
