@@ -26,11 +26,13 @@ pub mod ndarray_interop;
 pub mod realize;
 pub mod stable_hash;
 pub mod stats;
+pub mod tensor_ext;
 
 pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
 pub use device::Device;
 pub use error::{Result, RuntimeError};
 pub use stats::{CompileCounts, compiler_invocations, disk_cache_hits};
+pub use tensor_ext::Realize;
 
 /// Prints a warning the user should see but that does not stop the computation.
 pub(crate) fn warn(message: &str) {

@@ -2,6 +2,7 @@
 //! bytes, if it has any), each kernel is generated, compiled through the caches and launched,
 //! producers first, and the outputs are copied back to the host.
 //!
+//! `DEVICE` may be unset or `CPU` (CUDA is not built yet and is reported as unavailable).
 //! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time), `DEBUG=2` a
 //! line per kernel, `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
 //! off.
@@ -11,6 +12,7 @@ use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use std::any::Any;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use tensor_core::codegen::{CodegenOptions, Kernel, compile_kernel};
 use tensor_core::schedule::realize::as_contiguous_buffer;
@@ -45,26 +47,32 @@ pub fn run_schedule<D: Device>(
 ) -> Result<Vec<Vec<u8>>> {
     let debug = debug_level();
     let started = Instant::now();
-    for item in &schedule.items {
-        let args: Vec<BufferArg> = item.buffers.iter().map(buffer_arg).collect();
-        let sizes: Vec<usize> = args.iter().map(|a| a.size).collect();
-        let kernel = compile_kernel(&item.ast, &sizes, options);
+    let kernels: Vec<(Vec<BufferArg>, Kernel)> = schedule
+        .items
+        .iter()
+        .map(|item| {
+            let args: Vec<BufferArg> = item.buffers.iter().map(buffer_arg).collect();
+            let sizes: Vec<usize> = args.iter().map(|a| a.size).collect();
+            let kernel = compile_kernel(&item.ast, &sizes, options);
+            (args, kernel)
+        })
+        .collect();
+    let programs = compile_all(device, kernels.iter().map(|(_, kernel)| kernel))?;
+    let compile_time = started.elapsed();
+    for ((args, kernel), program) in kernels.iter().zip(&programs) {
         let buffers = args
             .iter()
             .map(|arg| device_buffer(device, arg))
             .collect::<Result<Vec<_>>>()?;
-        check_arguments(device, &kernel, &buffers)?;
-        let compile_started = Instant::now();
-        let program = device.compile(&kernel.source, &kernel.entry)?;
+        check_arguments(device, kernel, &buffers)?;
         let launch_started = Instant::now();
         let refs: Vec<&D::Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
-        device.launch(&program, &refs, kernel.threads)?;
+        device.launch(program, &refs, kernel.threads)?;
         if debug >= 2 {
             eprintln!(
-                "kernel {:<24} threads {:>2}  compile {:>9.3?}  run {:>9.3?}",
+                "kernel {:<24} threads {:>2}  run {:>9.3?}",
                 kernel.name,
                 kernel.threads,
-                launch_started - compile_started,
                 launch_started.elapsed()
             );
         }
@@ -79,10 +87,12 @@ pub fn run_schedule<D: Device>(
         .collect::<Result<Vec<_>>>()?;
     if debug >= 1 {
         eprintln!(
-            "realize: {} kernels on {} in {:.3?} (process: {} compiler runs, {} disk cache hits)",
+            "realize: {} kernels on {} in {:.3?}, {:.3?} of it compiling (process: {} compiler \
+             runs, {} disk cache hits)",
             schedule.items.len(),
             device.name(),
             started.elapsed(),
+            compile_time,
             crate::stats::compiler_invocations(),
             crate::stats::disk_cache_hits()
         );
@@ -90,9 +100,50 @@ pub fn run_schedule<D: Device>(
     Ok(outputs)
 }
 
+/// The programs of `kernels`, compiled in parallel on as many threads as the machine has
+/// (a cold compile takes far longer than most kernels run). The first error, in kernel
+/// order, is returned.
+fn compile_all<'k, D: Device>(
+    device: &D,
+    kernels: impl Iterator<Item = &'k Kernel>,
+) -> Result<Vec<D::Program>> {
+    let kernels: Vec<&Kernel> = kernels.collect();
+    let compile = |kernel: &Kernel| device.compile(&kernel.source, &kernel.entry);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(kernels.len());
+    if workers <= 1 {
+        return kernels.into_iter().map(compile).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<(usize, Result<D::Program>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(kernel) = kernels.get(i) else {
+                            return done;
+                        };
+                        done.push((i, compile(kernel)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a compile thread panicked"))
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, program)| program).collect()
+}
+
 /// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer
 /// (so realizing again runs nothing) and the bytes of each are returned.
 pub fn realize(tensors: &[&Tensor]) -> Result<Vec<Vec<u8>>> {
+    check_device_setting(std::env::var("DEVICE").ok())?;
     let device = CpuDevice::shared()?;
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
     let schedule = create_schedule(&roots);
@@ -101,6 +152,25 @@ pub fn realize(tensors: &[&Tensor]) -> Result<Vec<Vec<u8>>> {
         tensor.replace_uop(out.clone());
     }
     Ok(bytes)
+}
+
+/// Accepts the `DEVICE` values this build can run: unset or `CPU`.
+fn check_device_setting(value: Option<String>) -> Result<()> {
+    match value.as_deref().map(str::trim) {
+        None | Some("") => Ok(()),
+        Some(name) if name.eq_ignore_ascii_case("CPU") => Ok(()),
+        Some(name) if name.to_ascii_uppercase().starts_with("CUDA") => {
+            Err(RuntimeError::DeviceUnavailable(format!(
+                "DEVICE={name} asks for CUDA, which this build does not support yet; unset \
+                 DEVICE or set DEVICE=CPU"
+            )))
+        }
+        Some(_) => Err(RuntimeError::InvalidSetting {
+            variable: "DEVICE",
+            value: value.unwrap_or_default(),
+            expected: "CPU (or unset)",
+        }),
+    }
 }
 
 /// The elements of `tensor`, computed on the shared CPU device, in row-major order; fails
@@ -184,4 +254,20 @@ fn read_output<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
     device.copy_out(&memory, &mut bytes)?;
     arg.storage.set_host_bytes(bytes.clone().into());
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_setting_accepts_cpu_and_rejects_cuda_and_unknown_names() {
+        assert!(check_device_setting(None).is_ok());
+        assert!(check_device_setting(Some("cpu".into())).is_ok());
+        let cuda = check_device_setting(Some("CUDA".into())).unwrap_err();
+        assert!(matches!(cuda, RuntimeError::DeviceUnavailable(_)), "{cuda}");
+        assert!(cuda.to_string().contains("DEVICE=CPU"), "{cuda}");
+        let unknown = check_device_setting(Some("TPU".into())).unwrap_err();
+        assert!(unknown.to_string().contains("DEVICE=`TPU`"), "{unknown}");
+    }
 }

@@ -4,9 +4,10 @@
 mod common;
 
 use common::{TempDir, device};
+use tensor_core::codegen::compile_kernel;
 use tensor_core::interp::{HostArray, evaluate};
 use tensor_core::schedule::create_schedule;
-use tensor_core::{DType, Tensor};
+use tensor_core::{Arg, DType, Tensor};
 use tensor_runtime::realize::{codegen_options, run_schedule, to_vec};
 use tensor_runtime::{CpuDevice, RuntimeError};
 
@@ -71,4 +72,26 @@ fn to_vec_computes_on_the_shared_device_and_checks_the_element_type() {
     // The tensor is now its result buffer: scheduling it again needs no kernel.
     assert!(create_schedule(&[y.uop()]).items.is_empty());
     assert_eq!(to_vec::<f32>(&y).unwrap(), vec![10.0, 20.0]);
+}
+
+#[test]
+fn kernel_split_across_threads_matches_the_interpreter() {
+    let device = device("cc", None, 2);
+    let (rows, cols) = (256, 300);
+    let x = Tensor::from_vec(data(rows * cols, 0.01), &[rows, cols]);
+    let y = x.mul(&x).add(0.5f32).sum(1, false);
+    let schedule = create_schedule(&[y.uop()]);
+    let threaded = schedule.items.iter().any(|item| {
+        let sizes: Vec<usize> = item
+            .buffers
+            .iter()
+            .map(|b| match b.arg() {
+                Arg::Buffer(arg) => arg.size,
+                other => panic!("slot bound to {other:?}"),
+            })
+            .collect();
+        compile_kernel(&item.ast, &sizes, &codegen_options(&device)).threads > 1
+    });
+    assert!(threaded, "the heuristics should thread a kernel this large");
+    assert_matches_interpreter(&device, &y);
 }
