@@ -67,7 +67,7 @@ fn cases() -> Vec<(&'static str, Tensor)> {
         ("clamp", a.clamp(-1.0, 1.5)),
         ("lt", a.lt(&b)),
         ("ge", a.ge(&b)),
-        ("eq", i.eq(&ints(&[3, 4], 5))),
+        ("eq", i.eq(ints(&[3, 4], 5))),
         ("where", a.gt(0.0).where_(&a, &b)),
         ("cast_to_int", a.cast(DType::I32)),
         ("cast_to_half", a.cast(DType::F16)),
