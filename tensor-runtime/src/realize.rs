@@ -11,10 +11,13 @@ use crate::cpu::CpuDevice;
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use std::any::Any;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
-use tensor_core::codegen::{CodegenOptions, Kernel, compile_kernel};
+use tensor_core::codegen::{
+    CodegenOptions, Kernel, compile_kernel_named, kernel_name, unique_name,
+};
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::schedule::{Schedule, create_schedule};
 use tensor_core::uop::BufferArg;
@@ -47,13 +50,15 @@ pub fn run_schedule<D: Device>(
 ) -> Result<()> {
     let debug = debug_level();
     let started = Instant::now();
+    let mut seen_names = HashMap::new();
     let kernels: Vec<(Vec<BufferArg>, Kernel)> = schedule
         .items
         .iter()
         .map(|item| {
             let args: Vec<BufferArg> = item.buffers.iter().map(buffer_arg).collect();
             let sizes: Vec<usize> = args.iter().map(|a| a.size).collect();
-            let kernel = compile_kernel(&item.ast, &sizes, options);
+            let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
+            let kernel = compile_kernel_named(&item.ast, &sizes, options, &name);
             (args, kernel)
         })
         .collect();
