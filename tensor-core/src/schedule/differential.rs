@@ -294,3 +294,15 @@ fn generated_graphs_match_the_interpreter() {
         check(&format!("generated case {case}"), &[t]);
     }
 }
+
+#[test]
+fn empty_axes_schedule_to_empty_loops() {
+    let x = Tensor::from_vec(Vec::<f32>::new(), &[0, 3]);
+    check("sum over an empty axis", &[x.sum(0, false).add(1.0)]);
+    check("empty elementwise", &[x.exp()]);
+    let y = data(&[2, 3], 18);
+    check(
+        "softmax next to an empty reduce",
+        &[y.softmax(-1).add(x.sum(0, true).expand(&[2, 3]))],
+    );
+}

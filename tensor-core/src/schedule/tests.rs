@@ -451,3 +451,28 @@ fn a_long_elementwise_chain_is_scheduled_without_overflowing_the_stack() {
     let want: Vec<f32> = data.iter().map(|v| v + 5000.0).collect();
     assert_close(&values[0], &want);
 }
+
+#[test]
+fn a_copy_ends_a_kernel_like_contiguous() {
+    let (x, data) = iota(&[6]);
+    let moved = exp(&x).copy_to(crate::uop::Device::cpu());
+    let (schedule, values) = schedule_and_run(&[add(&moved, &full(1.0, &[6]))]);
+    assert_eq!(schedule.items.len(), 2);
+    let want: Vec<f32> = data.iter().map(|v| v.exp() + 1.0).collect();
+    assert_close(&values[0], &want);
+}
+
+#[test]
+fn stacking_along_a_looped_axis_selects_the_part_with_a_where_chain() {
+    let (a, da) = iota(&[3]);
+    let b = mul(&a, &full(2.0, &[3]));
+    let (schedule, values) = schedule_and_run(&[UOp::stack(vec![a, b])]);
+    assert_eq!(schedule.items.len(), 1);
+    assert_eq!(count_ops(&schedule.items[0].ast, Op::Where), 1);
+    let want: Vec<f32> = da
+        .iter()
+        .cloned()
+        .chain(da.iter().map(|v| v * 2.0))
+        .collect();
+    assert_close(&values[0], &want);
+}
