@@ -62,6 +62,7 @@ pub fn jvp<M>(
     (outputs, tangents_out)
 }
 
+#[track_caller]
 fn check_tangents(primals: &[Tensor], tangents: &[Tensor]) {
     if primals.len() != tangents.len() {
         transform_error(&format!(
