@@ -24,7 +24,11 @@ fn fd_jacobian(f: &Func, args: &[Tensor], argnum: usize) -> Tensor {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                let v = if i == argnum { e.clone() } else { vec![0.0; a.numel()] };
+                let v = if i == argnum {
+                    e.clone()
+                } else {
+                    vec![0.0; a.numel()]
+                };
                 host_tensor(&v, &a.shape(), a.dtype())
             })
             .collect();
@@ -42,9 +46,19 @@ fn check_jacobians<M>(f: impl IntoFunc<M>, args: &[Tensor], argnum: usize) {
     let fwd = jacfwd(f.clone(), argnum).call1(args);
     let rev = jacrev(f.clone(), argnum).call1(args);
     let out_shape = f.call(args)[0].shape();
-    assert_eq!(fwd.shape(), [out_shape, args[argnum].shape()].concat(), "jacfwd shape");
+    assert_eq!(
+        fwd.shape(),
+        [out_shape, args[argnum].shape()].concat(),
+        "jacfwd shape"
+    );
     assert_close("jacfwd vs jacrev", &fwd, &rev, 1e-12, 1e-12);
-    assert_close("jacfwd vs finite differences", &fwd, &fd_jacobian(&f, args, argnum), 1e-6, 1e-7);
+    assert_close(
+        "jacfwd vs finite differences",
+        &fwd,
+        &fd_jacobian(&f, args, argnum),
+        1e-6,
+        1e-7,
+    );
 }
 
 #[test]
@@ -64,7 +78,11 @@ fn jacfwd_equals_jacrev_for_a_tall_function() {
 
 #[test]
 fn jacfwd_equals_jacrev_for_matrix_inputs_and_outputs() {
-    check_jacobians(|x: &Tensor| x.softmax(-1).transpose(0, 1), &[randf64(&[2, 3], 4)], 0);
+    check_jacobians(
+        |x: &Tensor| x.softmax(-1).transpose(0, 1),
+        &[randf64(&[2, 3], 4)],
+        0,
+    );
 }
 
 #[test]
@@ -115,14 +133,24 @@ fn hessian_equals_every_nesting_of_the_two_jacobians() {
     assert_close("jacfwd(jacfwd)", &fwd_fwd, &h, 1e-12, 1e-12);
     // And against finite differences of the gradient.
     let g = grad(f, 0);
-    assert_close("hessian vs differences of grad", &h, &fd_jacobian(&g, args, 0), 1e-6, 1e-7);
+    assert_close(
+        "hessian vs differences of grad",
+        &h,
+        &fd_jacobian(&g, args, 0),
+        1e-6,
+        1e-7,
+    );
     assert_close("hessian is symmetric", &h, &h.transpose(0, 1), 1e-12, 1e-12);
 }
 
 #[test]
 fn grad_of_grad_is_the_second_derivative() {
     let d2 = grad(
-        |x: &Tensor| grad(|x: &Tensor| x.sin().sum_all(), 0).call1(std::slice::from_ref(x)).sum_all(),
+        |x: &Tensor| {
+            grad(|x: &Tensor| x.sin().sum_all(), 0)
+                .call1(std::slice::from_ref(x))
+                .sum_all()
+        },
         0,
     )
     .call1(&[randf64(&[3], 11)]);
@@ -140,8 +168,11 @@ fn vmap_of_grad_equals_the_loop_of_per_sample_grads() {
     let w = randf64(&[3, 2], 12);
     let xs = randf64(&[4, 3], 13);
     let ys = randf64(&[4, 2], 14);
-    let per_sample = vmap(grad(loss, 0), [None, Some(0), Some(0)], 0)
-        .call1(&[w.clone(), xs.clone(), ys.clone()]);
+    let per_sample = vmap(grad(loss, 0), [None, Some(0), Some(0)], 0).call1(&[
+        w.clone(),
+        xs.clone(),
+        ys.clone(),
+    ]);
     let expected = loop_stack(4, |i| {
         grad(loss, 0).call1(&[w.clone(), sample(&xs, 0, i), sample(&ys, 0, i)])
     });
@@ -173,11 +204,27 @@ fn vmap_of_value_and_grad_batches_both_the_values_and_the_grads() {
     let w = randf64(&[3, 2], 18);
     let xs = randf64(&[3, 3], 19);
     let ys = randf64(&[3, 2], 20);
-    let out = vmap(value_and_grad(loss, 0), [None, Some(0), Some(0)], 0)
-        .call(&[w.clone(), xs.clone(), ys.clone()]);
-    let per = |i: usize| value_and_grad(loss, 0).call(&[w.clone(), sample(&xs, 0, i), sample(&ys, 0, i)]);
-    assert_close("values", &out[0], &loop_stack(3, |i| per(i)[0].clone()), 1e-12, 1e-12);
-    assert_close("grads", &out[1], &loop_stack(3, |i| per(i)[1].clone()), 1e-12, 1e-12);
+    let out = vmap(value_and_grad(loss, 0), [None, Some(0), Some(0)], 0).call(&[
+        w.clone(),
+        xs.clone(),
+        ys.clone(),
+    ]);
+    let per =
+        |i: usize| value_and_grad(loss, 0).call(&[w.clone(), sample(&xs, 0, i), sample(&ys, 0, i)]);
+    assert_close(
+        "values",
+        &out[0],
+        &loop_stack(3, |i| per(i)[0].clone()),
+        1e-12,
+        1e-12,
+    );
+    assert_close(
+        "grads",
+        &out[1],
+        &loop_stack(3, |i| per(i)[1].clone()),
+        1e-12,
+        1e-12,
+    );
 }
 
 #[test]
@@ -187,11 +234,15 @@ fn vmap_of_jvp_equals_the_loop_of_jvps() {
     let f = |x: &Tensor| x.sin() * x.exp().sum_all();
     let x2 = x.clone();
     let push = move |t: &Tensor| {
-        jvp(f, std::slice::from_ref(&x2), std::slice::from_ref(t)).1.remove(0)
+        jvp(f, std::slice::from_ref(&x2), std::slice::from_ref(t))
+            .1
+            .remove(0)
     };
     let batched = vmap(push, 0, 0).call1(std::slice::from_ref(&tangents));
     let expected = loop_stack(4, |i| {
-        jvp(f, std::slice::from_ref(&x), &[sample(&tangents, 0, i)]).1.remove(0)
+        jvp(f, std::slice::from_ref(&x), &[sample(&tangents, 0, i)])
+            .1
+            .remove(0)
     });
     assert_close("vmap of jvp", &batched, &expected, 1e-12, 1e-12);
 }
@@ -201,9 +252,15 @@ fn jvp_of_a_vmapped_function_equals_the_vmap_of_its_jvp() {
     let xs = randf64(&[3, 2], 23);
     let vs = randf64(&[3, 2], 24);
     let f = |x: &Tensor| x.tanh() * x.sum_all();
-    let (_, t) = jvp(vmap(f, 0, 0), std::slice::from_ref(&xs), std::slice::from_ref(&vs));
+    let (_, t) = jvp(
+        vmap(f, 0, 0),
+        std::slice::from_ref(&xs),
+        std::slice::from_ref(&vs),
+    );
     let expected = loop_stack(3, |i| {
-        jvp(f, &[sample(&xs, 0, i)], &[sample(&vs, 0, i)]).1.remove(0)
+        jvp(f, &[sample(&xs, 0, i)], &[sample(&vs, 0, i)])
+            .1
+            .remove(0)
     });
     assert_close("jvp of vmap", &t[0], &expected, 1e-12, 1e-12);
 }
@@ -237,8 +294,11 @@ fn vmap_of_jacrev_gives_a_jacobian_per_sample() {
 #[test]
 fn grad_through_an_f32_section_of_an_f64_function_is_f64() {
     let x = randf64(&[3], 28);
-    let g = grad(|x: &Tensor| x.cast(DType::F32).exp().cast(DType::F64).sum_all(), 0)
-        .call1(std::slice::from_ref(&x));
+    let g = grad(
+        |x: &Tensor| x.cast(DType::F32).exp().cast(DType::F64).sum_all(),
+        0,
+    )
+    .call1(std::slice::from_ref(&x));
     assert_eq!(g.dtype(), DType::F64);
     assert_close("exp through f32", &g, &x.exp(), 1e-6, 1e-6);
 }

@@ -46,7 +46,10 @@ fn assert_names(message: &str, parts: &[&str], line: u32) {
         assert!(message.contains(part), "missing {part:?} in:\n{message}");
     }
     let site = format!("(called at {}:{line}:", file!());
-    assert!(message.contains(&site), "missing the call site {site:?} in:\n{message}");
+    assert!(
+        message.contains(&site),
+        "missing the call site {site:?} in:\n{message}"
+    );
 }
 
 fn f64s(shape: &[usize]) -> Tensor {
@@ -107,7 +110,11 @@ fn vmap_with_in_axes_of_the_wrong_length_says_how_many_it_got() {
     let args = [f64s(&[2]), f64s(&[2])];
     let line = line!() + 1;
     let msg = panic_message(|| drop(f.call(&args)));
-    assert_names(&msg, &["vmap: in_axes", "got 3 entries for 2 arguments"], line);
+    assert_names(
+        &msg,
+        &["vmap: in_axes", "got 3 entries for 2 arguments"],
+        line,
+    );
 }
 
 #[test]
@@ -116,7 +123,11 @@ fn vmap_of_a_0d_argument_says_it_cannot_be_mapped() {
     let args = [f64s(&[2]), Tensor::scalar(1.0f64)];
     let line = line!() + 1;
     let msg = panic_message(|| drop(f.call(&args)));
-    assert_names(&msg, &["vmap: argument 1 is 0-d (a scalar) and cannot be mapped over"], line);
+    assert_names(
+        &msg,
+        &["vmap: argument 1 is 0-d (a scalar) and cannot be mapped over"],
+        line,
+    );
 }
 
 #[test]
@@ -132,13 +143,17 @@ fn vmap_with_an_out_axis_beyond_the_rank_is_rejected() {
 }
 
 #[test]
-#[should_panic(expected = "vmap: out_axes is None for result 0, but that result depends on the mapped arguments")]
+#[should_panic(
+    expected = "vmap: out_axes is None for result 0, but that result depends on the mapped arguments"
+)]
 fn vmap_rejects_an_unmapped_out_axis_for_a_batched_result() {
     vmap(|x: &Tensor| x * 2.0, 0, None::<i32>).call(&[f64s(&[2, 3])]);
 }
 
 #[test]
-#[should_panic(expected = "vmap: out_axes must be an int, None, or one entry per result, but got 1 entries for 2 results")]
+#[should_panic(
+    expected = "vmap: out_axes must be an int, None, or one entry per result, but got 1 entries for 2 results"
+)]
 fn vmap_rejects_out_axes_of_the_wrong_length() {
     vmap(|x: &Tensor| (x * 2.0, x * 3.0), 0, [0]).call(&[f64s(&[2, 3])]);
 }
@@ -153,7 +168,10 @@ fn a_transformed_function_checks_its_arity() {
 fn an_error_deep_inside_nested_transforms_names_the_outermost_call() {
     // The bad vmap runs inside grad; the reported line is the user's call of grad's result.
     let inner = vmap(add, [0, 1], 0);
-    let f = grad(move |x: &Tensor| inner.call1(&[x.clone(), x.clone()]).sum_all(), 0);
+    let f = grad(
+        move |x: &Tensor| inner.call1(&[x.clone(), x.clone()]).sum_all(),
+        0,
+    );
     let args = [f64s(&[2, 3])];
     let line = line!() + 1;
     let msg = panic_message(|| drop(f.call(&args)));
@@ -182,7 +200,9 @@ fn grad_with_no_argnums_is_rejected() {
 }
 
 #[test]
-#[should_panic(expected = "grad: argnums 1 is out of range: the function was called with 1 argument")]
+#[should_panic(
+    expected = "grad: argnums 1 is out of range: the function was called with 1 argument"
+)]
 fn jacfwd_with_an_argnum_out_of_range_is_rejected() {
     jacfwd(|x: &Tensor| x * 2.0, 1).call(&[f64s(&[2])]);
 }
@@ -207,13 +227,17 @@ fn grad_of_a_non_scalar_output_names_its_shape() {
 }
 
 #[test]
-#[should_panic(expected = "grad: the function must return one scalar (shape []), but it returned shapes [[], []]")]
+#[should_panic(
+    expected = "grad: the function must return one scalar (shape []), but it returned shapes [[], []]"
+)]
 fn value_and_grad_of_several_outputs_is_rejected() {
     value_and_grad(|x: &Tensor| (x.sum_all(), x.sum_all()), 0).call(&[f64s(&[3])]);
 }
 
 #[test]
-#[should_panic(expected = "jacobian: the differentiated value must be a float tensor, but it is i32")]
+#[should_panic(
+    expected = "jacobian: the differentiated value must be a float tensor, but it is i32"
+)]
 fn jacfwd_of_an_integer_argument_is_rejected() {
     jacfwd(|x: &Tensor| x * 2, 0).call(&[Tensor::from_vec(vec![1i32, 2], &[2])]);
 }
@@ -235,7 +259,11 @@ fn jvp_with_a_tangent_of_the_wrong_shape_names_both_shapes_and_the_call() {
     let tangents = [f64s(&[3, 2])];
     let line = line!() + 1;
     let msg = panic_message(|| drop(jvp(|x: &Tensor| x.sin(), &primals, &tangents)));
-    assert_names(&msg, &["jvp: primal 0 is f64[2, 3] but its tangent is f64[3, 2]"], line);
+    assert_names(
+        &msg,
+        &["jvp: primal 0 is f64[2, 3] but its tangent is f64[3, 2]"],
+        line,
+    );
 }
 
 #[test]
@@ -250,7 +278,11 @@ fn vjp_pullback_with_a_cotangent_of_the_wrong_shape_names_both_shapes_and_the_ca
     let cotangents = [f64s(&[2])];
     let line = line!() + 1;
     let msg = panic_message(|| drop(pullback.call(&cotangents)));
-    assert_names(&msg, &["vjp: cotangent 0 has shape [2] but result 0 has shape [3]"], line);
+    assert_names(
+        &msg,
+        &["vjp: cotangent 0 has shape [2] but result 0 has shape [3]"],
+        line,
+    );
 }
 
 #[test]

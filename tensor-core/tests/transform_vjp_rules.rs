@@ -44,7 +44,13 @@ fn check_vjp_with<M>(f: impl IntoFunc<M>, primals: &[Tensor], eps: f64, rtol: f6
         let scalar = project(&f, &u);
         for (i, c) in cotangents.iter().enumerate() {
             let fd = fd_gradient(&scalar, primals, i, eps);
-            assert_values_close(&format!("cotangent {i} (seed {seed})"), &values(c), &fd, rtol, atol);
+            assert_values_close(
+                &format!("cotangent {i} (seed {seed})"),
+                &values(c),
+                &fd,
+                rtol,
+                atol,
+            );
         }
     }
 }
@@ -111,7 +117,10 @@ fn vjp_of_broadcasting_binary_ops_sums_over_the_broadcast_axes() {
         |x: &Tensor, y: &Tensor| x * y + y,
         &[randf64(&[3], 12), randf64(&[2, 3], 13)],
     );
-    check_vjp(|x: &Tensor| x + randf64(&[2, 3], 14), &[randf64(&[2, 1], 15)]);
+    check_vjp(
+        |x: &Tensor| x + randf64(&[2, 3], 14),
+        &[randf64(&[2, 1], 15)],
+    );
 }
 
 // ---- transcendental ----
@@ -162,7 +171,10 @@ fn vjp_of_pow_with_a_tensor_exponent_agrees_with_jvp_and_finite_differences() {
 fn vjp_of_pow_with_integer_and_special_scalar_exponents_agrees_with_jvp_and_finite_differences() {
     check_vjp(|x: &Tensor| x.pow(2.0), &[x23(25)]);
     check_vjp(|x: &Tensor| x.pow(3.0), &[x23(26)]);
-    check_vjp(|x: &Tensor| x.pow(3.0), &[uniform_f64(&[4], 27, -2.0, -0.5)]);
+    check_vjp(
+        |x: &Tensor| x.pow(3.0),
+        &[uniform_f64(&[4], 27, -2.0, -0.5)],
+    );
     check_vjp(|x: &Tensor| x.pow(0.5), &[pos23(28)]);
     check_vjp(|x: &Tensor| x.pow(-1.0), &[pos23(29)]);
     check_vjp(|x: &Tensor| x.pow(-0.5), &[pos23(30)]);
@@ -204,7 +216,10 @@ fn vjp_of_abs_agrees_with_jvp_and_finite_differences_away_from_zero() {
 fn vjp_of_maximum_and_minimum_agrees_with_jvp_and_finite_differences_away_from_ties() {
     let x = distinct_f64(&[6], 35);
     let y = distinct_f64(&[6], 36) + 0.01;
-    check_vjp(|x: &Tensor, y: &Tensor| x.maximum(y), &[x.clone(), y.clone()]);
+    check_vjp(
+        |x: &Tensor, y: &Tensor| x.maximum(y),
+        &[x.clone(), y.clone()],
+    );
     check_vjp(|x: &Tensor, y: &Tensor| x.minimum(y), &[x, y]);
 }
 
@@ -253,12 +268,18 @@ fn vjp_of_reshape_agrees_with_jvp_and_finite_differences() {
 
 #[test]
 fn vjp_of_permute_agrees_with_jvp_and_finite_differences() {
-    check_vjp(|x: &Tensor| x.permute(&[2, 0, 1]) * 2.0, &[randf64(&[2, 3, 2], 43)]);
+    check_vjp(
+        |x: &Tensor| x.permute(&[2, 0, 1]) * 2.0,
+        &[randf64(&[2, 3, 2], 43)],
+    );
 }
 
 #[test]
 fn vjp_of_expand_agrees_with_jvp_and_finite_differences() {
-    check_vjp(|x: &Tensor| x.reshape(&[2, 1, 3]).expand(&[2, 2, 3]).exp(), &[x23(44)]);
+    check_vjp(
+        |x: &Tensor| x.reshape(&[2, 1, 3]).expand(&[2, 2, 3]).exp(),
+        &[x23(44)],
+    );
     check_vjp(|x: &Tensor| x.expand(&[2, 2, 3]).sin(), &[x23(45)]);
 }
 
@@ -270,7 +291,10 @@ fn vjp_of_pad_agrees_with_jvp_and_finite_differences() {
 #[test]
 fn vjp_of_shrink_and_slice_agree_with_jvp_and_finite_differences() {
     check_vjp(|x: &Tensor| x.shrink(&[(0, 1), (1, 3)]).exp(), &[x23(47)]);
-    check_vjp(|x: &Tensor| x.slice(1, -2, 3) * x.slice(1, 0, 2), &[x23(48)]);
+    check_vjp(
+        |x: &Tensor| x.slice(1, -2, 3) * x.slice(1, 0, 2),
+        &[x23(48)],
+    );
 }
 
 #[test]
@@ -341,7 +365,13 @@ fn vjp_of_max_reduce_agrees_with_jvp_and_finite_differences_away_from_ties() {
 fn vjp_of_max_reduce_at_a_tie_shares_the_cotangent_between_the_tied_positions() {
     let x = Tensor::from_vec(vec![1.0f64, 3.0, 3.0], &[3]);
     let g = grad(|x: &Tensor| x.max_all(), 0).call1(&[x]);
-    assert_values_close("gradient of max at a tie", &values(&g), &[0.0, 0.5, 0.5], 0.0, 0.0);
+    assert_values_close(
+        "gradient of max at a tie",
+        &values(&g),
+        &[0.0, 0.5, 0.5],
+        0.0,
+        0.0,
+    );
 }
 
 #[test]
@@ -359,8 +389,14 @@ fn vjp_of_mean_agrees_with_jvp_and_finite_differences() {
 
 #[test]
 fn vjp_of_matmul_agrees_with_jvp_and_finite_differences() {
-    check_vjp(|a: &Tensor, b: &Tensor| a.matmul(b), &[x23(65), randf64(&[3, 2], 66)]);
-    check_vjp(|a: &Tensor, b: &Tensor| a.matmul(b), &[x23(67), randf64(&[3], 68)]);
+    check_vjp(
+        |a: &Tensor, b: &Tensor| a.matmul(b),
+        &[x23(65), randf64(&[3, 2], 66)],
+    );
+    check_vjp(
+        |a: &Tensor, b: &Tensor| a.matmul(b),
+        &[x23(67), randf64(&[3], 68)],
+    );
     check_vjp(
         |a: &Tensor, b: &Tensor| a.matmul(b),
         &[randf64(&[2, 2, 3], 69), randf64(&[3, 2], 70)],
@@ -376,7 +412,7 @@ fn vjp_of_softmax_and_log_softmax_agree_with_jvp_and_finite_differences() {
 #[test]
 fn vjp_of_logsumexp_agrees_with_jvp_and_finite_differences() {
     check_vjp(|x: &Tensor| x.logsumexp(1, false), &[x23(73)]);
-    check_vjp(|x: &Tensor| x.logsumexp(&[0, 1], true), &[x23(74)]);
+    check_vjp(|x: &Tensor| x.logsumexp([0, 1], true), &[x23(74)]);
 }
 
 #[test]
@@ -402,14 +438,31 @@ fn three_args(x: &Tensor, y: &Tensor, z: &Tensor) -> Tensor {
 fn grad_with_each_subset_of_argnums_matches_finite_differences() {
     let args = [x23(80), x23(81), x23(82)];
     let f = three_args.into_func();
-    let subsets: Vec<Vec<usize>> = vec![vec![0], vec![1], vec![2], vec![0, 2], vec![2, 0], vec![0, 1, 2]];
+    let subsets: Vec<Vec<usize>> = vec![
+        vec![0],
+        vec![1],
+        vec![2],
+        vec![0, 2],
+        vec![2, 0],
+        vec![0, 1, 2],
+    ];
     for argnums in subsets {
         let grads = grad(three_args, argnums.clone()).call(&args);
-        assert_eq!(grads.len(), argnums.len(), "one gradient per argnum {argnums:?}");
+        assert_eq!(
+            grads.len(),
+            argnums.len(),
+            "one gradient per argnum {argnums:?}"
+        );
         for (g, &i) in grads.iter().zip(&argnums) {
             assert_eq!(g.shape(), args[i].shape());
             let fd = fd_gradient(&f, &args, i, EPS);
-            assert_values_close(&format!("d/d arg {i} of {argnums:?}"), &values(g), &fd, 1e-6, 1e-7);
+            assert_values_close(
+                &format!("d/d arg {i} of {argnums:?}"),
+                &values(g),
+                &fd,
+                1e-6,
+                1e-7,
+            );
         }
     }
 }
@@ -429,7 +482,13 @@ fn value_and_grad_returns_the_value_then_the_gradients() {
     let out = value_and_grad(three_args, [0, 2]).call(&args);
     assert_eq!(out.len(), 3, "the value and two gradients");
     assert_eq!(out[0].shape(), Vec::<usize>::new());
-    assert_close("value", &out[0], &three_args(&args[0], &args[1], &args[2]), 0.0, 0.0);
+    assert_close(
+        "value",
+        &out[0],
+        &three_args(&args[0], &args[1], &args[2]),
+        0.0,
+        0.0,
+    );
     let g = grad(three_args, [0, 2]).call(&args);
     assert_close("gradient 0", &out[1], &g[0], 0.0, 0.0);
     assert_close("gradient 2", &out[2], &g[1], 0.0, 0.0);

@@ -4,10 +4,16 @@
 mod common;
 
 use common::transform_support::*;
+use std::sync::Arc;
 use tensor_core::transform::{Func, IntoFunc, vmap};
 use tensor_core::{DType, Tensor};
 
 const B: usize = 3;
+
+/// A named op of one tensor, of two tensors, and a reduction closing over its options.
+type Unary = (&'static str, fn(&Tensor) -> Tensor);
+type Binary = (&'static str, fn(&Tensor, &Tensor) -> Tensor);
+type Reduction = (&'static str, Arc<dyn Fn(&Tensor) -> Tensor + Send + Sync>);
 
 fn m0() -> Vec<Option<isize>> {
     vec![Some(0)]
@@ -26,7 +32,7 @@ fn idx(v: Vec<i32>, shape: &[usize]) -> Tensor {
 #[test]
 fn vmap_of_each_unary_op_equals_the_loop() {
     let x = uniform_f64(&[B, 4], 1, 0.2, 1.8);
-    let unary: Vec<(&str, fn(&Tensor) -> Tensor)> = vec![
+    let unary: Vec<Unary> = vec![
         ("neg", |x| -x),
         ("exp", |x| x.exp()),
         ("exp2", |x| x.exp2()),
@@ -76,7 +82,7 @@ fn vmap_of_cast_equals_the_loop() {
 
 // ---- elementwise: binary, batched and unbatched mixes ----
 
-fn binary_ops() -> Vec<(&'static str, fn(&Tensor, &Tensor) -> Tensor)> {
+fn binary_ops() -> Vec<Binary> {
     vec![
         ("add", |a, b| a + b),
         ("sub", |a, b| a - b),
@@ -95,7 +101,7 @@ fn check_binary(in_axes: Vec<Option<isize>>, a: Tensor, b: Tensor) {
         let f = move |a: &Tensor, b: &Tensor| op(a, b);
         let args = [a.clone(), b.clone()];
         let batched = vmap(f, in_axes.clone(), 0).call1(&args);
-        let expected = nested_loop(&f.into_func(), &[in_axes.clone()], &args).remove(0);
+        let expected = nested_loop(&f.into_func(), std::slice::from_ref(&in_axes), &args).remove(0);
         assert_close(
             &format!("{name} with in_axes {in_axes:?}"),
             &batched,
@@ -108,7 +114,11 @@ fn check_binary(in_axes: Vec<Option<isize>>, a: Tensor, b: Tensor) {
 
 #[test]
 fn vmap_of_binary_ops_with_both_operands_batched_equals_the_loop() {
-    check_binary(both0(), uniform_f64(&[B, 4], 3, 0.5, 2.0), uniform_f64(&[B, 4], 4, 0.5, 2.0));
+    check_binary(
+        both0(),
+        uniform_f64(&[B, 4], 3, 0.5, 2.0),
+        uniform_f64(&[B, 4], 4, 0.5, 2.0),
+    );
 }
 
 #[test]
@@ -147,7 +157,7 @@ fn vmap_of_binary_ops_that_broadcast_inside_the_function_equals_the_loop() {
 #[test]
 fn vmap_of_a_binary_op_with_a_scalar_constant_equals_the_loop() {
     let x = randf64(&[B, 4], 13);
-    assert_vmap_matches_loop(|x: &Tensor| x * 2.5 - 1.0, &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(|x: &Tensor| x * 2.5 - 1.0, &m0(), std::slice::from_ref(&x));
     assert_vmap_matches_loop(|x: &Tensor| 2.0 - x, &m0(), &[x]);
 }
 
@@ -190,8 +200,16 @@ fn vmap_of_where_equals_the_loop_for_every_mix_of_batched_operands() {
 
 #[test]
 fn vmap_of_reshape_equals_the_loop() {
-    assert_vmap_matches_loop(|x: &Tensor| x.reshape(&[3, 2]), &m0(), &[randf64(&[B, 2, 3], 17)]);
-    assert_vmap_matches_loop(|x: &Tensor| x.reshape(&[6]), &m0(), &[randf64(&[B, 2, 3], 18)]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.reshape(&[3, 2]),
+        &m0(),
+        &[randf64(&[B, 2, 3], 17)],
+    );
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.reshape(&[6]),
+        &m0(),
+        &[randf64(&[B, 2, 3], 18)],
+    );
 }
 
 #[test]
@@ -201,13 +219,25 @@ fn vmap_of_permute_and_transpose_equals_the_loop() {
         &m0(),
         &[randf64(&[B, 2, 3, 4], 19)],
     );
-    assert_vmap_matches_loop(|x: &Tensor| x.transpose(0, 1), &m0(), &[randf64(&[B, 2, 3], 20)]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.transpose(0, 1),
+        &m0(),
+        &[randf64(&[B, 2, 3], 20)],
+    );
 }
 
 #[test]
 fn vmap_of_expand_equals_the_loop() {
-    assert_vmap_matches_loop(|x: &Tensor| x.expand(&[2, 3, 4]), &m0(), &[randf64(&[B, 3, 1], 21)]);
-    assert_vmap_matches_loop(|x: &Tensor| x.expand(&[2, 4]), &m0(), &[randf64(&[B, 4], 22)]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.expand(&[2, 3, 4]),
+        &m0(),
+        &[randf64(&[B, 3, 1], 21)],
+    );
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.expand(&[2, 4]),
+        &m0(),
+        &[randf64(&[B, 4], 22)],
+    );
 }
 
 #[test]
@@ -236,15 +266,27 @@ fn vmap_of_shrink_equals_the_loop() {
 #[test]
 fn vmap_of_flip_equals_the_loop() {
     assert_vmap_matches_loop(|x: &Tensor| x.flip(1), &m0(), &[randf64(&[B, 2, 3], 26)]);
-    assert_vmap_matches_loop(|x: &Tensor| x.flip(&[0, 1]), &m0(), &[randf64(&[B, 2, 3], 27)]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.flip([0, 1]),
+        &m0(),
+        &[randf64(&[B, 2, 3], 27)],
+    );
 }
 
 #[test]
 fn vmap_of_slicing_squeeze_and_unsqueeze_equals_the_loop() {
     let x = randf64(&[B, 5, 2], 28);
-    assert_vmap_matches_loop(|x: &Tensor| x.slice(0, 1, -1), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.narrow(1, 1, 1).squeeze(1), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.unsqueeze(1), &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.slice(0, 1, -1),
+        &m0(),
+        std::slice::from_ref(&x),
+    );
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.narrow(1, 1, 1).squeeze(1),
+        &m0(),
+        std::slice::from_ref(&x),
+    );
+    assert_vmap_matches_loop(|x: &Tensor| x.unsqueeze(1), &m0(), std::slice::from_ref(&x));
     assert_vmap_matches_loop(|x: &Tensor| x.flatten(0, 1), &m0(), &[x]);
 }
 
@@ -270,20 +312,28 @@ fn vmap_of_cat_equals_the_loop_for_batched_and_unbatched_parts() {
 fn vmap_of_each_reduction_equals_the_loop_with_and_without_keepdim() {
     let x = uniform_f64(&[B, 2, 3], 33, 0.5, 1.5);
     for keepdim in [false, true] {
-        let reductions: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor + Send + Sync>)> = vec![
-            ("sum", Box::new(move |x| x.sum(1, keepdim))),
-            ("sum both", Box::new(move |x| x.sum(&[0, 1], keepdim))),
-            ("max", Box::new(move |x| x.max(0, keepdim))),
-            ("min", Box::new(move |x| x.min(1, keepdim))),
-            ("prod", Box::new(move |x| x.prod(1, keepdim))),
-            ("mean", Box::new(move |x| x.mean(0, keepdim))),
+        let reductions: Vec<Reduction> = vec![
+            ("sum", Arc::new(move |x: &Tensor| x.sum(1, keepdim))),
+            (
+                "sum both",
+                Arc::new(move |x: &Tensor| x.sum([0, 1], keepdim)),
+            ),
+            ("max", Arc::new(move |x: &Tensor| x.max(0, keepdim))),
+            ("min", Arc::new(move |x: &Tensor| x.min(1, keepdim))),
+            ("prod", Arc::new(move |x: &Tensor| x.prod(1, keepdim))),
+            ("mean", Arc::new(move |x: &Tensor| x.mean(0, keepdim))),
         ];
         for (name, op) in reductions {
-            let op = std::sync::Arc::new(op);
             let op2 = op.clone();
             let batched = vmap(move |x: &Tensor| op(x), 0, 0).call1(std::slice::from_ref(&x));
             let expected = loop_stack(B, |i| op2(&sample(&x, 0, i)));
-            assert_close(&format!("{name} keepdim={keepdim}"), &batched, &expected, 1e-12, 1e-12);
+            assert_close(
+                &format!("{name} keepdim={keepdim}"),
+                &batched,
+                &expected,
+                1e-12,
+                1e-12,
+            );
         }
     }
 }
@@ -291,8 +341,8 @@ fn vmap_of_each_reduction_equals_the_loop_with_and_without_keepdim() {
 #[test]
 fn vmap_of_a_full_reduction_gives_one_value_per_sample() {
     let x = randf64(&[B, 2, 3], 34);
-    assert_vmap_matches_loop(|x: &Tensor| x.sum_all(), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.max_all(), &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(|x: &Tensor| x.sum_all(), &m0(), std::slice::from_ref(&x));
+    assert_vmap_matches_loop(|x: &Tensor| x.max_all(), &m0(), std::slice::from_ref(&x));
     assert_vmap_matches_loop(|x: &Tensor| x.prod_all(), &m0(), &[x]);
 }
 
@@ -301,25 +351,41 @@ fn vmap_of_a_full_reduction_gives_one_value_per_sample() {
 #[test]
 fn vmap_of_matmul_with_the_left_operand_batched_equals_the_loop() {
     let f = |a: &Tensor, b: &Tensor| a.matmul(b);
-    assert_vmap_matches_loop(f, &[Some(0), None], &[randf64(&[B, 2, 3], 35), randf64(&[3, 4], 36)]);
+    assert_vmap_matches_loop(
+        f,
+        &[Some(0), None],
+        &[randf64(&[B, 2, 3], 35), randf64(&[3, 4], 36)],
+    );
 }
 
 #[test]
 fn vmap_of_matmul_with_the_right_operand_batched_equals_the_loop() {
     let f = |a: &Tensor, b: &Tensor| a.matmul(b);
-    assert_vmap_matches_loop(f, &[None, Some(0)], &[randf64(&[2, 3], 37), randf64(&[B, 3, 4], 38)]);
+    assert_vmap_matches_loop(
+        f,
+        &[None, Some(0)],
+        &[randf64(&[2, 3], 37), randf64(&[B, 3, 4], 38)],
+    );
 }
 
 #[test]
 fn vmap_of_matmul_with_both_operands_batched_equals_the_loop() {
     let f = |a: &Tensor, b: &Tensor| a.matmul(b);
-    assert_vmap_matches_loop(f, &both0(), &[randf64(&[B, 2, 3], 39), randf64(&[B, 3, 4], 40)]);
+    assert_vmap_matches_loop(
+        f,
+        &both0(),
+        &[randf64(&[B, 2, 3], 39), randf64(&[B, 3, 4], 40)],
+    );
 }
 
 #[test]
 fn vmap_of_matrix_vector_and_vector_dot_products_equals_the_loop() {
     let f = |a: &Tensor, b: &Tensor| a.matmul(b);
-    assert_vmap_matches_loop(f, &[None, Some(0)], &[randf64(&[2, 3], 41), randf64(&[B, 3], 42)]);
+    assert_vmap_matches_loop(
+        f,
+        &[None, Some(0)],
+        &[randf64(&[2, 3], 41), randf64(&[B, 3], 42)],
+    );
     assert_vmap_matches_loop(f, &both0(), &[randf64(&[B, 3], 43), randf64(&[B, 3], 44)]);
 }
 
@@ -359,7 +425,7 @@ fn vmap_of_gather_along_an_axis_equals_the_loop() {
 #[test]
 fn vmap_of_cumsum_equals_the_loop_on_every_axis() {
     let x = randf64(&[B, 3, 4], 50);
-    assert_vmap_matches_loop(|x: &Tensor| x.cumsum(1), &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(|x: &Tensor| x.cumsum(1), &m0(), std::slice::from_ref(&x));
     assert_vmap_matches_loop(|x: &Tensor| x.cumsum(0), &m0(), &[x]);
 }
 
@@ -368,25 +434,45 @@ fn vmap_of_argmax_and_argmin_equals_the_loop() {
     let x = distinct_f64(&[B, 3, 4], 51);
     let batched = vmap(|x: &Tensor| x.argmax(1, false), 0, 0).call1(std::slice::from_ref(&x));
     assert_eq!(batched.dtype(), DType::I32);
-    assert_vmap_matches_loop(|x: &Tensor| x.argmax(1, false), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.argmax(0, true), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.argmin(-1, false), &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.argmax(1, false),
+        &m0(),
+        std::slice::from_ref(&x),
+    );
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.argmax(0, true),
+        &m0(),
+        std::slice::from_ref(&x),
+    );
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.argmin(-1, false),
+        &m0(),
+        std::slice::from_ref(&x),
+    );
     assert_vmap_matches_loop(|x: &Tensor| x.argmax_all(), &m0(), &[x]);
 }
 
 #[test]
 fn vmap_of_softmax_log_softmax_and_logsumexp_equals_the_loop() {
     let x = randf64(&[B, 2, 4], 52);
-    assert_vmap_matches_loop(|x: &Tensor| x.softmax(-1), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.softmax(0), &m0(), &[x.clone()]);
-    assert_vmap_matches_loop(|x: &Tensor| x.log_softmax(1), &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(|x: &Tensor| x.softmax(-1), &m0(), std::slice::from_ref(&x));
+    assert_vmap_matches_loop(|x: &Tensor| x.softmax(0), &m0(), std::slice::from_ref(&x));
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.log_softmax(1),
+        &m0(),
+        std::slice::from_ref(&x),
+    );
     assert_vmap_matches_loop(|x: &Tensor| x.logsumexp(1, false), &m0(), &[x]);
 }
 
 #[test]
 fn vmap_of_contiguous_and_detach_equals_the_loop() {
     let x = randf64(&[B, 2, 3], 53);
-    assert_vmap_matches_loop(|x: &Tensor| (x * 2.0).contiguous() + 1.0, &m0(), &[x.clone()]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| (x * 2.0).contiguous() + 1.0,
+        &m0(),
+        std::slice::from_ref(&x),
+    );
     assert_vmap_matches_loop(|x: &Tensor| x.detach() * x, &m0(), &[x]);
 }
 
@@ -395,7 +481,11 @@ fn vmap_of_contiguous_and_detach_equals_the_loop() {
 #[test]
 fn vmap_maps_over_a_positive_in_axis_other_than_zero() {
     let x = randf64(&[2, B, 4], 54);
-    assert_vmap_matches_loop(|x: &Tensor| x.sum(0, false) * x.max(0, false), &[Some(1)], &[x.clone()]);
+    assert_vmap_matches_loop(
+        |x: &Tensor| x.sum(0, false) * x.max(0, false),
+        &[Some(1)],
+        std::slice::from_ref(&x),
+    );
     assert_vmap_matches_loop(|x: &Tensor| x.exp(), &[Some(2)], &[x]);
 }
 
@@ -423,7 +513,13 @@ fn vmap_places_the_batch_at_a_positive_out_axis() {
     let expected = loop_stack(B, |i| f(&sample(&x, 0, i)));
     for to in [1usize, 2] {
         let out = vmap(f, 0, to as i32).call1(std::slice::from_ref(&x));
-        assert_close(&format!("out_axes {to}"), &out, &batch_axis_to(&expected, to), 0.0, 0.0);
+        assert_close(
+            &format!("out_axes {to}"),
+            &out,
+            &batch_axis_to(&expected, to),
+            0.0,
+            0.0,
+        );
     }
 }
 
@@ -448,8 +544,20 @@ fn vmap_takes_one_out_axis_per_result() {
         let s = sample(&x, 0, i);
         s.reshape(&[2, 1]) * s
     });
-    assert_close("result 0 at axis 1", &out[0], &batch_axis_to(&first, 1), 0.0, 0.0);
-    assert_close("result 1 at axis -1", &out[1], &batch_axis_to(&second, 2), 0.0, 0.0);
+    assert_close(
+        "result 0 at axis 1",
+        &out[0],
+        &batch_axis_to(&first, 1),
+        0.0,
+        0.0,
+    );
+    assert_close(
+        "result 1 at axis -1",
+        &out[1],
+        &batch_axis_to(&second, 2),
+        0.0,
+        0.0,
+    );
 }
 
 #[test]
@@ -459,8 +567,20 @@ fn vmap_repeats_an_unbatched_result_along_the_batch() {
     let y = randf64(&[2, 2], 64);
     let f = |x: &Tensor, y: &Tensor| (x * 3.0, y.exp(), Tensor::ones(&[2], DType::F64));
     let out = vmap(f, [Some(0), None], 0).call(&[x.clone(), y.clone()]);
-    assert_close("batched result", &out[0], &loop_stack(B, |i| sample(&x, 0, i) * 3.0), 0.0, 0.0);
-    assert_close("unbatched argument", &out[1], &loop_stack(B, |_| y.exp()), 0.0, 0.0);
+    assert_close(
+        "batched result",
+        &out[0],
+        &loop_stack(B, |i| sample(&x, 0, i) * 3.0),
+        0.0,
+        0.0,
+    );
+    assert_close(
+        "unbatched argument",
+        &out[1],
+        &loop_stack(B, |_| y.exp()),
+        0.0,
+        0.0,
+    );
     assert_close(
         "constant",
         &out[2],

@@ -49,7 +49,9 @@ pub fn distinct_f64(shape: &[usize], seed: u64) -> Tensor {
     let n: usize = shape.iter().product();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| noise(seed, a).total_cmp(&noise(seed, b)));
-    let v = order.iter().map(|&k| (k as f64 - n as f64 / 2.0) * 0.25 + 0.05);
+    let v = order
+        .iter()
+        .map(|&k| (k as f64 - n as f64 / 2.0) * 0.25 + 0.05);
     Tensor::from_vec(v.collect(), shape)
 }
 
@@ -61,13 +63,7 @@ pub fn values(t: &Tensor) -> Vec<f64> {
 /// Panics unless `actual` has `shape` and is within `atol + rtol * |expected|` of `expected`
 /// elementwise (NaN equals NaN), naming the first position that is off.
 #[track_caller]
-pub fn assert_values_close(
-    what: &str,
-    actual: &[f64],
-    expected: &[f64],
-    rtol: f64,
-    atol: f64,
-) {
+pub fn assert_values_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64, atol: f64) {
     assert_eq!(
         actual.len(),
         expected.len(),
@@ -158,7 +154,12 @@ pub fn host_tensor(v: &[f64], shape: &[usize], dtype: DType) -> Tensor {
 
 /// The central difference `(f(x + eps v) - f(x - eps v)) / 2 eps` of every result of `f`
 /// along the tangents `v`: the directional derivative, estimated without autodiff.
-pub fn fd_directional(f: &Func, primals: &[Tensor], tangents: &[Tensor], eps: f64) -> Vec<Vec<f64>> {
+pub fn fd_directional(
+    f: &Func,
+    primals: &[Tensor],
+    tangents: &[Tensor],
+    eps: f64,
+) -> Vec<Vec<f64>> {
     let plus: Vec<Tensor> = primals
         .iter()
         .zip(tangents)
@@ -223,12 +224,20 @@ pub fn random_like(like: &[Tensor], seed: u64) -> Vec<Tensor> {
 
 /// `sum_k <a_k, b_k>` over lists of tensors, on the host.
 pub fn inner(a: &[Tensor], b: &[Tensor]) -> f64 {
-    assert_eq!(a.len(), b.len(), "inner product of lists of different lengths");
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "inner product of lists of different lengths"
+    );
     a.iter()
         .zip(b)
         .map(|(a, b)| {
             assert_eq!(a.shape(), b.shape(), "inner product of different shapes");
-            values(a).iter().zip(values(b)).map(|(x, y)| x * y).sum::<f64>()
+            values(a)
+                .iter()
+                .zip(values(b))
+                .map(|(x, y)| x * y)
+                .sum::<f64>()
         })
         .sum()
 }
