@@ -418,3 +418,64 @@ fn jvp_of_a_result_that_ignores_the_inputs_is_zero() {
         0.0,
     );
 }
+
+// ---- primitives the front end decomposes, built directly ----
+
+mod primitives {
+    use super::*;
+    use tensor_core::Op;
+
+    #[test]
+    fn jvp_of_the_neg_sub_and_div_primitives_matches_finite_differences() {
+        check_jvp(|x: &Tensor| prim(Op::Neg, &[x]), &[x23(80)]);
+        check_jvp(
+            |x: &Tensor, y: &Tensor| prim(Op::Sub, &[x, y]),
+            &[x23(81), x23(82)],
+        );
+        check_jvp(
+            |x: &Tensor, y: &Tensor| prim(Op::Div, &[x, y]),
+            &[x23(83), pos23(84)],
+        );
+    }
+
+    #[test]
+    fn jvp_of_the_pow_primitive_matches_finite_differences() {
+        check_jvp(
+            |x: &Tensor, y: &Tensor| prim(Op::Pow, &[x, y]),
+            &[pos23(85), x23(86)],
+        );
+    }
+
+    #[test]
+    fn jvp_of_the_max_primitive_matches_finite_differences_away_from_ties() {
+        let y = distinct_f64(&[2, 3], 88) + 0.01;
+        check_jvp(
+            |x: &Tensor, y: &Tensor| prim(Op::Max, &[x, y]),
+            &[distinct_f64(&[2, 3], 87), y],
+        );
+    }
+
+    #[test]
+    fn jvp_of_the_mulacc_primitive_matches_finite_differences() {
+        check_jvp(
+            |x: &Tensor, y: &Tensor, z: &Tensor| prim(Op::Mulacc, &[x, y, z]),
+            &[x23(89), x23(90), x23(91)],
+        );
+    }
+
+    #[test]
+    fn jvp_of_the_stack_primitive_matches_finite_differences() {
+        check_jvp(
+            |x: &Tensor, y: &Tensor| prim_stack(&[x, &y.sin(), x]),
+            &[x23(92), x23(93)],
+        );
+    }
+
+    #[test]
+    fn jvp_of_contiguous_backward_matches_finite_differences() {
+        check_jvp(
+            |x: &Tensor| prim_marker(Op::ContiguousBackward, &x.exp()),
+            &[x23(94)],
+        );
+    }
+}

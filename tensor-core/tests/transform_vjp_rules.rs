@@ -508,3 +508,64 @@ fn grad_of_an_f32_function_is_f32() {
     assert_eq!(g.dtype(), DType::F32);
     assert_close("2x", &g, &(&x * 2.0), 1e-6, 1e-6);
 }
+
+// ---- primitives the front end decomposes, built directly ----
+
+mod primitives {
+    use super::*;
+    use tensor_core::Op;
+
+    #[test]
+    fn vjp_of_the_neg_sub_and_div_primitives_agrees_with_jvp_and_finite_differences() {
+        check_vjp(|x: &Tensor| prim(Op::Neg, &[x]), &[x23(100)]);
+        check_vjp(
+            |x: &Tensor, y: &Tensor| prim(Op::Sub, &[x, y]),
+            &[x23(101), x23(102)],
+        );
+        check_vjp(
+            |x: &Tensor, y: &Tensor| prim(Op::Div, &[x, y]),
+            &[x23(103), pos23(104)],
+        );
+    }
+
+    #[test]
+    fn vjp_of_the_pow_primitive_agrees_with_jvp_and_finite_differences() {
+        check_vjp(
+            |x: &Tensor, y: &Tensor| prim(Op::Pow, &[x, y]),
+            &[pos23(105), x23(106)],
+        );
+    }
+
+    #[test]
+    fn vjp_of_the_max_primitive_agrees_with_jvp_and_finite_differences_away_from_ties() {
+        let y = distinct_f64(&[2, 3], 108) + 0.01;
+        check_vjp(
+            |x: &Tensor, y: &Tensor| prim(Op::Max, &[x, y]),
+            &[distinct_f64(&[2, 3], 107), y],
+        );
+    }
+
+    #[test]
+    fn vjp_of_the_mulacc_primitive_agrees_with_jvp_and_finite_differences() {
+        check_vjp(
+            |x: &Tensor, y: &Tensor, z: &Tensor| prim(Op::Mulacc, &[x, y, z]),
+            &[x23(109), x23(110), x23(111)],
+        );
+    }
+
+    #[test]
+    fn vjp_of_the_stack_primitive_agrees_with_jvp_and_finite_differences() {
+        check_vjp(
+            |x: &Tensor, y: &Tensor| prim_stack(&[x, &y.sin(), x]),
+            &[x23(112), x23(113)],
+        );
+    }
+
+    #[test]
+    fn vjp_of_contiguous_backward_agrees_with_jvp_and_finite_differences() {
+        check_vjp(
+            |x: &Tensor| prim_marker(Op::ContiguousBackward, &x.exp()),
+            &[x23(114)],
+        );
+    }
+}

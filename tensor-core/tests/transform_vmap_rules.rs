@@ -637,3 +637,134 @@ fn vmap_of_a_func_built_from_a_slice_closure_equals_the_loop() {
     let f: Func = (|args: &[Tensor]| &args[0] * &args[1]).into_func();
     assert_vmap_matches_loop(f, &both0(), &[randf64(&[B, 2], 69), randf64(&[B, 2], 70)]);
 }
+
+// ---- primitives the front end decomposes, built directly ----
+
+mod primitives {
+    use super::*;
+    use tensor_core::Op;
+
+    #[test]
+    fn vmap_of_the_neg_sub_div_pow_and_mulacc_primitives_equals_the_loop() {
+        let (x, y, z) = (
+            uniform_f64(&[B, 4], 80, 0.5, 2.0),
+            uniform_f64(&[B, 4], 81, 0.5, 2.0),
+            randf64(&[4], 82),
+        );
+        assert_vmap_matches_loop(
+            |x: &Tensor| prim(Op::Neg, &[x]),
+            &m0(),
+            std::slice::from_ref(&x),
+        );
+        for op in [Op::Sub, Op::Div, Op::Pow, Op::Max] {
+            let f = move |x: &Tensor, y: &Tensor| prim(op, &[x, y]);
+            assert_vmap_matches_loop(f, &both0(), &[x.clone(), y.clone()]);
+            assert_vmap_matches_loop(f, &[None, Some(0)], &[z.clone(), y.clone()]);
+        }
+        assert_vmap_matches_loop(
+            |x: &Tensor, y: &Tensor, z: &Tensor| prim(Op::Mulacc, &[x, y, z]),
+            &[Some(0), Some(0), None],
+            &[x, y, z],
+        );
+    }
+
+    #[test]
+    fn vmap_of_the_stack_primitive_equals_the_loop() {
+        let (a, b) = (randf64(&[B, 2, 3], 83), randf64(&[2, 3], 84));
+        assert_vmap_matches_loop(
+            |a: &Tensor, b: &Tensor| prim_stack(&[a, b, &(a * b)]),
+            &[Some(0), None],
+            &[a.clone(), b],
+        );
+        assert_vmap_matches_loop(
+            |a: &Tensor, b: &Tensor| prim_stack(&[b, a]),
+            &[Some(1), Some(2)],
+            &[randf64(&[2, B, 3], 85), randf64(&[2, 3, B], 86)],
+        );
+    }
+
+    #[test]
+    fn vmap_of_contiguous_backward_equals_the_loop() {
+        assert_vmap_matches_loop(
+            |x: &Tensor| prim_marker(Op::ContiguousBackward, x) * 2.0,
+            &m0(),
+            &[randf64(&[B, 2], 87)],
+        );
+    }
+}
+
+// ---- edge cases ----
+
+#[test]
+fn vmap_of_the_identity_moves_the_mapped_axis_to_the_out_axis() {
+    let x = randf64(&[2, B, 4], 88);
+    let out = vmap(|x: &Tensor| x.clone(), 1, 0).call1(std::slice::from_ref(&x));
+    assert_close(
+        "identity",
+        &out,
+        &loop_stack(B, |i| sample(&x, 1, i)),
+        0.0,
+        0.0,
+    );
+    let out = vmap(|x: &Tensor| x.clone(), 1, 2).call1(std::slice::from_ref(&x));
+    let expected = batch_axis_to(&loop_stack(B, |i| sample(&x, 1, i)), 2);
+    assert_close("identity to axis 2", &out, &expected, 0.0, 0.0);
+}
+
+#[test]
+fn vmap_over_a_batch_of_one_equals_the_loop() {
+    assert_vmap_matches_loop(
+        |x: &Tensor, y: &Tensor| x.matmul(y).softmax(-1).sum(0, false),
+        &[Some(0), None],
+        &[randf64(&[1, 2, 3], 89), randf64(&[3, 2], 90)],
+    );
+}
+
+#[test]
+fn vmap_of_a_function_returning_a_constant_scalar_repeats_it() {
+    let out = vmap(|_x: &Tensor| Tensor::scalar(4.0f64), 0, 0).call1(&[randf64(&[B, 2], 91)]);
+    assert_close(
+        "constant",
+        &out,
+        &Tensor::full(&[B], 4.0, DType::F64),
+        0.0,
+        0.0,
+    );
+}
+
+#[test]
+fn vmap_of_a_closure_over_a_batched_value_equals_the_loop() {
+    // The inner transform closes over `x`, which the outer vmap batches.
+    let w = randf64(&[3], 92);
+    let w2 = w.clone();
+    let per_sample = move |x: &Tensor| {
+        let x = x.clone();
+        tensor_core::transform::grad(move |w: &Tensor| (w * &x).sin().sum_all(), 0)
+            .call1(std::slice::from_ref(&w2))
+    };
+    let xs = randf64(&[B, 3], 93);
+    let out = vmap(per_sample.clone(), 0, 0).call1(std::slice::from_ref(&xs));
+    let expected = loop_stack(B, |i| per_sample(&sample(&xs, 0, i)));
+    assert_close(
+        "grad closing over a batched x",
+        &out,
+        &expected,
+        1e-12,
+        1e-12,
+    );
+}
+
+#[test]
+fn vmap_with_an_inner_out_axis_inside_an_outer_vmap_equals_the_loop() {
+    let inner = vmap(|x: &Tensor| x.exp().sum(0, false), 0, 1);
+    let outer = vmap(inner.clone(), 0, 0);
+    let x = randf64(&[2, B, 2, 4], 94);
+    let expected = loop_stack(2, |i| inner.call1(&[sample(&x, 0, i)]));
+    assert_close(
+        "inner out_axes 1",
+        &outer.call1(std::slice::from_ref(&x)),
+        &expected,
+        1e-12,
+        1e-12,
+    );
+}

@@ -297,3 +297,25 @@ pub fn assert_vmap_matches_loop<M>(
         assert_close(&format!("result {k}"), b, e, 1e-12, 1e-12);
     }
 }
+
+/// The primitive `op` applied to same-shaped, same-typed operands, built directly as a UOp:
+/// for the rule-table rows the front end never emits (it decomposes `Neg`, `Sub`, `Div`,
+/// `Pow` and never fuses `Mulacc`), which `#[function]` bodies or rewrites may still produce.
+pub fn prim(op: tensor_core::Op, operands: &[&Tensor]) -> Tensor {
+    Tensor::from_uop(tensor_core::UOp::alu(
+        op,
+        operands.iter().map(|t| t.uop()).collect(),
+    ))
+}
+
+/// The primitive `Stack(parts)` (a new leading axis), built directly as a UOp.
+pub fn prim_stack(parts: &[&Tensor]) -> Tensor {
+    Tensor::from_uop(tensor_core::UOp::stack(
+        parts.iter().map(|t| t.uop()).collect(),
+    ))
+}
+
+/// The marker `op` (`Contiguous`, `ContiguousBackward`, `Detach`) on `x`.
+pub fn prim_marker(op: tensor_core::Op, x: &Tensor) -> Tensor {
+    Tensor::from_uop(x.uop().unary_marker(op))
+}
