@@ -298,3 +298,18 @@ fn call1_of_a_function_with_two_results_is_rejected() {
     let f: Func = vmap(|x: &Tensor| (x * 2.0, x * 3.0), 0, 0);
     f.call1(&[Tensor::zeros(&[2, 2], DType::F64)]);
 }
+
+#[test]
+fn grad_with_respect_to_an_integer_argument_names_it_and_the_call() {
+    let f = grad(|x: &Tensor| x.cast(DType::F64).sum_all(), 0);
+    let args = [Tensor::from_vec(vec![1i32, 2], &[2])];
+    let line = line!() + 1;
+    let msg = panic_message(|| drop(f.call(&args)));
+    assert_names(
+        &msg,
+        &[
+            "grad: argument 0 is i32[2], but gradients are taken with respect to float arguments only",
+        ],
+        line,
+    );
+}

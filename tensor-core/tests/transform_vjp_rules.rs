@@ -569,3 +569,17 @@ mod primitives {
         );
     }
 }
+
+#[test]
+fn vjp_gives_an_integer_input_a_zero_cotangent_even_through_a_cast() {
+    let i = Tensor::from_vec(vec![1i32, 2, 3], &[3]);
+    let x = uniform_f64(&[3], 120, 2.0, 5.0);
+    let (_, pullback) = vjp(
+        |x: &Tensor, i: &Tensor| x * i.cast(DType::F64),
+        &[x.clone(), i.clone()],
+    );
+    let ct = pullback.call(&[x.ones_like()]);
+    assert_close("float input", &ct[0], &i.cast(DType::F64), 0.0, 0.0);
+    assert_eq!(ct[1].dtype(), DType::I32);
+    assert_close("integer input", &ct[1], &i.zeros_like(), 0.0, 0.0);
+}
