@@ -302,3 +302,36 @@ fn grad_through_an_f32_section_of_an_f64_function_is_f64() {
     assert_eq!(g.dtype(), DType::F64);
     assert_close("exp through f32", &g, &x.exp(), 1e-6, 1e-6);
 }
+
+#[test]
+fn hessian_of_a_matrix_argument_has_the_argument_shape_twice() {
+    let f = |x: &Tensor| x.matmul(x).sum_all() * x.sum_all();
+    let x = randf64(&[2, 2], 29);
+    let h = hessian(f, 0).call1(std::slice::from_ref(&x));
+    assert_eq!(h.shape(), vec![2, 2, 2, 2]);
+    let rev_rev = jacrev(jacrev(f, 0), 0).call1(std::slice::from_ref(&x));
+    assert_close("hessian vs jacrev(jacrev)", &h, &rev_rev, 1e-12, 1e-12);
+    let fd = fd_jacobian(&grad(f, 0), std::slice::from_ref(&x), 0);
+    assert_close("hessian vs differences of grad", &h, &fd, 1e-6, 1e-7);
+}
+
+#[test]
+fn jacobians_of_scalar_inputs_and_outputs_have_the_jax_shapes() {
+    let x = Tensor::scalar(0.5f64);
+    let f = |x: &Tensor| x.sin() * Tensor::ones(&[3], DType::F64);
+    let fwd = jacfwd(f, 0).call1(std::slice::from_ref(&x));
+    let rev = jacrev(f, 0).call1(std::slice::from_ref(&x));
+    assert_eq!(fwd.shape(), vec![3], "scalar input: the output shape");
+    assert_close(
+        "d sin",
+        &fwd,
+        &Tensor::full(&[3], 0.5f64.cos(), DType::F64),
+        1e-12,
+        0.0,
+    );
+    assert_close("jacrev of scalar input", &rev, &fwd, 1e-12, 0.0);
+    let y = randf64(&[3], 30);
+    let g = jacrev(|y: &Tensor| (y * y).sum_all(), 0).call1(std::slice::from_ref(&y));
+    assert_eq!(g.shape(), vec![3], "scalar output: the input shape");
+    assert_close("2y", &g, &(&y * 2.0), 1e-12, 0.0);
+}

@@ -768,3 +768,12 @@ fn vmap_with_an_inner_out_axis_inside_an_outer_vmap_equals_the_loop() {
         1e-12,
     );
 }
+
+#[test]
+fn vmap_accepts_an_unmapped_0d_argument() {
+    assert_vmap_matches_loop(
+        |x: &Tensor, s: &Tensor| x * s,
+        &[Some(0), None],
+        &[randf64(&[B, 2], 95), Tensor::scalar(3.0f64)],
+    );
+}
