@@ -1,9 +1,9 @@
 //! Transforms composed with each other: Jacobians from both modes agree, Hessians are
 //! symmetric second derivatives, and `vmap` commutes with `grad`, `jvp` and itself.
 
-mod common;
+mod transform_common;
 
-use common::transform_support::*;
+use transform_common::*;
 use tensor_core::transform::{
     Func, IntoFunc, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vmap,
 };

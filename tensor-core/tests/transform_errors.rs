@@ -1,9 +1,9 @@
 //! Misuse of the transforms panics with JAX's diagnosis (which argument, which axis, which
 //! size) and names the line of the user's call.
 
-mod common;
+mod transform_common;
 
-use common::transform_support::*;
+use transform_common::*;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;

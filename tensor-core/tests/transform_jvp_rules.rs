@@ -2,9 +2,9 @@
 //! directional derivative `J(x) v` must match `(f(x + eps v) - f(x - eps v)) / 2 eps`, and
 //! the primal outputs must be `f(x)` itself.
 
-mod common;
+mod transform_common;
 
-use common::transform_support::*;
+use transform_common::*;
 use tensor_core::transform::{Func, IntoFunc, jvp};
 use tensor_core::{DType, Tensor};
 

@@ -2,9 +2,9 @@
 //! `<vjp(u), v> == <u, jvp(v)>` for random `u`, `v`, and against central finite differences
 //! of the scalar `<u, f(x)>`. Then `grad` with subsets of argnums and `value_and_grad`.
 
-mod common;
+mod transform_common;
 
-use common::transform_support::*;
+use transform_common::*;
 use tensor_core::transform::{Func, IntoFunc, grad, jvp, value_and_grad, vjp};
 use tensor_core::{DType, Tensor};
 

@@ -1,9 +1,9 @@
 //! Every batching rule of `vmap`, checked against its meaning: the stack of the per-sample
 //! results computed without `vmap`, evaluated by the reference interpreter.
 
-mod common;
+mod transform_common;
 
-use common::transform_support::*;
+use transform_common::*;
 use std::sync::Arc;
 use tensor_core::transform::{Func, IntoFunc, vmap};
 use tensor_core::{DType, Tensor};

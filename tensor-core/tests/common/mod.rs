@@ -1,3 +1,0 @@
-//! Helpers shared by the integration tests of `tensor-core`.
-
-pub mod transform_support;
