@@ -18,4 +18,5 @@ pub mod prelude {
         Func, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
     pub use tensor_core::{DType, Device, Tensor, UOp};
+    pub use tensor_runtime::Realize;
 }

@@ -5,8 +5,11 @@
 //! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
 //! (the oracle).
 
+pub mod codegen;
 pub mod interp;
+pub mod render;
 pub mod rewrite;
+pub mod schedule;
 pub mod symbolic;
 pub mod tensor;
 pub mod transform;

@@ -106,6 +106,44 @@ impl HostArray {
             .collect()
     }
 
+    /// True when both arrays have the same shape and every pair of elements satisfies
+    /// `|a - b| <= atol + rtol * |b|` (`other` is the expected value). NaNs match NaNs and
+    /// infinities match infinities of the same sign.
+    pub fn allclose(&self, other: &HostArray, rtol: f64, atol: f64) -> bool {
+        self.first_mismatch(other, rtol, atol).is_none() && self.shape == other.shape
+    }
+
+    /// Panics, naming the first differing element, unless `self` is [`allclose`] to
+    /// `expected` with the same dtype.
+    ///
+    /// [`allclose`]: HostArray::allclose
+    #[track_caller]
+    pub fn assert_close(&self, expected: &HostArray, rtol: f64, atol: f64) {
+        assert_eq!(
+            (self.dtype, &self.shape),
+            (expected.dtype, &expected.shape),
+            "assert_close: dtype and shape differ"
+        );
+        if let Some(i) = self.first_mismatch(expected, rtol, atol) {
+            let index = unravel(i, &self.shape);
+            panic!(
+                "assert_close: element {index:?} is {} but {} was expected (rtol {rtol}, atol {atol})",
+                self.data[i], expected.data[i]
+            );
+        }
+    }
+
+    fn first_mismatch(&self, other: &HostArray, rtol: f64, atol: f64) -> Option<usize> {
+        let (a, b) = (self.to_f64_vec(), other.to_f64_vec());
+        if a.len() != b.len() {
+            return Some(0);
+        }
+        a.iter().zip(&b).position(|(&x, &y)| {
+            let same_special = (x.is_nan() && y.is_nan()) || (x.is_infinite() && x == y);
+            !(same_special || (x - y).abs() <= atol + rtol * y.abs())
+        })
+    }
+
     /// The only element of a one-element array.
     #[track_caller]
     pub fn item(&self) -> Scalar {
@@ -141,6 +179,16 @@ pub(crate) fn flat_offset(index: &[usize], shape: &[usize]) -> usize {
         assert!(i < d, "index {index:?} is outside shape {shape:?}");
         acc * d + i
     })
+}
+
+/// The multi-index of row-major position `flat` in `shape`.
+pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; shape.len()];
+    for k in (0..shape.len()).rev() {
+        index[k] = flat % shape[k];
+        flat /= shape[k];
+    }
+    index
 }
 
 /// The row-major strides of `shape` (elements, not bytes).

@@ -320,9 +320,10 @@ impl Interpreter {
                 Arg::Reduce(op, axes) => arith::reduce(&self.array(&src[0]), *op, axes),
                 arg => panic!("interp Reduce: arg {arg:?} is not (op, axes)"),
             },
-            Op::Copy | Op::Contiguous | Op::ContiguousBackward | Op::Detach | Op::After => {
+            Op::Copy | Op::Contiguous | Op::ContiguousBackward | Op::Detach => {
                 (*self.array(&src[0])).clone()
             }
+            Op::After => self.after(node),
             Op::Vmapin => self.vmapin(node),
             Op::Vmapout => self.vmapout(node),
             op if op.is_elementwise() => {
@@ -450,6 +451,35 @@ impl Interpreter {
         assemble_vmapout(node.dtype(), &bounds, &batch_shape, &inner_shape, &slices)
     }
 
+    /// `After(buf, deps...)`: the value of `buf` once its deps have run. A `Store` of a value
+    /// into `buf` itself (the assign pattern, possibly inside a `Group`) makes that value the
+    /// result; other deps only order execution and do not change `buf`.
+    fn after(&mut self, node: &UOp) -> HostArray {
+        let target = &node.src()[0];
+        let mut deps: Vec<UOp> = node.src()[1..].to_vec();
+        let mut stored = None;
+        while let Some(dep) = deps.pop() {
+            match dep.op() {
+                Op::Group => deps.extend(dep.src().iter().cloned()),
+                Op::Store if &dep.src()[0] == target => stored = Some(dep.src()[1].clone()),
+                _ => {}
+            }
+        }
+        let Some(value) = stored else {
+            return (*self.array(target)).clone();
+        };
+        let value = self.array(&value);
+        let shape = target.shape_vec();
+        assert_eq!(
+            value.numel(),
+            shape.iter().product::<usize>(),
+            "interp After: a Store of shape {:?} into a target of shape {shape:?}",
+            value.shape
+        );
+        let data = value.data.iter().map(|v| v.cast(target.dtype())).collect();
+        HostArray::new(target.dtype(), &shape, data)
+    }
+
     /// Drops memo entries of nodes that depend on `ranges`: they are stale once the ranges
     /// take their next values (keeping them would only hold memory).
     // `UOp` hashes and compares by address; its interior caches never change either.
@@ -464,10 +494,11 @@ impl Interpreter {
 }
 
 /// The operands a node's value is computed from directly. Scope bodies are left to the scope
-/// op, and vargs are read as ranges, not evaluated (a `Vmapout`'s ranges are not bound yet).
+/// op, vargs are read as ranges, not evaluated (a `Vmapout`'s ranges are not bound yet), and
+/// `After` evaluates only what its stores decide.
 fn evaluated_operands(node: &UOp) -> &[UOp] {
     match node.op() {
-        Op::Vmapout => &[],
+        Op::Vmapout | Op::After => &[],
         Op::Vmapin => &node.src()[..1],
         Op::Function | Op::Call => &node.src()[1..],
         _ => node.src(),

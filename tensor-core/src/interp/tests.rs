@@ -631,3 +631,118 @@ fn host_arrays_convert_and_check_their_kind() {
 fn reading_ints_as_floats_panics() {
     HostArray::from_vec(vec![1i32], &[1]).to_vec::<f32>();
 }
+
+#[test]
+fn host_arrays_compare_within_a_tolerance() {
+    let a = HostArray::from_vec(vec![1.0f32, f32::NAN, f32::INFINITY], &[3]);
+    let b = HostArray::from_vec(vec![1.0001f32, f32::NAN, f32::INFINITY], &[3]);
+    assert!(a.allclose(&b, 1e-3, 0.0));
+    assert!(!a.allclose(&b, 1e-6, 0.0));
+    a.assert_close(&b, 1e-3, 0.0);
+    let other_shape = HostArray::from_vec(vec![1.0f32, f32::NAN, f32::INFINITY], &[3, 1]);
+    assert!(!a.allclose(&other_shape, 1.0, 1.0));
+}
+
+#[test]
+#[should_panic(expected = "element [1, 0] is 5 but 4 was expected")]
+fn assert_close_names_the_first_differing_element() {
+    let a = HostArray::from_vec(vec![1i32, 2, 5, 4], &[2, 2]);
+    let b = HostArray::from_vec(vec![1i32, 2, 4, 4], &[2, 2]);
+    a.assert_close(&b, 0.0, 0.0);
+}
+
+// ---- ordering, sharing, depth ----
+
+#[test]
+fn after_a_store_into_its_buffer_reads_the_stored_value() {
+    let buf = UOp::new_buffer(3, DType::F32, Device::cpu());
+    let value = alu(
+        Op::Mul,
+        &[&t(vec![1.0f32, 2.0, 3.0], &[3]), &c(2.0, DType::F32)],
+    );
+    let store = UOp::store(&buf, &value);
+    let assigned = UOp::new(Op::After, DType::F32, vec![buf, store], Arg::None);
+    assert_eq!(f32s(&assigned), vec![2.0, 4.0, 6.0]);
+}
+
+#[test]
+fn every_value_dtype_survives_a_round_trip_and_an_add() {
+    for dtype in DType::ALL_VALUE_TYPES {
+        let values: Vec<Scalar> = [0i64, 1, 3].iter().map(|&v| Scalar::Int(v)).collect();
+        let x = Tensor::from_scalars(&values, dtype, &[3]).uop();
+        let read = evaluate(&x);
+        assert_eq!(read.dtype, dtype);
+        let doubled = evaluate(&alu(Op::Add, &[&x, &x])).to_f64_vec();
+        if dtype == DType::Bool {
+            assert_eq!(read.to_vec::<bool>(), vec![false, true, true]);
+            assert_eq!(doubled, vec![0.0, 1.0, 1.0], "bool addition is or");
+        } else {
+            assert_eq!(read.to_f64_vec(), vec![0.0, 1.0, 3.0], "{dtype}");
+            assert_eq!(doubled, vec![0.0, 2.0, 6.0], "{dtype}");
+        }
+    }
+}
+
+#[test]
+fn shared_subgraphs_are_evaluated_once() {
+    // Each level uses the previous one twice: without memoization this is 2^64 evaluations.
+    let mut x = t(vec![1i64], &[1]);
+    for _ in 0..64 {
+        x = alu(Op::Add, &[&x, &x]);
+    }
+    assert_eq!(evaluate(&x).to_vec::<i64>(), vec![0]);
+    let mut y = t(vec![1i64], &[1]);
+    for _ in 0..62 {
+        y = alu(Op::Add, &[&y, &y]);
+    }
+    assert_eq!(evaluate(&y).to_vec::<i64>(), vec![1 << 62]);
+}
+
+#[test]
+fn long_chains_do_not_overflow_the_stack() {
+    let mut x = t(vec![0i32], &[1]);
+    let one = UOp::constant(1, DType::I32);
+    for _ in 0..50_000 {
+        x = alu(Op::Add, &[&x, &one]);
+    }
+    assert_eq!(evaluate(&x).to_vec::<i32>(), vec![50_000]);
+}
+
+#[test]
+fn gemm_as_reshape_multiply_and_sum_matches_a_triple_loop() {
+    let (m, k, n) = (3, 4, 2);
+    let a: Vec<f64> = (0..m * k).map(|v| v as f64 * 0.25 - 1.0).collect();
+    let b: Vec<f64> = (0..k * n).map(|v| 2.0 - v as f64 * 0.5).collect();
+    let lhs = t(a.clone(), &[m, k]).reshape(&[m, k, 1]).expand(&[m, k, n]);
+    let rhs = t(b.clone(), &[k, n]).reshape(&[1, k, n]).expand(&[m, k, n]);
+    let product = alu(Op::Mul, &[&lhs, &rhs])
+        .reduce(ReduceOp::Add, &[1])
+        .reshape(&[m, n]);
+    let mut expected = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                expected[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    assert_eq!(evaluate(&product).to_vec::<f64>(), expected);
+}
+
+#[test]
+fn a_function_called_inside_a_vmap_sees_each_slice() {
+    let p = UOp::param(0, &[2], DType::F32, None);
+    let body = UOp::tuple(vec![p.reduce(ReduceOp::Max, &[0]).reshape(&[])]);
+    let x = t(vec![1.0f32, 5.0, -2.0, -3.0, 4.0, 0.0], &[3, 2]);
+    let r = loop_range(3, 0);
+    let row = x.vmapin(&[r.clone(), UOp::index(0)]);
+    let row_max = UOp::function(body.clone(), vec![row]).get_tuple(0);
+    let out = row_max.vmapout(std::slice::from_ref(&r));
+    assert_eq!(f32s(&out), vec![5.0, -2.0, 4.0]);
+    // The same body vmapped inside a function: Vmapout(Function(...)) as a function body.
+    let q = UOp::param(0, &[3, 2], DType::F32, None);
+    let q_row = q.vmapin(&[r.clone(), UOp::index(0)]);
+    let inner = UOp::function(body, vec![q_row]).get_tuple(0).vmapout(&[r]);
+    let outer = UOp::function(UOp::tuple(vec![inner]), vec![x]).get_tuple(0);
+    assert_eq!(f32s(&outer), vec![5.0, -2.0, 4.0]);
+}

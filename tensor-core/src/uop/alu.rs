@@ -14,7 +14,9 @@
 //!   rounds after the multiply and after the add, as its decomposition `Add(Mul(a, b), c)` does.
 //! - Comparisons give `Scalar::Bool` and follow IEEE (`NaN` compares unequal and unordered,
 //!   so `CmpGe(NaN, x)` is false even though the decomposition `!(a < b)` would say true).
-//! - `Max` propagates `NaN`. `Not` is the tinyspec decomposition `CmpNe(a, 1)`.
+//! - `Max` propagates `NaN`. `Not` is the tinyspec decomposition `CmpNe(a, 1)`. `Pow` on
+//!   floats is IEEE `pow` (a negative base with an integral exponent is fine, unlike in the
+//!   `Exp2(Log2(a) * b)` decomposition).
 //! - On integer dtypes, `Recip(x)` is `Idiv(1, x)`, `Pow` is exact wrapping integer power
 //!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Sqrt`
 //!   are computed in f64 and converted to the dtype like a C cast.
@@ -59,7 +61,9 @@ pub fn exec_typed(op: Op, dtype: DType, operand: DType, args: &[Scalar]) -> Scal
             int_result(bits as i64, dtype)
         }
         Op::Not => Scalar::Bool(compare(Op::CmpNe, operand, args[0], Scalar::Int(1))),
-        op if op.is_comparison() => Scalar::Bool(compare(op, operand, args[0], args[1])),
+        Op::CmpLt | Op::CmpNe | Op::CmpGt | Op::CmpGe | Op::CmpLe | Op::CmpEq => {
+            Scalar::Bool(compare(op, operand, args[0], args[1]))
+        }
         Op::Mulacc if dtype.is_float() => {
             let product = float_result(args[0].as_f64() * args[1].as_f64(), dtype);
             float_result(product.as_f64() + args[2].as_f64(), dtype)
@@ -106,14 +110,14 @@ fn same_size_float(dtype: DType) -> DType {
 
 #[track_caller]
 fn check_arity(op: Op, args: &[Scalar]) {
-    let expected = if op.is_unary() {
-        1
-    } else if op.is_binary() {
-        2
-    } else if op.is_ternary() {
-        3
-    } else {
-        panic!("alu: {op} is not an elementwise op");
+    // A match rather than `Op::is_unary` and friends: this runs once per lane.
+    use Op::*;
+    let expected = match op {
+        Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Sqrt => 1,
+        Add | Mul | Max | Mod | Idiv | CmpLt | CmpNe | Xor | Or | And | Shr | Shl | Sub | Div
+        | CmpGt | CmpGe | CmpLe | CmpEq | Pow | Threefry => 2,
+        Where | Mulacc => 3,
+        _ => panic!("alu: {op} is not an elementwise op"),
     };
     assert_eq!(
         args.len(),
@@ -646,6 +650,25 @@ mod tests {
     #[should_panic(expected = "Bitcast from f64 to i32 changes the size")]
     fn bitcast_between_sizes_panics() {
         exec_typed(Op::Bitcast, DType::I32, DType::F64, &[f(1.0)]);
+    }
+
+    #[test]
+    fn every_elementwise_op_group_member_runs_with_its_arity() {
+        for &op in Op::UNARY {
+            exec(op, DType::I32, &[Int(1)]);
+        }
+        for &op in Op::BINARY {
+            exec(op, DType::I32, &[Int(6), Int(3)]);
+        }
+        for &op in Op::TERNARY {
+            exec(op, DType::I32, &[Int(1), Int(2), Int(3)]);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "Add takes 2 operands, got 1")]
+    fn a_wrong_operand_count_panics() {
+        exec(Op::Add, DType::F32, &[f(1.0)]);
     }
 
     #[test]

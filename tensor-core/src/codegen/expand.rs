@@ -1,0 +1,131 @@
+//! Expand (tinyspec "Lowering Pipeline"): parallel ranges become copies of the scalar code.
+//!
+//! - An UPCAST range of size `k` turns each store that uses it into `k` stores, one per value
+//!   of the range; the copies share every subterm that does not depend on it (hash-consing),
+//!   and the C compiler vectorizes the `k` neighbouring statements.
+//! - An UNROLL range of a Reduce folds the `k` copies of the reduced value with the reduce op
+//!   inside one iteration, and leaves the Reduce's remaining ranges as loops.
+//! - A range of size 1 is the constant 0.
+//!
+//! The result is simplified with the `symbolic` rules (substituted constants fold away).
+
+use super::opt::{range_axis_type, range_size, substitute};
+use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
+use crate::symbolic::simplify;
+use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// The kernel with UPCAST and UNROLL ranges expanded and size-1 ranges removed.
+pub fn expand(ast: &UOp) -> UOp {
+    simplify(&graph_rewrite(ast, expand_rules(), &mut ()))
+}
+
+/// The rule table of the pass, one row per fact.
+fn expand_rules() -> &'static PatternMatcher<()> {
+    static TABLE: OnceLock<PatternMatcher<()>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        PatternMatcher::new()
+            // range of size 1                  => 0
+            .rule(UPat::op(Op::Range), |m, _| {
+                (range_size(m.root()) == Some(1)).then(|| UOp::index(0))
+            })
+            // Reduce(v, r.., 0, ..)              => Reduce(v, r..), and Reduce(v) => v
+            .rule(UPat::op(Op::Reduce), |m, _| drop_constant_ranges(m.root()))
+            // Reduce(v, r.., u:UNROLL)           => Reduce(v[u=0] op .. op v[u=k-1], r..)
+            .rule(UPat::op(Op::Reduce), |m, _| unroll(m.root()))
+            // Sink(.., Store(.. u:UPCAST ..), ..) => Sink(.., Store[u=0], .., Store[u=k-1], ..)
+            .rule(UPat::op(Op::Sink), |m, _| upcast_stores(m.root()))
+    })
+}
+
+fn ranges_of(u: &UOp) -> Vec<UOp> {
+    u.toposort()
+        .into_iter()
+        .filter(|n| n.op() == Op::Range)
+        .collect()
+}
+
+fn drop_constant_ranges(reduce: &UOp) -> Option<UOp> {
+    if !is_kernel_reduce(reduce) || reduce.src()[1..].iter().all(|r| r.op() == Op::Range) {
+        return None;
+    }
+    let kept: Vec<UOp> = reduce.src()[1..]
+        .iter()
+        .filter(|r| r.op() == Op::Range)
+        .cloned()
+        .collect();
+    Some(with_ranges(reduce, reduce.s(0).clone(), kept))
+}
+
+/// `reduce` over `value` and `ranges`, or just `value` when no range is left.
+fn with_ranges(reduce: &UOp, value: UOp, ranges: Vec<UOp>) -> UOp {
+    if ranges.is_empty() {
+        return value;
+    }
+    let mut src = vec![value];
+    src.extend(ranges);
+    reduce.with_src(src)
+}
+
+/// True for a kernel-level Reduce (a value and its ranges).
+pub fn is_kernel_reduce(u: &UOp) -> bool {
+    u.op() == Op::Reduce && u.src().len() > 1
+}
+
+/// The combining op of a kernel Reduce.
+#[track_caller]
+pub fn reduce_op(u: &UOp) -> ReduceOp {
+    match u.arg() {
+        Arg::Reduce(op, _) => *op,
+        other => panic!("expected a Reduce arg, got {other:?}"),
+    }
+}
+
+fn unroll(reduce: &UOp) -> Option<UOp> {
+    if !is_kernel_reduce(reduce) {
+        return None;
+    }
+    let unroll = reduce.src()[1..]
+        .iter()
+        .find(|r| r.op() == Op::Range && range_axis_type(r) == AxisType::Unroll)?
+        .clone();
+    let combine = reduce_op(reduce).binary();
+    let folded = lanes(reduce.s(0), &unroll)
+        .into_iter()
+        .reduce(|a, b| UOp::alu(combine, vec![a, b]))?;
+    let rest: Vec<UOp> = reduce.src()[1..]
+        .iter()
+        .filter(|r| **r != unroll)
+        .cloned()
+        .collect();
+    Some(with_ranges(reduce, folded, rest))
+}
+
+/// `u` once per value of `range`.
+fn lanes(u: &UOp, range: &UOp) -> Vec<UOp> {
+    let size = range_size(range).expect("expanded ranges have constant sizes");
+    (0..size)
+        .map(|lane| {
+            substitute(
+                u,
+                &HashMap::from([(range.clone(), UOp::index(lane as i64))]),
+            )
+        })
+        .collect()
+}
+
+fn upcast_stores(sink: &UOp) -> Option<UOp> {
+    let upcast = ranges_of(sink)
+        .into_iter()
+        .find(|r| range_axis_type(r) == AxisType::Upcast)?;
+    let stores = sink
+        .src()
+        .iter()
+        .flat_map(|store| match store.toposort().contains(&upcast) {
+            true => lanes(store, &upcast),
+            false => vec![store.clone()],
+        })
+        .collect();
+    Some(UOp::sink(stores))
+}

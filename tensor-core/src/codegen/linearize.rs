@@ -1,0 +1,432 @@
+//! Linearize: place every computation of an expanded kernel in a loop nest, in an order where
+//! operands come before their users.
+//!
+//! The output ranges become the outer loops (THREAD first, then by range id). A value is
+//! placed at the shallowest loop where all the ranges it uses are defined, so loop-invariant
+//! code is hoisted without a separate pass. A Reduce becomes an accumulator defined where its
+//! result is needed, a loop nest over its ranges that folds the value into it, and the
+//! accumulator read after the loops. Independent Reduces over the same ranges (the lanes of an
+//! upcast, or a sum and a sum of squares) share one loop.
+
+use super::expand::{is_kernel_reduce, reduce_op};
+use super::opt::{range_axis_type, range_id};
+use crate::uop::{AxisType, Op, ReduceOp, UOp};
+use std::collections::{HashMap, HashSet};
+
+/// A linearized kernel: the lines of its body and its core count.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The statements in execution order.
+    pub lines: Vec<Line>,
+    /// How many cores split the THREAD range (1 without one).
+    pub threads: usize,
+}
+
+/// An operand of a statement.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Value {
+    /// The result of the `Assign` with this temp number.
+    Temp(usize),
+    /// The accumulator with this number (read after its loops closed).
+    Acc(usize),
+    /// A loop variable.
+    Range(UOp),
+    /// A constant, printed in place.
+    Const(UOp),
+}
+
+/// One statement of a linearized kernel.
+#[derive(Clone, Debug)]
+pub enum Line {
+    /// Opens a loop over a range.
+    Loop(UOp),
+    /// Closes the innermost open loop.
+    EndLoop,
+    /// Declares accumulator `acc` of `reduce`, set to the reduce op's identity.
+    DefineAcc { acc: usize, reduce: UOp },
+    /// Folds `value` into accumulator `acc` with the reduce op.
+    Accumulate {
+        acc: usize,
+        op: ReduceOp,
+        reduce: UOp,
+        value: Value,
+    },
+    /// Computes `node` (an ALU op or a Load) from `operands` into temp `temp`. A Load's
+    /// operands are its element index and, when gated, its gate.
+    Assign {
+        temp: usize,
+        node: UOp,
+        operands: Vec<Value>,
+    },
+    /// Writes `value` at `index` of the store's buffer, only where `gate` holds.
+    Store {
+        store: UOp,
+        index: Value,
+        gate: Option<Value>,
+        value: Value,
+    },
+}
+
+/// The loop nest of an expanded kernel AST (a `Sink` of `Store`s).
+#[track_caller]
+pub fn linearize(ast: &UOp, threads: usize) -> Program {
+    let mut lz = Linearizer::new(ast);
+    for store in ast.src() {
+        assert_eq!(store.op(), Op::Store, "a kernel AST is a Sink of Stores");
+        lz.place_store(store);
+    }
+    let root = lz.stack.pop().expect("the root scope");
+    let mut lines = Vec::new();
+    flatten(root, &mut lines);
+    Program { lines, threads }
+}
+
+/// Where a statement goes: a scope on the stack of open scopes and a loop depth in it.
+type Pos = (usize, usize);
+
+struct Scope {
+    id: usize,
+    loops: Vec<UOp>,
+    /// `levels[d]` holds the statements inside the first `d` loops, before loop `d` opens.
+    levels: Vec<Vec<Item>>,
+    /// Where a Reduce scope sits in its parent.
+    parent: Option<Pos>,
+}
+
+enum Item {
+    Line(Line),
+    Scope(Scope),
+}
+
+struct Placed {
+    scope_id: usize,
+    pos: Pos,
+    value: Value,
+}
+
+struct Linearizer {
+    stack: Vec<Scope>,
+    bindings: HashMap<UOp, Pos>,
+    placed: HashMap<UOp, Placed>,
+    free_ranges: HashMap<UOp, HashSet<UOp>>,
+    reduce_groups: HashMap<UOp, Vec<UOp>>,
+    next_scope: usize,
+    next_temp: usize,
+    next_acc: usize,
+}
+
+impl Linearizer {
+    fn new(ast: &UOp) -> Linearizer {
+        let nodes = ast.toposort();
+        let mut free_ranges = HashMap::new();
+        for u in &nodes {
+            let set = node_free_ranges(u, &free_ranges);
+            free_ranges.insert(u.clone(), set);
+        }
+        let mut outputs: Vec<UOp> = free_ranges[ast].iter().cloned().collect();
+        outputs.sort_by_key(|r| (range_axis_type(r) != AxisType::Thread, range_id(r)));
+        let mut lz = Linearizer {
+            stack: Vec::new(),
+            bindings: HashMap::new(),
+            placed: HashMap::new(),
+            reduce_groups: group_reduces(&nodes, &free_ranges),
+            free_ranges,
+            next_scope: 0,
+            next_temp: 0,
+            next_acc: 0,
+        };
+        lz.push_scope(outputs, None);
+        lz
+    }
+
+    fn push_scope(&mut self, loops: Vec<UOp>, parent: Option<Pos>) -> Vec<(UOp, Option<Pos>)> {
+        let depth = self.stack.len();
+        let saved = loops
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.clone(), self.bindings.insert(r.clone(), (depth, i + 1))))
+            .collect();
+        self.stack.push(Scope {
+            id: self.next_scope,
+            levels: (0..=loops.len()).map(|_| Vec::new()).collect(),
+            loops,
+            parent,
+        });
+        self.next_scope += 1;
+        saved
+    }
+
+    fn pop_scope(&mut self, saved: Vec<(UOp, Option<Pos>)>) {
+        let scope = self.stack.pop().expect("a pushed scope");
+        for (range, old) in saved {
+            match old {
+                Some(pos) => self.bindings.insert(range, pos),
+                None => self.bindings.remove(&range),
+            };
+        }
+        let (depth, level) = scope.parent.expect("only Reduce scopes are popped");
+        self.stack[depth].levels[level].push(Item::Scope(scope));
+    }
+
+    fn emit(&mut self, pos: Pos, line: Line) {
+        self.stack[pos.0].levels[pos.1].push(Item::Line(line));
+    }
+
+    /// The placement of `u` if it is visible from the open scopes.
+    fn visible(&self, u: &UOp) -> Option<(Pos, Value)> {
+        let p = self.placed.get(u)?;
+        let scope = self.stack.get(p.pos.0)?;
+        (scope.id == p.scope_id).then(|| (p.pos, p.value.clone()))
+    }
+
+    fn record(&mut self, u: &UOp, pos: Pos, value: Value) {
+        let scope_id = self.stack[pos.0].id;
+        self.placed.insert(
+            u.clone(),
+            Placed {
+                scope_id,
+                pos,
+                value,
+            },
+        );
+    }
+
+    /// Places `u` and everything it needs, returning where its value lives.
+    fn place(&mut self, u: &UOp) -> (Pos, Value) {
+        for node in self.unplaced_nodes(u) {
+            self.place_one(&node);
+        }
+        self.visible(u).expect("placed above")
+    }
+
+    /// The nodes `u` needs that are not visible yet, operands first, not descending into
+    /// Reduces (whose values are placed inside their own loops).
+    fn unplaced_nodes(&self, u: &UOp) -> Vec<UOp> {
+        let mut order = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack = vec![(u.clone(), false)];
+        while let Some((node, expanded)) = stack.pop() {
+            if expanded {
+                order.push(node);
+                continue;
+            }
+            if !seen.insert(node.clone()) || self.visible(&node).is_some() {
+                continue;
+            }
+            stack.push((node.clone(), true));
+            if !is_kernel_reduce(&node) {
+                for s in operands_of(&node).into_iter().rev() {
+                    stack.push((s, false));
+                }
+            }
+        }
+        order
+    }
+
+    fn operand(&mut self, u: &UOp) -> (Pos, Value) {
+        match self.visible(u) {
+            Some(found) => found,
+            None => self.place(u),
+        }
+    }
+
+    fn place_one(&mut self, u: &UOp) {
+        if self.visible(u).is_some() {
+            return;
+        }
+        match u.op() {
+            Op::Const => self.record(u, (0, 0), Value::Const(u.clone())),
+            Op::Range => {
+                let pos = *self
+                    .bindings
+                    .get(u)
+                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", range_id(u)));
+                self.record(u, pos, Value::Range(u.clone()));
+            }
+            Op::Reduce if is_kernel_reduce(u) => self.place_reduce_group(u),
+            Op::Load => self.place_assign(u, load_operands(u)),
+            op if op.is_elementwise() => self.place_assign(u, u.src().to_vec()),
+            op => panic!("codegen: {op} cannot appear in a kernel AST value ({u:?})"),
+        }
+    }
+
+    fn place_assign(&mut self, u: &UOp, operands: Vec<UOp>) {
+        let mut pos = (0, 0);
+        let mut values = Vec::new();
+        for s in &operands {
+            let (p, v) = self.operand(s);
+            pos = pos.max(p);
+            values.push(v);
+        }
+        let temp = self.next_temp;
+        self.next_temp += 1;
+        self.emit(
+            pos,
+            Line::Assign {
+                temp,
+                node: u.clone(),
+                operands: values,
+            },
+        );
+        self.record(u, pos, Value::Temp(temp));
+    }
+
+    fn place_reduce_group(&mut self, reduce: &UOp) {
+        let group: Vec<UOp> = self.reduce_groups[reduce]
+            .iter()
+            .filter(|r| self.visible(r).is_none())
+            .cloned()
+            .collect();
+        let pos = self.free_ranges[reduce]
+            .iter()
+            .map(|r| {
+                *self
+                    .bindings
+                    .get(r)
+                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", range_id(r)))
+            })
+            .max()
+            .unwrap_or((0, 0));
+        let accs: Vec<usize> = group
+            .iter()
+            .map(|r| {
+                let acc = self.next_acc;
+                self.next_acc += 1;
+                self.emit(
+                    pos,
+                    Line::DefineAcc {
+                        acc,
+                        reduce: r.clone(),
+                    },
+                );
+                acc
+            })
+            .collect();
+        let ranges = reduce.src()[1..].to_vec();
+        let inner = (self.stack.len(), ranges.len());
+        let saved = self.push_scope(ranges, Some(pos));
+        for (r, &acc) in group.iter().zip(&accs) {
+            let (_, value) = self.place(r.s(0));
+            let line = Line::Accumulate {
+                acc,
+                op: reduce_op(r),
+                reduce: r.clone(),
+                value,
+            };
+            self.emit(inner, line);
+        }
+        self.pop_scope(saved);
+        for (r, acc) in group.iter().zip(accs) {
+            self.record(r, pos, Value::Acc(acc));
+        }
+    }
+
+    fn place_store(&mut self, store: &UOp) {
+        let index = store.s(0);
+        assert_eq!(
+            index.op(),
+            Op::Index,
+            "a Store writes through an Index of a DefineGlobal"
+        );
+        let (p_idx, idx) = self.operand(index.s(1));
+        let gate = index.src().get(2).map(|g| self.operand(g));
+        let (p_val, value) = self.operand(store.s(1));
+        let mut pos = p_idx.max(p_val);
+        if let Some((p, _)) = &gate {
+            pos = pos.max(*p);
+        }
+        self.emit(
+            pos,
+            Line::Store {
+                store: store.clone(),
+                index: idx,
+                gate: gate.map(|g| g.1),
+                value,
+            },
+        );
+    }
+}
+
+/// The nodes a Load reads its address from: the element index and the optional gate.
+#[track_caller]
+fn load_operands(load: &UOp) -> Vec<UOp> {
+    let index = load.s(0);
+    assert_eq!(
+        index.op(),
+        Op::Index,
+        "a Load reads through an Index of a DefineGlobal"
+    );
+    index.src()[1..].to_vec()
+}
+
+/// The operands a node's value is computed from (a Load's address parts, not the Index).
+fn operands_of(u: &UOp) -> Vec<UOp> {
+    match u.op() {
+        Op::Load => load_operands(u),
+        Op::Range | Op::Const => Vec::new(),
+        _ => u.src().to_vec(),
+    }
+}
+
+/// The ranges `u` depends on that are not closed by a Reduce inside it.
+fn node_free_ranges(u: &UOp, known: &HashMap<UOp, HashSet<UOp>>) -> HashSet<UOp> {
+    if u.op() == Op::Range {
+        return HashSet::from([u.clone()]);
+    }
+    let mut set: HashSet<UOp> = HashSet::new();
+    for s in u.src() {
+        if let Some(sub) = known.get(s) {
+            set.extend(sub.iter().cloned());
+        }
+    }
+    if is_kernel_reduce(u) {
+        for r in &u.src()[1..] {
+            set.remove(r);
+        }
+    }
+    set
+}
+
+/// Groups Reduces that can share one loop: same ranges in the same order, same free ranges,
+/// and none computed from another.
+fn group_reduces(
+    nodes: &[UOp],
+    free_ranges: &HashMap<UOp, HashSet<UOp>>,
+) -> HashMap<UOp, Vec<UOp>> {
+    let mut groups: Vec<Vec<UOp>> = Vec::new();
+    for r in nodes.iter().filter(|u| is_kernel_reduce(u)) {
+        let below: HashSet<UOp> = r.s(0).toposort().into_iter().collect();
+        let fits = |g: &Vec<UOp>| {
+            g[0].src()[1..] == r.src()[1..]
+                && free_ranges[&g[0]] == free_ranges[r]
+                && g.iter().all(|m| !below.contains(m))
+        };
+        match groups.iter_mut().find(|g| fits(g)) {
+            Some(g) => g.push(r.clone()),
+            None => groups.push(vec![r.clone()]),
+        }
+    }
+    let mut by_member = HashMap::new();
+    for g in groups {
+        for m in &g {
+            by_member.insert(m.clone(), g.clone());
+        }
+    }
+    by_member
+}
+
+fn flatten(scope: Scope, out: &mut Vec<Line>) {
+    let Scope { loops, levels, .. } = scope;
+    for (depth, level) in levels.into_iter().enumerate() {
+        if depth > 0 {
+            out.push(Line::Loop(loops[depth - 1].clone()));
+        }
+        for item in level {
+            match item {
+                Item::Line(line) => out.push(line),
+                Item::Scope(s) => flatten(s, out),
+            }
+        }
+    }
+    out.extend(loops.iter().map(|_| Line::EndLoop));
+}

@@ -1,0 +1,370 @@
+//! OptOps (tinyspec "Kernel Optimizations"): transforms of a kernel's ranges.
+//!
+//! A kernel's iteration space is its `Range` nodes; each has an [`AxisType`]. An [`Opt`] splits
+//! one range into two, substituting `r = outer * k + inner` everywhere in the AST, and gives the
+//! new sub-axis a target axis type (UPCAST, UNROLL, ...).
+//!
+//! THREAD is the one split that does not need `k` to divide the range: the range is cut into
+//! `k` contiguous chunks, chunk `c` running on core `c` (`[c*n/k, (c+1)*n/k)`). The chunk
+//! number is the core id and never appears as a loop, so a THREAD split only retypes the range
+//! and records the core count; the renderer gives each core its bounds.
+
+use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
+use crate::uop::{Arg, AxisType, Op, UOp};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// One optimization of a kernel's ranges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opt {
+    /// Split range `axis` (its range id) of size `n` by `factor`: into `(n/factor, factor)`
+    /// with the new inner sub-axis of type `target`, or `(factor, n/factor)` with the new outer
+    /// sub-axis of type `target` when `top`. With `target == Thread` (always `top`), `factor`
+    /// is the number of cores and need not divide `n`.
+    Split {
+        axis: usize,
+        factor: usize,
+        target: AxisType,
+        top: bool,
+    },
+}
+
+/// A kernel AST with the opts applied so far and the core count they chose.
+#[derive(Clone, Debug)]
+pub struct OptimizedKernel {
+    /// The AST with split and retyped ranges.
+    pub ast: UOp,
+    /// How many cores the THREAD axis is spread over (1 without one).
+    pub threads: usize,
+}
+
+/// Why an opt cannot be applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OptError(pub String);
+
+impl OptimizedKernel {
+    /// An unoptimized kernel.
+    pub fn new(ast: &UOp) -> OptimizedKernel {
+        OptimizedKernel {
+            ast: ast.clone(),
+            threads: 1,
+        }
+    }
+
+    /// The kernel after every opt in order. Panics on an opt that does not fit (the heuristic
+    /// only proposes opts that fit).
+    #[track_caller]
+    pub fn apply_all(self, opts: &[Opt]) -> OptimizedKernel {
+        opts.iter().fold(self, |k, opt| match k.apply(opt) {
+            Ok(k) => k,
+            Err(OptError(why)) => panic!("cannot apply {opt:?}: {why}"),
+        })
+    }
+
+    /// The kernel after one opt.
+    pub fn apply(&self, opt: &Opt) -> Result<OptimizedKernel, OptError> {
+        let Opt::Split {
+            axis,
+            factor,
+            target,
+            top,
+        } = *opt;
+        let range = find_range(&self.ast, axis)
+            .ok_or_else(|| OptError(format!("the kernel has no range with id {axis}")))?;
+        let size = range_size(&range)
+            .ok_or_else(|| OptError(format!("range {axis} has a symbolic size")))?;
+        if factor < 2 {
+            return Err(OptError(format!("split factor {factor} is below 2")));
+        }
+        if target == AxisType::Thread {
+            return self.thread(&range, size, factor, top);
+        }
+        if size % factor != 0 {
+            return Err(OptError(format!(
+                "factor {factor} does not divide range {axis} of size {size}"
+            )));
+        }
+        let fresh = next_range_id(&self.ast);
+        let old_type = range_axis_type(&range);
+        let (outer, inner) = if top {
+            (
+                UOp::range(factor, fresh, target),
+                UOp::range(size / factor, axis, old_type),
+            )
+        } else {
+            (
+                UOp::range(size / factor, axis, old_type),
+                UOp::range(factor, fresh, target),
+            )
+        };
+        let ast = split_range(&self.ast, &range, &outer, &inner);
+        Ok(OptimizedKernel {
+            ast,
+            threads: self.threads,
+        })
+    }
+
+    fn thread(
+        &self,
+        range: &UOp,
+        size: usize,
+        cores: usize,
+        top: bool,
+    ) -> Result<OptimizedKernel, OptError> {
+        if !top {
+            return Err(OptError("a THREAD split is always the outer part".into()));
+        }
+        if range_axis_type(range) != AxisType::Loop {
+            return Err(OptError("only LOOP ranges can be spread over cores".into()));
+        }
+        let addressed = self
+            .ast
+            .src()
+            .iter()
+            .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(range));
+        if !addressed {
+            return Err(OptError(
+                "cores would race: some store's address does not depend on the range".into(),
+            ));
+        }
+        if self.threads > 1 {
+            return Err(OptError("the kernel already has a THREAD axis".into()));
+        }
+        let Arg::Range { id, .. } = range.arg() else {
+            unreachable!("find_range returns ranges")
+        };
+        let threaded = UOp::range(size, *id, AxisType::Thread);
+        let ast = substitute(&self.ast, &HashMap::from([(range.clone(), threaded)]));
+        Ok(OptimizedKernel {
+            ast,
+            threads: cores.min(size),
+        })
+    }
+}
+
+/// Every range of the AST, sorted by id.
+pub fn kernel_ranges(ast: &UOp) -> Vec<UOp> {
+    let mut ranges: Vec<UOp> = ast
+        .toposort()
+        .into_iter()
+        .filter(|u| u.op() == Op::Range)
+        .collect();
+    ranges.sort_by_key(range_id);
+    ranges
+}
+
+/// The id of a range.
+#[track_caller]
+pub fn range_id(r: &UOp) -> usize {
+    match r.arg() {
+        Arg::Range { id, .. } => *id,
+        other => panic!("expected a Range, got {:?} with arg {other:?}", r.op()),
+    }
+}
+
+/// The axis type of a range.
+#[track_caller]
+pub fn range_axis_type(r: &UOp) -> AxisType {
+    match r.arg() {
+        Arg::Range { axis_type, .. } => *axis_type,
+        other => panic!("expected a Range, got {:?} with arg {other:?}", r.op()),
+    }
+}
+
+/// The constant size of a range, `None` when it is symbolic.
+pub fn range_size(r: &UOp) -> Option<usize> {
+    r.s(0)
+        .const_value()
+        .and_then(|v| usize::try_from(v.as_i64()).ok())
+}
+
+fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
+    kernel_ranges(ast).into_iter().find(|r| range_id(r) == id)
+}
+
+fn next_range_id(ast: &UOp) -> usize {
+    kernel_ranges(ast).last().map_or(0, |r| range_id(r) + 1)
+}
+
+/// A split in progress: the range and what it becomes.
+struct SplitCtx {
+    range: UOp,
+    outer: UOp,
+    inner: UOp,
+    /// `outer * inner.size + inner`, the value of the old range.
+    value: UOp,
+}
+
+/// The rule table of a split, one row per fact.
+fn split_rules() -> &'static PatternMatcher<SplitCtx> {
+    static TABLE: OnceLock<PatternMatcher<SplitCtx>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        PatternMatcher::new()
+            // r                                  => outer * k + inner
+            .rule(UPat::op(Op::Range), |m, ctx: &mut SplitCtx| {
+                (*m.root() == ctx.range).then(|| ctx.value.clone())
+            })
+            // Reduce(v, .., outer * k + inner, ..) => Reduce(v, .., outer, inner, ..)
+            .rule(UPat::op(Op::Reduce), |m, ctx: &mut SplitCtx| {
+                let reduce = m.root();
+                if reduce.src().len() < 2 || !reduce.src()[1..].contains(&ctx.value) {
+                    return None;
+                }
+                let mut src = vec![reduce.s(0).clone()];
+                for r in &reduce.src()[1..] {
+                    match *r == ctx.value {
+                        true => src.extend([ctx.outer.clone(), ctx.inner.clone()]),
+                        false => src.push(r.clone()),
+                    }
+                }
+                Some(reduce.with_src(src))
+            })
+    })
+}
+
+/// `ast` with `range` replaced by `outer * inner.size + inner`; in a Reduce's range list the
+/// range is replaced by the two sub-ranges.
+fn split_range(ast: &UOp, range: &UOp, outer: &UOp, inner: &UOp) -> UOp {
+    let k = UOp::index(range_size(inner).expect("split sub-ranges have constant sizes") as i64);
+    let value = UOp::alu(
+        Op::Add,
+        vec![UOp::alu(Op::Mul, vec![outer.clone(), k]), inner.clone()],
+    );
+    let mut ctx = SplitCtx {
+        range: range.clone(),
+        outer: outer.clone(),
+        inner: inner.clone(),
+        value,
+    };
+    graph_rewrite(ast, split_rules(), &mut ctx)
+}
+
+/// `root` with every node in `map` replaced by its image (operands rebuilt bottom-up).
+pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
+    let mut memo: HashMap<UOp, UOp> = HashMap::new();
+    for node in root.toposort() {
+        let new = match map.get(&node) {
+            Some(image) => image.clone(),
+            None => {
+                let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
+                if src.iter().zip(node.src()).all(|(a, b)| a == b) {
+                    node.clone()
+                } else {
+                    node.with_src(src)
+                }
+            }
+        };
+        memo.insert(node, new);
+    }
+    memo[root].clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::uop::{DType, ReduceOp};
+
+    fn sum_rows(rows: usize, cols: usize) -> UOp {
+        let (i, j) = (
+            UOp::range(rows, 0, AxisType::Loop),
+            UOp::range(cols, 1, AxisType::Reduce),
+        );
+        let buf = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
+        let flat = UOp::alu(
+            Op::Add,
+            vec![
+                UOp::alu(Op::Mul, vec![i.clone(), UOp::index(cols as i64)]),
+                j.clone(),
+            ],
+        );
+        let x = UOp::new(
+            Op::Load,
+            DType::F32,
+            vec![UOp::new(
+                Op::Index,
+                DType::F32,
+                vec![buf.clone(), flat],
+                Arg::None,
+            )],
+            Arg::None,
+        );
+        let sum = UOp::new(
+            Op::Reduce,
+            DType::F32,
+            vec![x, j],
+            Arg::Reduce(ReduceOp::Add, vec![]),
+        );
+        let out = UOp::new(Op::Index, DType::F32, vec![buf, i], Arg::None);
+        UOp::sink(vec![UOp::store(&out, &sum)])
+    }
+
+    #[test]
+    fn splitting_a_reduce_range_puts_both_parts_in_the_reduce() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        let split = k
+            .apply(&Opt::Split {
+                axis: 1,
+                factor: 4,
+                target: AxisType::Unroll,
+                top: false,
+            })
+            .expect("4 divides 8");
+        let reduce = split
+            .ast
+            .toposort()
+            .into_iter()
+            .find(|u| u.op() == Op::Reduce)
+            .expect("a reduce");
+        let ranges: Vec<(usize, AxisType, Option<usize>)> = reduce.src()[1..]
+            .iter()
+            .map(|r| (range_id(r), range_axis_type(r), range_size(r)))
+            .collect();
+        assert_eq!(
+            ranges,
+            vec![
+                (1, AxisType::Reduce, Some(2)),
+                (2, AxisType::Unroll, Some(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_split_that_does_not_divide_the_range_is_refused() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        let err = k
+            .apply(&Opt::Split {
+                axis: 1,
+                factor: 3,
+                target: AxisType::Unroll,
+                top: false,
+            })
+            .unwrap_err();
+        assert!(err.0.contains("does not divide"), "{err:?}");
+    }
+
+    #[test]
+    fn a_thread_split_retypes_the_range_and_caps_cores_at_its_size() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        let threaded = k
+            .apply(&Opt::Split {
+                axis: 0,
+                factor: 8,
+                target: AxisType::Thread,
+                top: true,
+            })
+            .expect("loop ranges can be threaded");
+        assert_eq!(threaded.threads, 3);
+        let types: Vec<AxisType> = kernel_ranges(&threaded.ast)
+            .iter()
+            .map(range_axis_type)
+            .collect();
+        assert_eq!(types, vec![AxisType::Thread, AxisType::Reduce]);
+        let again = threaded.apply(&Opt::Split {
+            axis: 1,
+            factor: 2,
+            target: AxisType::Thread,
+            top: true,
+        });
+        assert!(again.is_err());
+    }
+}

@@ -1,0 +1,106 @@
+//! Callify: turn the tensor graph into one stateless function the scheduler can index.
+//!
+//! Rules, applied bottom-up until none matches:
+//!
+//! ```text
+//! GetTuple(Function(Tuple(v0, v1, ..), a0, a1, ..), k) => v_k[Param(j) := a_j]
+//! GetTuple(Tuple(v0, v1, ..), k)                      => v_k
+//! Detach(x)                                           => x
+//! ContiguousBackward(x)                               => x
+//! ```
+//!
+//! The markers are identities on data; `Contiguous` is kept because it forces a realization.
+
+use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
+use crate::uop::{Arg, Op, UOp, tuple_body};
+use std::sync::OnceLock;
+
+/// The graphs of `outputs` with every function call inlined and scheduling-neutral markers
+/// removed.
+pub fn callify(outputs: &[UOp]) -> Vec<UOp> {
+    let sink = graph_rewrite(&UOp::sink(outputs.to_vec()), callify_rules(), &mut ());
+    sink.src().to_vec()
+}
+
+fn callify_rules() -> &'static PatternMatcher<()> {
+    static RULES: OnceLock<PatternMatcher<()>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let x = || UPat::var("x");
+        PatternMatcher::new()
+            .rule(
+                UPat::op(Op::GetTuple)
+                    .src(vec![UPat::ops(&[Op::Tuple, Op::Function]).named("call")]),
+                |m, _| inline_element(m),
+            )
+            .rule(UPat::op(Op::Detach).src(vec![x()]), |m, _| {
+                Some(m["x"].clone())
+            })
+            .rule(UPat::op(Op::ContiguousBackward).src(vec![x()]), |m, _| {
+                Some(m["x"].clone())
+            })
+    })
+}
+
+/// Element `k` of the tuple a `GetTuple` reads, with a function's parameters substituted.
+fn inline_element(m: &Captures) -> Option<UOp> {
+    let Arg::Int(k) = m.root().arg() else {
+        return None;
+    };
+    let call = &m["call"];
+    let value = tuple_body(call)?
+        .src()
+        .get(usize::try_from(*k).ok()?)?
+        .clone();
+    match call.op() {
+        Op::Function => {
+            let mut args = call.src()[1..].to_vec();
+            Some(graph_rewrite(&value, param_rules(), &mut args))
+        }
+        _ => Some(value),
+    }
+}
+
+/// `Param(j) => args[j]`.
+fn param_rules() -> &'static PatternMatcher<Vec<UOp>> {
+    static RULES: OnceLock<PatternMatcher<Vec<UOp>>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        PatternMatcher::new().rule(UPat::op(Op::Param), |m, args: &mut Vec<UOp>| {
+            let Arg::Param { slot, .. } = m.root().arg() else {
+                return None;
+            };
+            match args.get(*slot) {
+                Some(a) => Some(a.clone()),
+                None => panic!(
+                    "callify: Param slot {slot} but the Function has {} arguments",
+                    args.len()
+                ),
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::uop::{DType, Device};
+
+    #[test]
+    fn a_function_call_is_inlined_with_its_arguments() {
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let p = UOp::param(0, &[4], DType::F32, None);
+        let body = UOp::alu(Op::Add, vec![p.clone(), p]);
+        let call = UOp::function(UOp::tuple(vec![body]), vec![x.clone()]);
+        let out = callify(&[call.get_tuple(0)]);
+        assert_eq!(out[0], UOp::alu(Op::Add, vec![x.clone(), x]));
+    }
+
+    #[test]
+    fn detach_and_contiguous_backward_disappear_but_contiguous_stays() {
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let marked = x
+            .unary_marker(Op::Detach)
+            .unary_marker(Op::ContiguousBackward)
+            .unary_marker(Op::Contiguous);
+        assert_eq!(callify(&[marked])[0], x.unary_marker(Op::Contiguous));
+    }
+}

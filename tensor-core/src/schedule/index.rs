@@ -1,0 +1,260 @@
+//! Index arithmetic for kernel ASTs: folding constructors over `Index`-typed UOps and the
+//! row-major flattening that turns per-axis indices into one buffer offset and back.
+//!
+//! Every constructor folds what bounds (`min_max`) decide on the spot, so the index
+//! expressions movement ops produce stay small (`(i*3 + j) // 3 -> i` when `j < 3`). The
+//! general `symbolic` rule table simplifies whatever is left.
+
+use crate::uop::{DType, Op, UOp};
+
+/// An index-typed constant.
+pub fn int(v: i64) -> UOp {
+    UOp::index(v)
+}
+
+/// A bool constant.
+pub fn truth(v: bool) -> UOp {
+    UOp::constant(v, DType::Bool)
+}
+
+fn int_value(u: &UOp) -> Option<i64> {
+    u.const_value().map(|v| v.as_i64())
+}
+
+fn lo(u: &UOp) -> i64 {
+    u.vmin().as_i64()
+}
+
+fn hi(u: &UOp) -> i64 {
+    u.vmax().as_i64()
+}
+
+/// `a + b`, folding constants and zeros.
+pub fn add(a: &UOp, b: &UOp) -> UOp {
+    match (int_value(a), int_value(b)) {
+        (Some(x), Some(y)) => int(x + y),
+        (Some(0), _) => b.clone(),
+        (_, Some(0)) => a.clone(),
+        (Some(_), None) => add(b, a),
+        (None, Some(c)) if a.op() == Op::Add && int_value(a.s(1)).is_some() => {
+            add(a.s(0), &int(c + int_value(a.s(1)).unwrap_or(0)))
+        }
+        _ => UOp::alu(Op::Add, vec![a.clone(), b.clone()]),
+    }
+}
+
+/// `a * b`, folding constants, ones and zeros.
+pub fn mul(a: &UOp, b: &UOp) -> UOp {
+    match (int_value(a), int_value(b)) {
+        (Some(x), Some(y)) => int(x * y),
+        (Some(0), _) | (_, Some(0)) => int(0),
+        (Some(1), _) => b.clone(),
+        (_, Some(1)) => a.clone(),
+        (Some(_), None) => mul(b, a),
+        _ => UOp::alu(Op::Mul, vec![a.clone(), b.clone()]),
+    }
+}
+
+/// A sum `Σ term·coefficient + constant`: the shape flatten/unravel arithmetic takes.
+struct Linear {
+    terms: Vec<(UOp, i64)>,
+    constant: i64,
+}
+
+impl Linear {
+    fn of(u: &UOp) -> Linear {
+        let mut lin = Linear {
+            terms: Vec::new(),
+            constant: 0,
+        };
+        lin.collect(u, 1);
+        lin
+    }
+
+    fn collect(&mut self, u: &UOp, scale: i64) {
+        if let Some(c) = int_value(u) {
+            self.constant += c * scale;
+            return;
+        }
+        match u.op() {
+            Op::Add => {
+                self.collect(u.s(0), scale);
+                self.collect(u.s(1), scale);
+            }
+            Op::Mul if int_value(u.s(1)).is_some() => {
+                self.collect(u.s(0), scale * int_value(u.s(1)).unwrap_or(1));
+            }
+            _ => self.terms.push((u.clone(), scale)),
+        }
+    }
+
+    fn build(terms: &[(UOp, i64)], constant: i64) -> UOp {
+        let sum = terms
+            .iter()
+            .fold(int(0), |acc, (t, k)| add(&acc, &mul(t, &int(*k))));
+        add(&sum, &int(constant))
+    }
+
+    /// Splits into the part divisible by `n` (returned divided by `n`) and the rest.
+    fn split(&self, n: i64) -> (UOp, UOp, bool) {
+        let (whole, rest): (Vec<_>, Vec<_>) =
+            self.terms.iter().cloned().partition(|t| t.1 % n == 0);
+        let (cw, cr) = if self.constant >= 0 {
+            (self.constant / n, self.constant % n)
+        } else {
+            (0, self.constant)
+        };
+        let any_whole = !whole.is_empty() || cw != 0;
+        let quotient: Vec<_> = whole.into_iter().map(|(t, k)| (t, k / n)).collect();
+        (
+            Linear::build(&quotient, cw),
+            Linear::build(&rest, cr),
+            any_whole,
+        )
+    }
+}
+
+/// `a // n` (truncating) for a positive constant `n`, using bounds to drop what cannot matter.
+pub fn idiv(a: &UOp, n: i64) -> UOp {
+    if n == 1 {
+        return a.clone();
+    }
+    if let Some(c) = int_value(a) {
+        return int(c / n);
+    }
+    if lo(a) >= 0 && hi(a) < n {
+        return int(0);
+    }
+    if lo(a) >= 0 {
+        let (quotient, rest, any_whole) = Linear::of(a).split(n);
+        if any_whole && lo(&rest) >= 0 && hi(&rest) < n {
+            return quotient;
+        }
+    }
+    UOp::alu(Op::Idiv, vec![a.clone(), int(n)])
+}
+
+/// `a % n` for a positive constant `n`, using bounds to drop what cannot matter.
+pub fn modulo(a: &UOp, n: i64) -> UOp {
+    if n == 1 {
+        return int(0);
+    }
+    if let Some(c) = int_value(a) {
+        return int(c % n);
+    }
+    if lo(a) >= 0 && hi(a) < n {
+        return a.clone();
+    }
+    if lo(a) >= 0 {
+        let (_, rest, any_whole) = Linear::of(a).split(n);
+        if any_whole && lo(&rest) >= 0 {
+            return modulo(&rest, n);
+        }
+    }
+    UOp::alu(Op::Mod, vec![a.clone(), int(n)])
+}
+
+/// `a < b` as a bool, folded when the bounds decide it.
+pub fn less(a: &UOp, b: &UOp) -> UOp {
+    if hi(a) < lo(b) {
+        truth(true)
+    } else if lo(a) >= hi(b) {
+        truth(false)
+    } else {
+        UOp::alu(Op::CmpLt, vec![a.clone(), b.clone()])
+    }
+}
+
+/// `a && b` over optional gates (`None` is "always valid"), folding constant gates.
+pub fn and(a: Option<UOp>, b: Option<UOp>) -> Option<UOp> {
+    let is = |g: &UOp, v: bool| g.const_value().is_some_and(|c| c.as_bool() == v);
+    match (a, b) {
+        (None, g) | (g, None) => g.filter(|g| !is(g, true)),
+        (Some(a), Some(b)) if is(&a, false) || is(&b, false) => Some(truth(false)),
+        (Some(a), Some(b)) if is(&a, true) => Some(b).filter(|g| !is(g, true)),
+        (Some(a), Some(b)) if is(&b, true) || a == b => Some(a),
+        (Some(a), Some(b)) => Some(UOp::alu(Op::And, vec![a, b])),
+    }
+}
+
+/// The row-major strides of `shape`.
+pub fn strides(shape: &[usize]) -> Vec<i64> {
+    let mut strides = vec![1i64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        strides[k] = strides[k + 1] * shape[k + 1] as i64;
+    }
+    strides
+}
+
+/// The offset of element `idx` of a row-major array of `shape`.
+pub fn flatten(idx: &[UOp], shape: &[usize]) -> UOp {
+    assert_eq!(idx.len(), shape.len(), "flatten: one index per axis");
+    idx.iter()
+        .zip(strides(shape))
+        .fold(int(0), |acc, (i, s)| add(&acc, &mul(i, &int(s))))
+}
+
+/// The per-axis indices of offset `flat` in a row-major array of `shape`.
+pub fn unravel(flat: &UOp, shape: &[usize]) -> Vec<UOp> {
+    shape
+        .iter()
+        .zip(strides(shape))
+        .map(|(&d, s)| {
+            if d == 1 {
+                int(0)
+            } else {
+                modulo(&idiv(flat, s), d as i64)
+            }
+        })
+        .collect()
+}
+
+/// Every `Range` an index expression depends on.
+pub fn ranges_in(exprs: &[UOp]) -> Vec<UOp> {
+    let mut out: Vec<UOp> = Vec::new();
+    for e in exprs {
+        for u in e.toposort() {
+            if u.op() == Op::Range && !out.contains(&u) {
+                out.push(u);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::uop::AxisType;
+
+    fn r(bound: usize, id: usize) -> UOp {
+        UOp::range(bound, id, AxisType::Loop)
+    }
+
+    #[test]
+    fn reshape_round_trip_folds_back_to_the_ranges() {
+        let (i, j) = (r(2, 0), r(3, 1));
+        let flat = flatten(&[i.clone(), j.clone()], &[2, 3]);
+        assert_eq!(unravel(&flat, &[2, 3]), vec![i, j]);
+    }
+
+    #[test]
+    fn splitting_an_axis_gives_division_and_remainder() {
+        let k = r(6, 0);
+        let parts = unravel(&k, &[2, 3]);
+        assert_eq!(parts[0], UOp::alu(Op::Idiv, vec![k.clone(), int(3)]));
+        assert_eq!(parts[1], UOp::alu(Op::Mod, vec![k, int(3)]));
+    }
+
+    #[test]
+    fn constants_and_bounds_fold() {
+        let i = r(4, 0);
+        assert_eq!(add(&add(&i, &int(2)), &int(-2)), i);
+        assert_eq!(mul(&i, &int(0)), int(0));
+        assert_eq!(less(&i, &int(4)), truth(true));
+        assert_eq!(less(&i, &int(0)), truth(false));
+        assert_eq!(and(Some(truth(true)), None), None);
+        assert_eq!(idiv(&i, 4), int(0));
+        assert_eq!(modulo(&i, 4), i);
+    }
+}

@@ -1,0 +1,456 @@
+//! Range assignment: lowering a tensor node, asked for at per-axis index expressions, to the
+//! scalar expression that computes that element inside one kernel.
+//!
+//! Walking from a kernel's root toward its inputs, each op turns the index it is asked for into
+//! the indices it asks its operands for:
+//!
+//! ```text
+//! elementwise op(a, b)[i]      => op(a[i], b[i])            (size-1 axes of an operand read 0)
+//! Reshape(x, s')[i]            => x[unravel(flatten(i, s'), shape x)]
+//! Expand(x, s')[i]             => x[i with broadcast axes := 0]
+//! Permute(x, p)[i]             => x[j] where j[p[k]] = i[k]
+//! Flip(x, f)[i]                => x[i with flagged axes := n-1-i]
+//! Shrink(x, b, e)[i]           => x[i + b]
+//! Pad(x, b, e)[i]              => x[i - b] gated by b <= i < b + n, else 0
+//! Stack(x0, x1, ..)[s, i]      => x_s[i]  (a where-chain on s when s is not a constant)
+//! Index(x, j0, ..)[i]          => x[j0[..], .., i..] gated by 0 <= j < n
+//! Reduce(x, op, axes)[i]       => Reduce(x[i with axes := fresh Reduce ranges], ranges)
+//! realized or Buffer x[i]      => Load(Index(DefineGlobal(slot of x), flatten(i), gate))
+//! ```
+//!
+//! Lowerings are memoized on `(node, index, gate)`, so two consumers asking for the same element
+//! share one UOp (hash-consing is the CSE); consumers asking for different elements get
+//! different expressions, which is how cheap elementwise work is recomputed instead of buffered.
+
+use super::ScheduleItem;
+use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
+use super::realize::{CostModel, worth_realizing};
+use crate::uop::shape::operand_values;
+use crate::uop::{Arg, AxisType, DType, Device, Op, UOp};
+use std::collections::{HashMap, HashSet};
+
+/// A request for one element of a node: the node, its per-axis index, its validity gate.
+type Request = (UOp, Vec<UOp>, Option<UOp>);
+
+/// Where a reduce was asked for: the kernel, the per-axis index, the validity gate.
+type RequestSite = (usize, Vec<UOp>, Option<UOp>);
+
+/// What the scheduler knows across kernels: which nodes are realized into which buffers, and
+/// how often each reduce is asked for (the input of the realization cost model).
+#[derive(Default)]
+pub struct IndexingContext {
+    /// Realized tensor node → the `Buffer` it is stored into.
+    pub realized: HashMap<UOp, UOp>,
+    /// `Buffer` → the realized node whose kernel fills it.
+    pub producer: HashMap<UOp, UOp>,
+    /// Reduce node → the distinct `(kernel, index, gate)` it was requested at this round.
+    requests: HashMap<UOp, HashSet<RequestSite>>,
+    costs: CostModel,
+}
+
+impl IndexingContext {
+    /// Gives `node` a buffer of its own (idempotent).
+    pub fn realize(&mut self, node: &UOp) {
+        if self.realized.contains_key(node) {
+            return;
+        }
+        let device = node.device().unwrap_or_else(Device::cpu);
+        let buffer = UOp::new_buffer(node.numel(), node.dtype(), device);
+        self.producer.insert(buffer.clone(), node.clone());
+        self.realized.insert(node.clone(), buffer);
+    }
+
+    /// Forgets the per-round statistics before every kernel is built again.
+    pub fn start_round(&mut self) {
+        self.requests.clear();
+        self.costs = CostModel::default();
+    }
+}
+
+/// Builds the kernel that computes realized node `root` into its buffer.
+pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> ScheduleItem {
+    let out = ctx.realized[root].clone();
+    let mut builder = KernelBuilder {
+        ctx,
+        kernel,
+        next_range: 0,
+        loops: Vec::new(),
+        enclosing: Vec::new(),
+        memo: HashMap::new(),
+        buffers: vec![out.clone()],
+    };
+    let shape = root.shape_vec();
+    let loops: Vec<UOp> = shape
+        .iter()
+        .map(|&d| builder.new_range(d, AxisType::Loop))
+        .collect();
+    builder.loops = loops.clone();
+    let value = builder.lower_node(root, &loops, None);
+    let target = index_node(&out, 0, flatten(&loops, &shape), None);
+    let store = UOp::new(Op::Store, DType::Void, vec![target, value], Arg::None);
+    ScheduleItem {
+        ast: UOp::sink(vec![store]),
+        buffers: builder.buffers,
+    }
+}
+
+fn index_node(buffer: &UOp, slot: usize, flat: UOp, gate: Option<UOp>) -> UOp {
+    let dg = UOp::new(
+        Op::DefineGlobal,
+        buffer.dtype(),
+        vec![],
+        Arg::Int(slot as i64),
+    );
+    let mut src = vec![dg, flat];
+    src.extend(gate);
+    UOp::new(Op::Index, buffer.dtype(), src, Arg::None)
+}
+
+fn zero(dtype: DType) -> UOp {
+    UOp::constant(0i64, dtype)
+}
+
+fn is_false(gate: &Option<UOp>) -> bool {
+    gate.as_ref()
+        .and_then(|g| g.const_value())
+        .is_some_and(|v| !v.as_bool())
+}
+
+/// `where(gate, v, 0)`, or `v` itself when it is a load already gated by `gate`.
+fn gated_value(gate: Option<UOp>, v: UOp) -> UOp {
+    match gate {
+        None => v,
+        Some(_) if v.op() == Op::Load => v,
+        Some(g) if g.const_value().is_some() => {
+            if g.const_value().is_some_and(|c| c.as_bool()) {
+                v
+            } else {
+                zero(v.dtype())
+            }
+        }
+        Some(g) => {
+            let z = zero(v.dtype());
+            UOp::alu(Op::Where, vec![g, v, z])
+        }
+    }
+}
+
+/// The index of an operand of shape `src` for output index `idx` of shape `out` under
+/// NumPy broadcasting (right-aligned; size-1 operand axes read element 0).
+fn broadcast_index(idx: &[UOp], out: &[usize], src: &[usize]) -> Vec<UOp> {
+    let offset = out.len() - src.len();
+    src.iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            if d == 1 && out[offset + k] != 1 {
+                int(0)
+            } else {
+                idx[offset + k].clone()
+            }
+        })
+        .collect()
+}
+
+fn shape_operand(u: &UOp, i: usize) -> Vec<usize> {
+    operand_values(u.s(i))
+        .unwrap_or_else(|| panic!("schedule: {} has a non-constant shape operand", u.op()))
+}
+
+struct KernelBuilder<'a> {
+    ctx: &'a mut IndexingContext,
+    kernel: usize,
+    next_range: usize,
+    /// The output loops of the kernel (`Const 0` for size-1 axes).
+    loops: Vec<UOp>,
+    /// The ranges of the reduces being lowered, innermost last.
+    enclosing: Vec<UOp>,
+    memo: HashMap<Request, UOp>,
+    /// The kernel's buffer arguments in slot order, the output first.
+    buffers: Vec<UOp>,
+}
+
+impl KernelBuilder<'_> {
+    /// A fresh range for an axis of size `bound` (a size-1 axis is just index 0).
+    fn new_range(&mut self, bound: usize, axis_type: AxisType) -> UOp {
+        if bound == 1 {
+            return int(0);
+        }
+        let r = UOp::range(bound, self.next_range, axis_type);
+        self.next_range += 1;
+        r
+    }
+
+    fn slot(&mut self, buffer: &UOp) -> usize {
+        match self.buffers.iter().position(|b| b == buffer) {
+            Some(s) => s,
+            None => {
+                self.buffers.push(buffer.clone());
+                self.buffers.len() - 1
+            }
+        }
+    }
+
+    fn load(&mut self, buffer: &UOp, flat: UOp, gate: Option<UOp>) -> UOp {
+        if is_false(&gate) {
+            return zero(buffer.dtype());
+        }
+        let slot = self.slot(buffer);
+        let index = index_node(buffer, slot, flat, gate);
+        UOp::new(Op::Load, buffer.dtype(), vec![index], Arg::None)
+    }
+
+    /// Element `idx` of `x` (under validity `gate`): a load if `x` is realized, else its
+    /// inline computation.
+    fn lower(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        if is_false(&gate) {
+            return zero(x.dtype());
+        }
+        if let Some(buffer) = self.ctx.realized.get(x).cloned() {
+            let flat = flatten(idx, &x.shape_vec());
+            return self.load(&buffer, flat, gate);
+        }
+        let key = (x.clone(), idx.to_vec(), gate.clone());
+        if let Some(v) = self.memo.get(&key) {
+            return v.clone();
+        }
+        let v = self.lower_node(x, idx, gate);
+        self.memo.insert(key, v.clone());
+        v
+    }
+
+    /// Element `idx` of `x` computed from its operands (never a load of `x` itself).
+    fn lower_node(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        match x.op() {
+            Op::Buffer => self.load(x, idx[0].clone(), gate),
+            Op::BufferView => self.lower_buffer_view(x, idx, gate),
+            Op::Const => x.clone(),
+            Op::Vconst => self.lower_vconst(x, &idx[0]),
+            Op::Contiguous | Op::Copy | Op::Detach | Op::ContiguousBackward => {
+                self.lower(x.s(0), idx, gate)
+            }
+            Op::Reshape => {
+                let (from, to) = (x.s(0).shape_vec(), x.shape_vec());
+                let src_idx = if from == to {
+                    idx.to_vec()
+                } else {
+                    unravel(&flatten(idx, &to), &from)
+                };
+                self.lower(x.s(0), &src_idx, gate)
+            }
+            Op::Expand => {
+                let src_idx = broadcast_index(idx, &x.shape_vec(), &x.s(0).shape_vec());
+                self.lower(x.s(0), &src_idx, gate)
+            }
+            Op::Permute => self.lower_permute(x, idx, gate),
+            Op::Flip => self.lower_flip(x, idx, gate),
+            Op::Shrink => {
+                let begins = shape_operand(x, 1);
+                let src_idx: Vec<UOp> = idx
+                    .iter()
+                    .zip(&begins)
+                    .map(|(i, &b)| add(i, &int(b as i64)))
+                    .collect();
+                self.lower(x.s(0), &src_idx, gate)
+            }
+            Op::Pad => self.lower_pad(x, idx, gate),
+            Op::Stack => self.lower_stack(x, idx, gate),
+            Op::Index => self.lower_index(x, idx, gate),
+            Op::Reduce => self.lower_reduce(x, idx, gate),
+            op if op.is_elementwise() => {
+                let out = x.shape_vec();
+                let src: Vec<UOp> = x
+                    .src()
+                    .iter()
+                    .map(|s| {
+                        let s_idx = broadcast_index(idx, &out, &s.shape_vec());
+                        self.lower(s, &s_idx, gate.clone())
+                    })
+                    .collect();
+                UOp::new(op, x.dtype(), src, x.arg().clone())
+            }
+            op => panic!(
+                "schedule: cannot lower {op} into a kernel (vmap scopes, stores, calls, \
+                 parameters outside a function and multi-device ops are not scheduled yet)"
+            ),
+        }
+    }
+
+    fn lower_buffer_view(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let Arg::BufferView { offset, .. } = x.arg() else {
+            panic!("schedule: BufferView without a BufferView arg")
+        };
+        let base = x.s(0);
+        assert_eq!(
+            base.op(),
+            Op::Buffer,
+            "schedule: a BufferView must view a Buffer"
+        );
+        assert_eq!(
+            base.dtype(),
+            x.dtype(),
+            "schedule: a BufferView of another dtype is not supported yet"
+        );
+        let flat = add(&idx[0], &int(*offset as i64));
+        self.load(base, flat, gate)
+    }
+
+    fn lower_vconst(&mut self, x: &UOp, i: &UOp) -> UOp {
+        let Arg::Vconst(values) = x.arg() else {
+            panic!("schedule: Vconst without values")
+        };
+        let element = |k: usize| UOp::constant(values[k], x.dtype());
+        if let Some(k) = i.const_value() {
+            return element(k.as_i64() as usize);
+        }
+        let last = values.len() - 1;
+        (0..last).rev().fold(element(last), |acc, k| {
+            let differs = UOp::alu(Op::CmpNe, vec![i.clone(), int(k as i64)]);
+            UOp::alu(Op::Where, vec![differs, acc, element(k)])
+        })
+    }
+
+    fn lower_permute(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let Arg::Permutation(perm) = x.arg() else {
+            panic!("schedule: Permute without a permutation")
+        };
+        let mut src_idx = vec![int(0); perm.len()];
+        for (k, &p) in perm.iter().enumerate() {
+            src_idx[p] = idx[k].clone();
+        }
+        self.lower(x.s(0), &src_idx, gate)
+    }
+
+    fn lower_flip(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let Arg::Flags(flags) = x.arg() else {
+            panic!("schedule: Flip without flags")
+        };
+        let shape = x.shape_vec();
+        let src_idx: Vec<UOp> = idx
+            .iter()
+            .zip(flags)
+            .zip(&shape)
+            .map(|((i, &f), &n)| {
+                if f {
+                    add(&int(n as i64 - 1), &mul(i, &int(-1)))
+                } else {
+                    i.clone()
+                }
+            })
+            .collect();
+        self.lower(x.s(0), &src_idx, gate)
+    }
+
+    fn lower_pad(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let (begins, ends) = (shape_operand(x, 1), shape_operand(x, 2));
+        let src_shape = x.s(0).shape_vec();
+        let mut valid = None;
+        let mut src_idx = Vec::with_capacity(idx.len());
+        for (k, i) in idx.iter().enumerate() {
+            let (b, n) = (begins[k] as i64, src_shape[k] as i64);
+            src_idx.push(add(i, &int(-b)));
+            if b > 0 {
+                valid = and(valid, Some(less(&int(b - 1), i)));
+            }
+            if ends[k] > 0 {
+                valid = and(valid, Some(less(i, &int(b + n))));
+            }
+        }
+        let v = self.lower(x.s(0), &src_idx, and(gate, valid.clone()));
+        gated_value(valid, v)
+    }
+
+    fn lower_stack(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let (which, rest) = (&idx[0], &idx[1..]);
+        if let Some(k) = which.const_value() {
+            return self.lower(x.s(k.as_i64() as usize), rest, gate);
+        }
+        let parts: Vec<UOp> = x
+            .src()
+            .iter()
+            .map(|p| self.lower(p, rest, gate.clone()))
+            .collect();
+        let last = parts.len() - 1;
+        (0..last).rev().fold(parts[last].clone(), |acc, k| {
+            let differs = UOp::alu(Op::CmpNe, vec![which.clone(), int(k as i64)]);
+            UOp::alu(Op::Where, vec![differs, acc, parts[k].clone()])
+        })
+    }
+
+    fn lower_index(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let base = x.s(0);
+        let base_shape = base.shape_vec();
+        let mut out_axis = 0;
+        let mut base_idx = Vec::new();
+        let mut valid = None;
+        for (j, selector) in x.src()[1..].iter().enumerate() {
+            let sel_idx: Vec<UOp> = match selector.shape_vec().len() {
+                0 => vec![],
+                _ => {
+                    out_axis += 1;
+                    vec![idx[out_axis - 1].clone()]
+                }
+            };
+            let mut v = self.lower(selector, &sel_idx, gate.clone());
+            if v.dtype() != DType::Index {
+                v = v.cast(DType::Index);
+            }
+            valid = and(valid, Some(less(&int(-1), &v)));
+            valid = and(valid, Some(less(&v, &int(base_shape[j] as i64))));
+            base_idx.push(v);
+        }
+        base_idx.extend(idx[out_axis..].iter().cloned());
+        let v = self.lower(base, &base_idx, and(gate, valid.clone()));
+        gated_value(valid, v)
+    }
+
+    fn lower_reduce(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        if self.should_realize(x, idx, &gate) {
+            self.ctx.realize(x);
+            return self.lower(x, idx, gate);
+        }
+        let Arg::Reduce(op, axes) = x.arg() else {
+            panic!("schedule: Reduce without a reduce arg")
+        };
+        let src_shape = x.s(0).shape_vec();
+        let mut src_idx = idx.to_vec();
+        let mut ranges = Vec::new();
+        for &a in axes {
+            let r = self.new_range(src_shape[a], AxisType::Reduce);
+            if r.op() == Op::Range {
+                ranges.push(r.clone());
+            }
+            src_idx[a] = r;
+        }
+        let depth = self.enclosing.len();
+        self.enclosing.extend(ranges.iter().cloned());
+        let v = self.lower(x.s(0), &src_idx, gate);
+        self.enclosing.truncate(depth);
+        if ranges.is_empty() {
+            return v;
+        }
+        let mut src = vec![v];
+        src.extend(ranges);
+        UOp::new(Op::Reduce, x.dtype(), src, Arg::Reduce(*op, vec![]))
+    }
+
+    /// The realization cost model for a reduce requested at `idx`: how many times would
+    /// computing it inline repeat its work?
+    fn should_realize(&mut self, x: &UOp, idx: &[UOp], gate: &Option<UOp>) -> bool {
+        let mut asked: Vec<UOp> = idx.to_vec();
+        asked.extend(gate.iter().cloned());
+        let used = ranges_in(&asked);
+        let redundancy: u64 = self
+            .loops
+            .iter()
+            .chain(&self.enclosing)
+            .filter(|r| r.op() == Op::Range && !used.contains(r))
+            .map(|r| r.vmax().as_i64() as u64 + 1)
+            .product();
+        let requests = self.ctx.requests.entry(x.clone()).or_default();
+        requests.insert((self.kernel, idx.to_vec(), gate.clone()));
+        let requests = requests.len() as u64;
+        let realized = &self.ctx.realized;
+        let cost = self.ctx.costs.cost(x, &|u| realized.contains_key(u));
+        worth_realizing(cost, redundancy, requests)
+    }
+}

@@ -1,0 +1,173 @@
+//! The scheduler (rangeify): split a tensor graph into kernels and describe each kernel as a
+//! scalar AST over loop ranges (the contract in `notes/KERNEL_AST.md`).
+//!
+//! # Pipeline
+//!
+//! 1. **Callify** ([`callify`]): inline `GetTuple(Function(..))` by substituting each `Param`
+//!    with its argument, drop `Detach` and `ContiguousBackward`.
+//! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
+//!    `Store` and `Vmapout` get a buffer each; `Buffer`s are realized already. Reduces are
+//!    realized by a cost model when fusing them would repeat their work (consumed through an
+//!    expand, or requested at several indices); cheap elementwise chains never are.
+//! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
+//!    shape; walking inward, every op maps the index it is asked for to its operands' indices
+//!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
+//!    validity gates), and a realized operand or a `Buffer` becomes a `Load` through
+//!    `Index(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
+//!    ([`index`]).
+//! 4. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Index(DefineGlobal 0,
+//!    flat), value))`, ordered so producers run before consumers. Range ids count from 0 in the
+//!    order axes appear (output loops first) and slots are numbered output first, then inputs in
+//!    the order the lowering first reads them; both depend only on the graph's structure, so
+//!    equal computations give equal ASTs.
+//!
+//! Realization is decided while kernels are built (a reduce learns how it is consumed only
+//! then), so the whole build repeats until a round realizes nothing new: the last round sees
+//! the final set, and no kernel computes inline what another kernel stores.
+//!
+//! # Design for vmap (`Vmapin` / `Vmapout`, seeds/vmap-vmapin-vmapout.md §4–5)
+//!
+//! Not implemented yet; the structure leaves room for it without a rewrite:
+//!
+//! - `Vmapout` is already in the forced set ([`realize::is_forced`]). Its kernel's output loops
+//!   will be the `Range` vargs themselves at batch positions and fresh ranges elsewhere; lowering
+//!   `Vmapout(x, vargs)` at `idx` asks `x` for `idx` without the batch positions.
+//! - Lowering `Vmapin(x, vargs)` at `idx` asks `x` for `idx` with each `Range` varg re-inserted
+//!   at its position. That range is *ambient*: inner nodes never carry it in their index, it
+//!   appears in the AST only through the loads under `Vmapin`, and it is bound because the
+//!   enclosing `Vmapout` kernel loops over that very `Range` UOp. The memo key `(node, index,
+//!   gate)` stays valid because the ambient range is part of the index it shows up in.
+//! - Intermediate realization inside a vmap scope (§5): a forward `vmap_map` pass over the
+//!   toposort (from each `Vmapin` to its transitive consumers, stopping at `Vmapout`) records
+//!   each node's ambient ranges in [`lower::IndexingContext`]. [`lower::IndexingContext::realize`]
+//!   then prepends their sizes to the buffer's shape, the node's kernel prepends the ambient
+//!   ranges to its loops (so its store index includes them), and a load of it prepends the
+//!   same ambient ranges to the index it flattens. Kernel-local range ids must then start after
+//!   the ambient ids (or ambient ranges are renumbered when the AST is canonicalized).
+
+pub mod callify;
+pub mod index;
+pub mod lower;
+pub mod realize;
+
+#[cfg(test)]
+mod exec;
+#[cfg(test)]
+mod tests;
+
+use crate::uop::UOp;
+use lower::{IndexingContext, build_kernel};
+use realize::{as_contiguous_buffer, is_forced};
+use std::collections::{HashMap, HashSet};
+
+/// One kernel: its AST and the buffers bound to its `DefineGlobal` slots.
+#[derive(Clone, Debug)]
+pub struct ScheduleItem {
+    /// `Sink(Store(Index(DefineGlobal(0), flat), value))` over `Range`s (KERNEL_AST.md).
+    pub ast: UOp,
+    /// `buffers[slot]` is the `Buffer` UOp of slot `slot`: the output first, then the inputs.
+    pub buffers: Vec<UOp>,
+}
+
+/// The kernels that compute a set of outputs, in an order that runs producers first.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The kernels, producers before consumers.
+    pub items: Vec<ScheduleItem>,
+    /// For each requested output: the `Buffer` holding it, reshaped to the output's shape.
+    pub outputs: Vec<UOp>,
+}
+
+/// Splits the graphs of `outputs` into kernels (see the module docs for the rules).
+#[track_caller]
+pub fn create_schedule(outputs: &[UOp]) -> Schedule {
+    let graph = callify::callify(outputs);
+    let mut ctx = IndexingContext::default();
+    for out in &graph {
+        if out.shape().is_none() {
+            panic!("create_schedule: output {} has no shape", out.op());
+        }
+        if as_contiguous_buffer(out).is_none() {
+            ctx.realize(out);
+        }
+    }
+    for node in UOp::sink(graph.clone()).toposort() {
+        if is_forced(&node) {
+            ctx.realize(&node);
+        }
+    }
+    let roots: Vec<UOp> = graph
+        .iter()
+        .filter(|o| ctx.realized.contains_key(*o))
+        .cloned()
+        .collect();
+    let kernels = loop {
+        let realized_before = ctx.realized.len();
+        ctx.start_round();
+        let kernels = build_reachable(&mut ctx, &roots);
+        if ctx.realized.len() == realized_before {
+            break kernels;
+        }
+    };
+    let items = producers_first(&ctx, &kernels, &roots);
+    let outputs = graph
+        .iter()
+        .map(|o| match ctx.realized.get(o) {
+            Some(buffer) => buffer.reshape(&o.shape_vec()),
+            None => o.clone(),
+        })
+        .collect();
+    Schedule { items, outputs }
+}
+
+/// Builds the kernel of every realized node the roots read, directly or through other kernels.
+fn build_reachable(ctx: &mut IndexingContext, roots: &[UOp]) -> HashMap<UOp, ScheduleItem> {
+    let mut built: HashMap<UOp, ScheduleItem> = HashMap::new();
+    let mut work: Vec<UOp> = roots.iter().rev().cloned().collect();
+    while let Some(node) = work.pop() {
+        if built.contains_key(&node) {
+            continue;
+        }
+        let item = build_kernel(ctx, built.len(), &node);
+        for buffer in item.buffers[1..].iter().rev() {
+            if let Some(producer) = ctx.producer.get(buffer) {
+                work.push(producer.clone());
+            }
+        }
+        built.insert(node, item);
+    }
+    built
+}
+
+/// The kernels in dependency order: a depth-first walk from the roots, emitting each kernel
+/// after the kernels that fill the buffers it reads.
+fn producers_first(
+    ctx: &IndexingContext,
+    kernels: &HashMap<UOp, ScheduleItem>,
+    roots: &[UOp],
+) -> Vec<ScheduleItem> {
+    fn visit(
+        node: &UOp,
+        ctx: &IndexingContext,
+        kernels: &HashMap<UOp, ScheduleItem>,
+        seen: &mut HashSet<UOp>,
+        order: &mut Vec<ScheduleItem>,
+    ) {
+        if !seen.insert(node.clone()) {
+            return;
+        }
+        let item = &kernels[node];
+        for buffer in &item.buffers[1..] {
+            if let Some(producer) = ctx.producer.get(buffer) {
+                visit(producer, ctx, kernels, seen, order);
+            }
+        }
+        order.push(item.clone());
+    }
+    let mut seen = HashSet::new();
+    let mut order = Vec::new();
+    for root in roots {
+        visit(root, ctx, kernels, &mut seen, &mut order);
+    }
+    order
+}
