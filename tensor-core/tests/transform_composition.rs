@@ -3,11 +3,11 @@
 
 mod transform_common;
 
-use transform_common::*;
 use tensor_core::transform::{
     Func, IntoFunc, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vmap,
 };
 use tensor_core::{DType, Tensor};
+use transform_common::*;
 
 /// The Jacobian of result 0 of `f` with respect to `argnum` by central differences, shaped
 /// `out_shape ++ in_shape`.

@@ -3,12 +3,12 @@
 
 mod transform_common;
 
-use transform_common::*;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 use tensor_core::transform::{Func, grad, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap};
 use tensor_core::{DType, Tensor};
+use transform_common::*;
 
 thread_local! {
     static EXPECTING_PANIC: Cell<bool> = const { Cell::new(false) };

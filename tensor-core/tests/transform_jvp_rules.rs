@@ -4,9 +4,9 @@
 
 mod transform_common;
 
-use transform_common::*;
 use tensor_core::transform::{Func, IntoFunc, jvp};
 use tensor_core::{DType, Tensor};
+use transform_common::*;
 
 const EPS: f64 = 1e-6;
 const RTOL: f64 = 1e-6;

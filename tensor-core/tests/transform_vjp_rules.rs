@@ -4,9 +4,9 @@
 
 mod transform_common;
 
-use transform_common::*;
 use tensor_core::transform::{Func, IntoFunc, grad, jvp, value_and_grad, vjp};
 use tensor_core::{DType, Tensor};
+use transform_common::*;
 
 const EPS: f64 = 1e-6;
 

@@ -3,10 +3,10 @@
 
 mod transform_common;
 
-use transform_common::*;
 use std::sync::Arc;
 use tensor_core::transform::{Func, IntoFunc, vmap};
 use tensor_core::{DType, Tensor};
+use transform_common::*;
 
 const B: usize = 3;
 
