@@ -479,3 +479,12 @@ mod primitives {
         );
     }
 }
+
+#[test]
+fn jvp_of_scatter_add_matches_finite_differences() {
+    let i = Tensor::from_vec(vec![0i32, 2, 2, 2], &[2, 2]);
+    check_jvp(
+        move |base: &Tensor, src: &Tensor| base.scatter_add(1, &i, &src.sin()),
+        &[x23(76), randf64(&[2, 2], 77)],
+    );
+}

@@ -583,3 +583,12 @@ fn vjp_gives_an_integer_input_a_zero_cotangent_even_through_a_cast() {
     assert_eq!(ct[1].dtype(), DType::I32);
     assert_close("integer input", &ct[1], &i.zeros_like(), 0.0, 0.0);
 }
+
+#[test]
+fn vjp_of_scatter_add_agrees_with_jvp_and_finite_differences() {
+    let i = Tensor::from_vec(vec![0i32, 2, 2, 2], &[2, 2]);
+    check_vjp(
+        move |base: &Tensor, src: &Tensor| base.scatter_add(1, &i, &src.sin()),
+        &[x23(121), randf64(&[2, 2], 122)],
+    );
+}

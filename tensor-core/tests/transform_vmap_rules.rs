@@ -777,3 +777,26 @@ fn vmap_accepts_an_unmapped_0d_argument() {
         &[randf64(&[B, 2], 95), Tensor::scalar(3.0f64)],
     );
 }
+
+#[test]
+fn vmap_of_scatter_add_equals_the_loop_for_each_batched_operand() {
+    let f = |base: &Tensor, i: &Tensor, src: &Tensor| base.scatter_add(1, i, src);
+    let base = randf64(&[B, 2, 3], 96);
+    let index = idx(vec![0, 2, 2, 1, 1, 1, 0, 0, 2, 2, 0, 1], &[B, 2, 2]);
+    let src = randf64(&[B, 2, 2], 97);
+    assert_vmap_matches_loop(
+        f,
+        &[Some(0), Some(0), Some(0)],
+        &[base.clone(), index.clone(), src.clone()],
+    );
+    assert_vmap_matches_loop(
+        f,
+        &[None, Some(0), None],
+        &[sample(&base, 0, 0), index.clone(), sample(&src, 0, 1)],
+    );
+    assert_vmap_matches_loop(
+        f,
+        &[Some(0), None, Some(0)],
+        &[base, sample(&index, 0, 2), src],
+    );
+}
