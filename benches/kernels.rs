@@ -20,7 +20,9 @@ fn elementwise_chain(c: &mut Criterion) {
     let mut group = c.benchmark_group("elementwise_chain_16M_f32");
     group.throughput(Throughput::Bytes((CHAIN_LEN * 4 * 2) as u64));
     group.sample_size(10);
-    group.bench_function("six_ops_fused", |b| b.iter(|| chain(&x).realize().map(|_| ()).expect("runs")));
+    group.bench_function("six_ops_fused", |b| {
+        b.iter(|| chain(&x).realize().map(|_| ()).expect("runs"))
+    });
     group.finish();
 }
 
@@ -31,9 +33,13 @@ fn matmul(c: &mut Criterion) {
     w.realize().expect("realizes");
     let mut group = c.benchmark_group("matmul_1024_f32");
     // Criterion reports elements per second; with 2*N^3 elements that is FLOP/s.
-    group.throughput(Throughput::Elements((2 * MATMUL_N * MATMUL_N * MATMUL_N) as u64));
+    group.throughput(Throughput::Elements(
+        (2 * MATMUL_N * MATMUL_N * MATMUL_N) as u64,
+    ));
     group.sample_size(10);
-    group.bench_function("matmul", |b| b.iter(|| a.matmul(&w).realize().map(|_| ()).expect("runs")));
+    group.bench_function("matmul", |b| {
+        b.iter(|| a.matmul(&w).realize().map(|_| ()).expect("runs"))
+    });
     group.finish();
 }
 

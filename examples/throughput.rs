@@ -48,8 +48,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let flops = 2.0 * (MATMUL_N as f64).powi(3);
 
-    println!("memcpy 64 MiB (read + write):       {:>7.2} GB/s", moved / copy.as_secs_f64() / 1e9);
-    println!("6-op elementwise chain, 16M f32:    {:>7.2} GB/s", moved / chain.as_secs_f64() / 1e9);
-    println!("matmul 1024x1024 f32:               {:>7.2} GFLOP/s", flops / matmul.as_secs_f64() / 1e9);
+    println!(
+        "memcpy 64 MiB (read + write):       {:>7.2} GB/s",
+        moved / copy.as_secs_f64() / 1e9
+    );
+    println!(
+        "6-op elementwise chain, 16M f32:    {:>7.2} GB/s",
+        moved / chain.as_secs_f64() / 1e9
+    );
+    println!(
+        "matmul 1024x1024 f32:               {:>7.2} GFLOP/s",
+        flops / matmul.as_secs_f64() / 1e9
+    );
     Ok(())
 }

@@ -38,13 +38,13 @@ pub fn codegen_options<D: Device>(device: &D) -> CodegenOptions {
     }
 }
 
-/// Runs every kernel of `schedule` on `device` and returns the bytes of each output
-/// (row-major, in the output's dtype). Output buffers also keep a host copy of their bytes.
+/// Runs every kernel of `schedule` on `device`, producers first. The outputs stay in device
+/// memory; [`read_buffer`] copies one back.
 pub fn run_schedule<D: Device>(
     device: &D,
     schedule: &Schedule,
     options: &CodegenOptions,
-) -> Result<Vec<Vec<u8>>> {
+) -> Result<()> {
     let debug = debug_level();
     let started = Instant::now();
     let kernels: Vec<(Vec<BufferArg>, Kernel)> = schedule
@@ -80,11 +80,6 @@ pub fn run_schedule<D: Device>(
             eprintln!("{}", kernel.source);
         }
     }
-    let outputs = schedule
-        .outputs
-        .iter()
-        .map(|out| read_output(device, out))
-        .collect::<Result<Vec<_>>>()?;
     if debug >= 1 {
         eprintln!(
             "realize: {} kernels on {} in {:.3?}, {:.3?} of it compiling (process: {} compiler \
@@ -97,7 +92,7 @@ pub fn run_schedule<D: Device>(
             crate::stats::disk_cache_hits()
         );
     }
-    Ok(outputs)
+    Ok(())
 }
 
 /// The programs of `kernels`, compiled in parallel on as many threads as the machine has
@@ -140,18 +135,25 @@ fn compile_all<'k, D: Device>(
     results.into_iter().map(|(_, program)| program).collect()
 }
 
-/// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer
-/// (so realizing again runs nothing) and the bytes of each are returned.
-pub fn realize(tensors: &[&Tensor]) -> Result<Vec<Vec<u8>>> {
+/// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer,
+/// so realizing it again, or using it in a later graph, runs nothing more for it.
+pub fn realize(tensors: &[&Tensor]) -> Result<()> {
     check_device_setting(std::env::var("DEVICE").ok())?;
     let device = CpuDevice::shared()?;
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
     let schedule = create_schedule(&roots);
-    let bytes = run_schedule(&device, &schedule, &codegen_options(&device))?;
+    run_schedule(&device, &schedule, &codegen_options(&device))?;
     for (tensor, out) in tensors.iter().zip(&schedule.outputs) {
         tensor.replace_uop(out.clone());
     }
-    Ok(bytes)
+    Ok(())
+}
+
+/// The bytes of `tensor` (row-major, in its dtype), computing it first if needed. The
+/// buffer also keeps the copy on the host, where the reference interpreter can read it.
+pub fn read_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
+    realize(&[tensor])?;
+    read_buffer(&CpuDevice::shared()?, &tensor.uop())
 }
 
 /// Accepts the `DEVICE` values this build can run: unset or `CPU`.
@@ -182,7 +184,7 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
             found: tensor.dtype(),
         });
     }
-    let bytes = realize(&[tensor])?.remove(0);
+    let bytes = read_bytes(tensor)?;
     Ok(tensor_core::uop::dtype::decode_scalars(&bytes, T::DTYPE)
         .into_iter()
         .map(T::from_scalar)
@@ -245,7 +247,7 @@ fn check_arguments<D: Device>(
 }
 
 /// The bytes of a realized output (a buffer seen through reshapes), also kept on the host.
-fn read_output<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
+pub fn read_buffer<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
     let buffer = as_contiguous_buffer(out)
         .unwrap_or_else(|| panic!("schedule output is a {}, not a buffer", out.op()));
     let arg = buffer_arg(&buffer);

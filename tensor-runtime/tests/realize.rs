@@ -8,15 +8,14 @@ use tensor_core::codegen::compile_kernel;
 use tensor_core::interp::{HostArray, evaluate};
 use tensor_core::schedule::create_schedule;
 use tensor_core::{Arg, DType, Tensor};
-use tensor_runtime::realize::{codegen_options, run_schedule, to_vec};
+use tensor_runtime::realize::{codegen_options, read_buffer, run_schedule, to_vec};
 use tensor_runtime::{CpuDevice, RuntimeError};
 
 /// Runs `tensor` on `device` and returns its values as the interpreter's array type.
 fn run_on(device: &CpuDevice, tensor: &Tensor) -> HostArray {
     let schedule = create_schedule(&[tensor.uop()]);
-    let bytes = run_schedule(device, &schedule, &codegen_options(device))
-        .unwrap()
-        .remove(0);
+    run_schedule(device, &schedule, &codegen_options(device)).unwrap();
+    let bytes = read_buffer(device, &schedule.outputs[0]).unwrap();
     let values = tensor_core::uop::dtype::decode_scalars(&bytes, tensor.dtype());
     HostArray::new(tensor.dtype(), &tensor.shape(), values)
 }

@@ -8,9 +8,8 @@ use tensor::prelude::*;
 
 /// The values of `t`, computed on the CPU through the compiled path.
 pub fn values(t: &Tensor) -> Vec<f64> {
-    let bytes = tensor::runtime::realize::realize(&[t])
-        .expect("the CPU runtime computes the tensor")
-        .remove(0);
+    let bytes =
+        tensor::runtime::realize::read_bytes(t).expect("the CPU runtime computes the tensor");
     decode_scalars(&bytes, t.dtype())
         .iter()
         .map(|v| v.as_f64())

@@ -746,3 +746,10 @@ fn a_function_called_inside_a_vmap_sees_each_slice() {
     let outer = UOp::function(UOp::tuple(vec![inner]), vec![x]).get_tuple(0);
     assert_eq!(f32s(&outer), vec![5.0, -2.0, 4.0]);
 }
+
+#[test]
+#[should_panic(expected = "Param(0) is f32 Some([2]) but was given i32 [2]")]
+fn a_param_of_the_wrong_type_panics() {
+    let p = UOp::param(0, &[2], DType::F32, None);
+    evaluate_with_params(&p, &[HostArray::from_vec(vec![1i32, 2], &[2])]);
+}

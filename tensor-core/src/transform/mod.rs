@@ -12,4 +12,4 @@ pub use func::{Func, IntoFunc, IntoOutputs};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jvp::jvp;
 pub use vjp::{ArgNums, grad, value_and_grad, vjp};
-pub use vmap::{InAxes, OutAxes, vmap};
+pub use vmap::{InAxes, OutAxes, VmapMethod, vmap, vmap_with};
