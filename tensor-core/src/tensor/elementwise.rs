@@ -602,7 +602,9 @@ fn pow_float(a: &UOp, b: &UOp) -> UOp {
     let b_is_odd = ne_uop(&mul_uop(&half_trunc, &const_like(b, 2)), &b_trunc);
     let odd_sign = where_uop(&b_is_odd, &const_like(a, -1), &one);
     let sign = where_uop(&b_is_integer, &odd_sign, &const_like(a, f64::NAN));
-    let signed = where_uop(&lt_uop(a, &zero), &mul_uop(&magnitude, &sign), &magnitude);
+    // The sign is chosen before it multiplies, so a NaN only enters lanes whose value is NaN
+    // (a `where` around the product would still send NaN cotangents into unchosen lanes).
+    let signed = mul_uop(&magnitude, &where_uop(&lt_uop(a, &zero), &sign, &one));
     where_uop(&eq_uop(b, &zero), &one, &signed)
 }
 
