@@ -6,8 +6,20 @@ mod common;
 
 use common::json::Json;
 use common::{allclose, max_abs_diff, values};
+use std::cell::Cell;
 use std::collections::BTreeMap;
-use tensor::prelude::*;
+use tensor::core::transform::{InAxes, IntoFunc, OutAxes, VmapMethod, vmap_with};
+use tensor::prelude::{Func, Tensor, grad, hessian, jacfwd, jacrev, jvp};
+
+thread_local! {
+    /// The vmap method the cases are built with: every case runs under both.
+    static METHOD: Cell<VmapMethod> = const { Cell::new(VmapMethod::Rewrite) };
+}
+
+/// `vmap` by the method under test.
+fn vmap<M>(f: impl IntoFunc<M>, in_axes: impl Into<InAxes>, out_axes: impl Into<OutAxes>) -> Func {
+    vmap_with(f, in_axes, out_axes, METHOD.get())
+}
 
 type Inputs = BTreeMap<String, Tensor>;
 
@@ -157,7 +169,17 @@ fn mlp_args(i: &Inputs) -> Vec<Tensor> {
 }
 
 #[test]
-fn every_golden_case_matches_jax() {
+fn every_golden_case_matches_jax_with_vmap_by_rewrite() {
+    check_all_cases(VmapMethod::Rewrite);
+}
+
+#[test]
+fn every_golden_case_matches_jax_with_vmap_by_range() {
+    check_all_cases(VmapMethod::Range);
+}
+
+fn check_all_cases(method: VmapMethod) {
+    METHOD.set(method);
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/transforms.json"
@@ -176,25 +198,24 @@ fn every_golden_case_matches_jax() {
             .map(|(k, v)| (k.clone(), tensor_from_json(v)))
             .collect();
         let expected = case.get("outputs").items();
-        let outcome = std::panic::catch_unwind(|| run_case(name, &inputs));
-        let verdict = match outcome {
-            Err(_) => Err("panicked".to_string()),
-            Ok(got) if got.len() != expected.len() => {
-                Err(format!("{} outputs, JAX has {}", got.len(), expected.len()))
+        let outcome = std::panic::catch_unwind(|| {
+            let got = run_case(name, &inputs);
+            match got.len() == expected.len() {
+                true => compare(&got, expected, rtol, atol),
+                false => Err(format!("{} outputs, JAX has {}", got.len(), expected.len())),
             }
-            Ok(got) => compare(&got, expected, rtol, atol),
-        };
-        match verdict {
-            Ok(()) => println!("golden {name}: ok"),
+        });
+        match outcome.unwrap_or_else(|_| Err("panicked".to_string())) {
+            Ok(()) => println!("golden {name} (vmap by {method:?}): ok"),
             Err(why) => {
-                println!("golden {name}: FAILED ({why})");
+                println!("golden {name} (vmap by {method:?}): FAILED ({why})");
                 failures.push(name.to_string());
             }
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {} golden cases failed: {failures:?}",
+        "{} of {} golden cases failed with vmap by {method:?}: {failures:?}",
         failures.len(),
         cases.len()
     );
