@@ -1,0 +1,363 @@
+//! vmap by range (Vmapin/Vmapout through rangeify), compiled: every construct of the table in
+//! seeds/vmap-vmapin-vmapout.md §6 against the rewrite method and against a loop over samples,
+//! the intermediate-realization case of §5, kernel structure, and nesting to depth 5.
+
+mod common;
+
+use common::values;
+use tensor::core::schedule::create_schedule;
+use tensor::core::transform::{Func, IntoFunc, VmapMethod, vmap_with};
+use tensor::core::{Arg, Op, UOp};
+use tensor::prelude::*;
+
+const BATCH: usize = 3;
+
+fn data(shape: &[usize], seed: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec(
+        (0..n)
+            .map(|i| (((i * 29 + seed * 13) % 17) as f32 - 8.0) / 4.0)
+            .collect(),
+        shape,
+    )
+}
+
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs()))
+}
+
+/// Sample `i` of a batch stacked on axis 0.
+fn sample(x: &Tensor, i: usize) -> Tensor {
+    x.slice(0, i as isize, i as isize + 1).squeeze(0)
+}
+
+/// `f` vmapped over axis 0 of every argument by both methods, and looped over the samples:
+/// all three agree.
+fn assert_range_matches<M>(name: &str, f: impl IntoFunc<M>, shapes: &[&[usize]]) {
+    let f: Func = f.into_func();
+    let args: Vec<Tensor> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| data(&[&[BATCH], *s].concat(), k))
+        .collect();
+    let by_range = vmap_with(f.clone(), 0, 0, VmapMethod::Range).call1(&args);
+    let by_rewrite = vmap_with(f.clone(), 0, 0, VmapMethod::Rewrite).call1(&args);
+    let looped: Vec<Tensor> = (0..BATCH)
+        .map(|i| f.call1(&args.iter().map(|a| sample(a, i)).collect::<Vec<_>>()))
+        .collect();
+    let looped = Tensor::stack(&looped, 0);
+    assert_eq!(by_range.shape(), looped.shape(), "{name}: shape");
+    let (range, rewrite, looped) = (values(&by_range), values(&by_rewrite), values(&looped));
+    assert!(
+        close(&range, &looped),
+        "{name}: range {range:?} != loop {looped:?}"
+    );
+    assert!(
+        close(&rewrite, &looped),
+        "{name}: rewrite {rewrite:?} != loop {looped:?}"
+    );
+}
+
+#[test]
+fn basic_operations_match() {
+    assert_range_matches("x * w", |x: &Tensor, w: &Tensor| x * w, &[&[4], &[4]]);
+    assert_range_matches("2 * x", |x: &Tensor| x * 2.0, &[&[4]]);
+    assert_range_matches(
+        "exp2 and sqrt",
+        |x: &Tensor| x.exp2() + x.abs().sqrt(),
+        &[&[5]],
+    );
+    assert_range_matches(
+        "where",
+        |x: &Tensor, y: &Tensor| x.gt(0.0).where_(x, y),
+        &[&[4], &[4]],
+    );
+    assert_range_matches(
+        "cast",
+        |x: &Tensor| x.cast(DType::F16).cast(DType::F32),
+        &[&[4]],
+    );
+}
+
+#[test]
+fn reductions_match() {
+    assert_range_matches("sum", |x: &Tensor| x.sum_all(), &[&[2, 3]]);
+    assert_range_matches("sum axis 0", |x: &Tensor| x.sum(0, false), &[&[2, 3]]);
+    assert_range_matches("mean", |x: &Tensor| x.mean_all(), &[&[4]]);
+    assert_range_matches("max", |x: &Tensor| x.max_all(), &[&[4]]);
+    assert_range_matches(
+        "x @ M",
+        |x: &Tensor, m: &Tensor| x.matmul(m),
+        &[&[3], &[3, 2]],
+    );
+    assert_range_matches(
+        "row @ matrix",
+        |x: &Tensor, m: &Tensor| x.matmul(m),
+        &[&[1, 3], &[3, 4]],
+    );
+}
+
+#[test]
+fn movement_operations_match() {
+    assert_range_matches("reshape", |x: &Tensor| x.reshape(&[2, 3]), &[&[6]]);
+    assert_range_matches("flatten", |x: &Tensor| x.flatten(0, -1), &[&[2, 3]]);
+    assert_range_matches("transpose", |x: &Tensor| x.transpose(0, 1), &[&[2, 3]]);
+    assert_range_matches("permute", |x: &Tensor| x.permute(&[2, 0, 1]), &[&[2, 1, 3]]);
+    assert_range_matches(
+        "expand",
+        |x: &Tensor| x.reshape(&[1, 3]).expand(&[2, 3]),
+        &[&[3]],
+    );
+    assert_range_matches("shrink", |x: &Tensor| x.slice(0, 0, 2), &[&[4]]);
+    assert_range_matches(
+        "2-d slice",
+        |x: &Tensor| x.slice(0, 1, 3).slice(1, 2, 4),
+        &[&[4, 5]],
+    );
+    assert_range_matches("pad", |x: &Tensor| x.pad(&[(1, 0), (0, 1)]), &[&[2, 3]]);
+    assert_range_matches("flip", |x: &Tensor| x.flip(0), &[&[4]]);
+    assert_range_matches("unsqueeze", |x: &Tensor| x.unsqueeze(0), &[&[4]]);
+}
+
+#[test]
+fn stacking_and_concatenation_match() {
+    assert_range_matches(
+        "stack",
+        |a: &Tensor, b: &Tensor, c: &Tensor| Tensor::stack(&[a.clone(), b.clone(), c.clone()], 0),
+        &[&[2], &[2], &[2]],
+    );
+    assert_range_matches(
+        "stack of reduces",
+        |x: &Tensor| Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0),
+        &[&[4]],
+    );
+    let other = data(&[2], 9);
+    assert_range_matches(
+        "cat with an unbatched tensor",
+        move |x: &Tensor| Tensor::cat(&[x.clone(), other.clone()], 0),
+        &[&[3]],
+    );
+}
+
+#[test]
+fn indexing_matches() {
+    assert_range_matches(
+        "scalar index",
+        |x: &Tensor| x.flatten(0, -1).slice(0, 0, 1).squeeze(0),
+        &[&[2, 2]],
+    );
+    assert_range_matches("slice", |x: &Tensor| x.slice(0, 0, 3), &[&[5]]);
+    let idx = Tensor::from_vec(vec![0i32, 1], &[2]);
+    let z = move |x: &Tensor| {
+        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0);
+        z.take(&idx, 0)
+    };
+    assert_range_matches("index after reduce and stack", z, &[&[4]]);
+    let idx = Tensor::from_vec(vec![1i32, 0], &[2]);
+    assert_range_matches(
+        "fancy index by tensor",
+        move |x: &Tensor| x.take(&idx, 0),
+        &[&[3]],
+    );
+    assert_range_matches(
+        "multi-scalar stack",
+        |x: &Tensor| {
+            let flat = x.flatten(0, -1);
+            let pick = |i: isize| flat.slice(0, i, i + 1).squeeze(0);
+            Tensor::stack(&[pick(0), pick(4), pick(8)], 0)
+        },
+        &[&[3, 3]],
+    );
+}
+
+#[test]
+fn operations_after_the_vmap_match() {
+    let x = data(&[BATCH, 3, 2], 1);
+    let inner = |x: &Tensor| x * 2.0 + 1.0;
+    let by_range = vmap_with(inner, 0, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
+    let reference = &x * 2.0 + 1.0;
+    let after = |t: &Tensor| {
+        vec![
+            t.reshape(&[BATCH * 3, 2]),
+            t.transpose(0, 2),
+            t.pad(&[(0, 1), (1, 0), (0, 0)]).flip(1),
+            t.slice(0, 1, 3),
+            t.sum_all(),
+            t.sum(0, false),
+            t.eq(1.0).cast(DType::F32),
+            t.gt(1.0).cast(DType::F32),
+            t.matmul(&data(&[2, 4], 5)),
+            Tensor::cat(&[t.clone(), data(&[1, 3, 2], 6)], 0),
+        ]
+    };
+    for (k, (a, b)) in after(&by_range).iter().zip(after(&reference)).enumerate() {
+        assert!(close(&values(a), &values(&b)), "post-vmap operation {k}");
+    }
+}
+
+#[test]
+fn mixed_mapped_and_unmapped_inputs_match() {
+    let w = data(&[4, 3], 2);
+    let x = data(&[5, 3], 3);
+    let f = |w: &Tensor, x: &Tensor| w.matmul(x).relu();
+    let by_range =
+        vmap_with(f, [None, Some(0)], 0, VmapMethod::Range).call1(&[w.clone(), x.clone()]);
+    let by_rewrite = vmap_with(f, [None, Some(0)], 0, VmapMethod::Rewrite).call1(&[w, x]);
+    assert!(close(&values(&by_range), &values(&by_rewrite)));
+    let a = data(&[3, 5], 4);
+    let b = data(&[5, 3], 5);
+    let g = |a: &Tensor, b: &Tensor| a * b;
+    let by_range =
+        vmap_with(g, [Some(1), Some(0)], 0, VmapMethod::Range).call1(&[a.clone(), b.clone()]);
+    let by_rewrite = vmap_with(g, [Some(1), Some(0)], 0, VmapMethod::Rewrite).call1(&[a, b]);
+    assert!(
+        close(&values(&by_range), &values(&by_rewrite)),
+        "different axes per input"
+    );
+}
+
+#[test]
+fn the_spjacobian_pattern_matches() {
+    // Several jvps (each with a reduce) stacked, flattened and re-indexed.
+    let f = |x: &Tensor| {
+        let jvps: Vec<Tensor> = (0..3)
+            .map(|k| (x * (k as f64 + 1.0)).sin().sum(0, false))
+            .collect();
+        let flat = Tensor::stack(&jvps, 0).flatten(0, -1);
+        let pick = |i: isize| flat.slice(0, i, i + 1).squeeze(0);
+        Tensor::stack(&[pick(0), pick(3), pick(5), pick(1)], 0)
+    };
+    assert_range_matches("spjacobian", f, &[&[2, 2]]);
+}
+
+/// The bound of a kernel range.
+fn bound(range: &UOp) -> i64 {
+    range.s(0).const_value().map(|v| v.as_i64()).unwrap_or(-1)
+}
+
+fn ranges(ast: &UOp) -> Vec<UOp> {
+    let mut found: Vec<UOp> = ast
+        .toposort()
+        .into_iter()
+        .filter(|u| u.op() == Op::Range)
+        .collect();
+    found.sort_by_key(|r| match r.arg() {
+        Arg::Range { id, .. } => *id,
+        _ => usize::MAX,
+    });
+    found
+}
+
+#[test]
+fn a_vmapped_elementwise_and_reduce_function_is_one_kernel_with_the_batch_outermost() {
+    let x = data(&[7, 4], 1);
+    let f = |x: &Tensor| (x * 2.0).exp2().sum_all() + 1.0;
+    let out = vmap_with(f, 0, 0, VmapMethod::Range).call1(&[x]);
+    let schedule = create_schedule(&[out.uop()]);
+    assert_eq!(schedule.items.len(), 1);
+    let loops = ranges(&schedule.items[0].ast);
+    assert_eq!(bound(&loops[0]), 7, "the batch is the outermost loop");
+}
+
+#[test]
+fn an_intermediate_realized_inside_the_scope_is_batched() {
+    let x = data(&[4, BATCH], 2);
+    let idx = Tensor::from_vec(vec![0i32, 1], &[2]);
+    let f = move |x: &Tensor| {
+        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0);
+        z.take(&idx, 0)
+    };
+    let out = vmap_with(f, 1, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
+    let got = values(&out);
+    for b in 0..BATCH {
+        let column = values(&x.slice(1, b as isize, b as isize + 1).squeeze(1));
+        let expected = [column[0] + column[1], column[2] + column[3]];
+        assert!(
+            close(&got[b * 2..b * 2 + 2], &expected),
+            "batch element {b}: {got:?}"
+        );
+    }
+}
+
+/// The element counts of the buffers the schedule of `out` writes before its last kernel.
+fn intermediate_sizes(out: &Tensor) -> Vec<usize> {
+    let schedule = create_schedule(&[out.uop()]);
+    schedule.items[..schedule.items.len() - 1]
+        .iter()
+        .map(|item| match item.buffers[0].arg() {
+            Arg::Buffer(b) => b.size,
+            other => panic!("kernel output is not a buffer: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_realized_intermediate_has_a_batch_times_two_buffer() {
+    // The seed's example with the stacked sums forced into a buffer: without the vmap_map fix
+    // the buffer would hold 2 values and only the last batch element would survive.
+    let x = data(&[4, BATCH], 4);
+    let idx = Tensor::from_vec(vec![1i32, 0], &[2]);
+    let f = move |x: &Tensor| {
+        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0)
+            .contiguous();
+        z.take(&idx, 0)
+    };
+    let out = vmap_with(f.clone(), 1, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
+    assert_eq!(intermediate_sizes(&out), vec![BATCH * 2]);
+    let reference = vmap_with(f, 1, 0, VmapMethod::Rewrite).call1(&[x]);
+    assert!(close(&values(&out), &values(&reference)));
+}
+
+#[test]
+fn a_reduce_read_by_every_element_is_realized_per_batch_element() {
+    let x = data(&[BATCH, 64], 3);
+    // The row sum is read through an expand by every element: the scheduler realizes it.
+    let f = |x: &Tensor| x - x.sum_all().reshape(&[1]).expand(&[64]) / 64.0;
+    let out = vmap_with(f, 0, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
+    let sizes = intermediate_sizes(&out);
+    assert!(
+        !sizes.is_empty() && sizes.iter().all(|&s| s % BATCH == 0),
+        "intermediate buffer sizes {sizes:?}"
+    );
+    let reference = vmap_with(f, 0, 0, VmapMethod::Rewrite).call1(&[x]);
+    assert!(close(&values(&out), &values(&reference)));
+}
+
+fn nested(depth: usize, method: VmapMethod) -> Vec<f64> {
+    let mut f: Func = (|x: &Tensor, y: &Tensor| (x * y).sum_all()).into_func();
+    for level in 0..depth {
+        let in_axes = if level % 2 == 0 {
+            [Some(0), None]
+        } else {
+            [Some(0), Some(0)]
+        };
+        f = vmap_with(f, in_axes, 0, method);
+    }
+    let x_shape = [vec![2; depth], vec![4]].concat();
+    values(&f.call1(&[data(&x_shape, 1), data(&y_shape_for(depth), 2)]))
+}
+
+/// The shape of `y` for `nested`: unmapped at even levels (counted from the innermost),
+/// mapped at odd ones.
+fn y_shape_for(depth: usize) -> Vec<usize> {
+    let mapped = (0..depth).filter(|level| level % 2 == 1).count();
+    [vec![2; mapped], vec![4]].concat()
+}
+
+#[test]
+fn nesting_to_depth_five_works_with_both_methods() {
+    for depth in 1..=5 {
+        let (range, rewrite) = (
+            nested(depth, VmapMethod::Range),
+            nested(depth, VmapMethod::Rewrite),
+        );
+        assert_eq!(range.len(), 1 << depth);
+        assert!(
+            close(&range, &rewrite),
+            "depth {depth}: {range:?} != {rewrite:?}"
+        );
+    }
+}
