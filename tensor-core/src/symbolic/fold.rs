@@ -4,42 +4,14 @@
 use crate::uop::alu;
 use crate::uop::{DType, Op, UOp};
 
-/// The elementwise ops whose value on constant operands is computed at compile time.
-/// (`Copy` moves data between devices and is not arithmetic.)
-pub(super) const FOLDABLE: &[Op] = &[
-    Op::Recip,
-    Op::Trunc,
-    Op::Cast,
-    Op::Bitcast,
-    Op::Neg,
-    Op::Not,
-    Op::Exp2,
-    Op::Log2,
-    Op::Sin,
-    Op::Sqrt,
-    Op::Add,
-    Op::Mul,
-    Op::Max,
-    Op::Mod,
-    Op::Idiv,
-    Op::CmpLt,
-    Op::CmpNe,
-    Op::Xor,
-    Op::Or,
-    Op::And,
-    Op::Shr,
-    Op::Shl,
-    Op::Sub,
-    Op::Div,
-    Op::CmpGt,
-    Op::CmpGe,
-    Op::CmpLe,
-    Op::CmpEq,
-    Op::Pow,
-    Op::Threefry,
-    Op::Where,
-    Op::Mulacc,
-];
+/// The elementwise ops whose value on constant operands is computed at compile time: all of
+/// them but `Copy`, which moves data between devices and is not arithmetic.
+pub(super) fn foldable() -> Vec<Op> {
+    Op::elementwise()
+        .into_iter()
+        .filter(|&op| op != Op::Copy)
+        .collect()
+}
 
 /// The integer and bool ops whose value can be pinned down by the bounds of their operands.
 pub(super) const BOUNDED: &[Op] = &[

@@ -169,7 +169,9 @@ fn build_table() -> PatternMatcher<()> {
     let pm = PatternMatcher::new();
 
     // ---- constants ----
-    let pm = row(pm, UPat::ops(fold::FOLDABLE), |m| fold_constants(m.root()));
+    let pm = row(pm, UPat::ops(&fold::foldable()), |m| {
+        fold_constants(m.root())
+    });
     let pm = row(pm, UPat::ops(Op::COMMUTATIVE), |m| {
         fold::constant_to_the_right(m.root())
     });

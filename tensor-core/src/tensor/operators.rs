@@ -15,7 +15,8 @@ fn scalar_lhs(value: impl Into<Scalar>, rhs: &Tensor) -> Tensor {
     Tensor::from_uop(UOp::constant(value, dtype))
 }
 
-macro_rules! binary_operator {
+/// `tensor op rhs` for owned and borrowed tensors, with any operand on the right.
+macro_rules! tensor_operator {
     ($trait:ident, $method:ident, $inherent:ident) => {
         impl<R: Into<Operand>> std::ops::$trait<R> for Tensor {
             type Output = Tensor;
@@ -31,6 +32,13 @@ macro_rules! binary_operator {
                 Tensor::$inherent(self, rhs)
             }
         }
+    };
+}
+
+/// An arithmetic operator: `tensor op rhs`, and a scalar on the left.
+macro_rules! binary_operator {
+    ($trait:ident, $method:ident, $inherent:ident) => {
+        tensor_operator!($trait, $method, $inherent);
         // Only one float and one int type on the left: with more, a literal such as `2.0 - &x`
         // would be ambiguous (Rust picks the impl before it defaults the literal's type).
         binary_operator!(@scalar_lhs $trait, $method, $inherent, f64, i32);
@@ -59,28 +67,9 @@ binary_operator!(Mul, mul, mul);
 binary_operator!(Div, div, div);
 binary_operator!(Rem, rem, remainder);
 
-macro_rules! bitwise_operator {
-    ($trait:ident, $method:ident, $inherent:ident) => {
-        impl<R: Into<Operand>> std::ops::$trait<R> for Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: R) -> Tensor {
-                Tensor::$inherent(&self, rhs)
-            }
-        }
-        impl<R: Into<Operand>> std::ops::$trait<R> for &Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: R) -> Tensor {
-                Tensor::$inherent(self, rhs)
-            }
-        }
-    };
-}
-
-bitwise_operator!(BitAnd, bitand, bitwise_and);
-bitwise_operator!(BitOr, bitor, bitwise_or);
-bitwise_operator!(BitXor, bitxor, bitwise_xor);
+tensor_operator!(BitAnd, bitand, bitwise_and);
+tensor_operator!(BitOr, bitor, bitwise_or);
+tensor_operator!(BitXor, bitxor, bitwise_xor);
 
 impl std::ops::Neg for Tensor {
     type Output = Tensor;

@@ -260,6 +260,11 @@ impl Op {
         Op::Threefry,
     ];
 
+    /// Every elementwise op: unary, binary and ternary.
+    pub fn elementwise() -> Vec<Op> {
+        [Self::UNARY, Self::BINARY, Self::TERNARY].concat()
+    }
+
     /// True for unary elementwise ops.
     pub fn is_unary(self) -> bool {
         Self::UNARY.contains(&self)

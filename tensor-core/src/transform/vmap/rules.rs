@@ -85,7 +85,7 @@ fn operand(u: &UOp, i: usize) -> Vec<usize> {
 fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
     static RULES: OnceLock<PatternMatcher<BatchCtx>> = OnceLock::new();
     RULES.get_or_init(|| {
-        let elementwise: Vec<Op> = [Op::UNARY, Op::BINARY, Op::TERNARY].concat();
+        let elementwise = Op::elementwise();
         PatternMatcher::new()
             .rule(UPat::ops(&elementwise), |m, ctx| {
                 Some(elementwise_rule(m.root(), ctx))
