@@ -238,7 +238,7 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
     };
     let name_str = name.to_string();
     let companion_doc = format!(
-        "Companion of the captured function [`{name_str}()`]: its trace cache and signature."
+        "Companion of the captured function `{name_str}()`: its trace cache and signature."
     );
     quote! {
         #(#attrs)*

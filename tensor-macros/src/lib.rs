@@ -60,7 +60,16 @@ fn emit(result: syn::Result<proc_macro2::TokenStream>) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
-    emit(function::expand(attr.into(), item.into()))
+    let item = proc_macro2::TokenStream::from(item);
+    match function::expand(attr.into(), item.clone()) {
+        Ok(expanded) => expanded.into(),
+        // The item stays as written, so its uses report no second error.
+        Err(error) => {
+            let mut out = error.into_compile_error();
+            out.extend(item);
+            out.into()
+        }
+    }
 }
 
 /// `vmap!(f, in_axes = (0, None), out_axes = 0)`: `f` mapped over the given axes (each an
