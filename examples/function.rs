@@ -19,7 +19,12 @@ fn mlp(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor) -> Tensor
 
 fn ramp(shape: &[usize], scale: f32) -> Tensor {
     let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| (i as f32 - n as f32 / 2.0) * scale).collect(), shape)
+    Tensor::from_vec(
+        (0..n)
+            .map(|i| (i as f32 - n as f32 / 2.0) * scale)
+            .collect(),
+        shape,
+    )
 }
 
 fn main() {
@@ -28,7 +33,10 @@ fn main() {
     let x = ramp(&[5, 3], 0.3);
 
     let y = mlp(&w1, &b1, &w2, &b2, &x);
-    println!("mlp(x) for 5 inputs:\n{:?}", evaluate(&y.uop()).to_f64_vec());
+    println!(
+        "mlp(x) for 5 inputs:\n{:?}",
+        evaluate(&y.uop()).to_f64_vec()
+    );
 
     let root = y.uop();
     let function = root.s(0);
@@ -42,10 +50,19 @@ fn main() {
     );
 
     let _ = mlp(&w1, &b1, &w2, &b2, &ramp(&[5, 3], -0.1));
-    println!("after two calls with one signature: mlp traced {} time(s)", mlp::trace_count());
+    println!(
+        "after two calls with one signature: mlp traced {} time(s)",
+        mlp::trace_count()
+    );
     let _ = mlp(&w1, &b1, &w2, &b2, &ramp(&[7, 3], 0.1));
-    println!("after a batch of 7: mlp traced {} time(s)", mlp::trace_count());
-    println!("dense traced {} time(s) (once per mlp trace and layer shape)", dense::trace_count());
+    println!(
+        "after a batch of 7: mlp traced {} time(s)",
+        mlp::trace_count()
+    );
+    println!(
+        "dense traced {} time(s) (once per mlp trace and layer shape)",
+        dense::trace_count()
+    );
 
     let params = (w1.clone(), b1.clone(), w2.clone(), b2.clone());
     let g = grad!(move |x| mlp(&params.0, &params.1, &params.2, &params.3, x).sum_all())(&x);

@@ -28,7 +28,9 @@ fn main() {
     let reverse = jacrev!(to_cartesian)(&p);
     print_matrix("jacfwd!(to_cartesian) at (r=2, θ=π/6)", &forward);
     print_matrix("jacrev!(to_cartesian) at (r=2, θ=π/6)", &reverse);
-    println!("expected [[cos θ, -r sin θ], [sin θ, r cos θ]] = [[0.8660, -1.0000], [0.5000, 1.7321]]");
+    println!(
+        "expected [[cos θ, -r sin θ], [sin θ, r cos θ]] = [[0.8660, -1.0000], [0.5000, 1.7321]]"
+    );
     println!("|det J| = r = {:.4}", {
         let j = evaluate(&forward.uop()).to_f64_vec();
         (j[0] * j[3] - j[1] * j[2]).abs()

@@ -15,7 +15,9 @@ fn loss(w: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
 fn main() {
     let w = Tensor::from_vec(vec![0.5f32, -0.25, 1.0], &[3]);
     let xs = Tensor::from_vec(
-        vec![1.0f32, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        vec![
+            1.0f32, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0,
+        ],
         &[4, 3],
     );
     let ys = Tensor::from_vec(vec![1.0f32, 0.0, 1.0, 2.0], &[4]);
@@ -23,7 +25,10 @@ fn main() {
     let per_sample_grads = vmap!(grad!(loss, argnums = 0), in_axes = (None, 0, 0));
     let grads = per_sample_grads(&w, &xs, &ys);
     let values = evaluate(&grads.uop()).to_f64_vec();
-    println!("per-sample gradients of the loss w.r.t. w ({:?}):", grads.shape());
+    println!(
+        "per-sample gradients of the loss w.r.t. w ({:?}):",
+        grads.shape()
+    );
     for (i, g) in values.chunks(3).enumerate() {
         println!("  example {i}: {g:?}  (2 (x·w - y) x)");
     }
@@ -38,6 +43,9 @@ fn main() {
     let mean_of_per_sample: Vec<f64> = (0..3)
         .map(|j| values.iter().skip(j).step_by(3).sum::<f64>() / 4.0)
         .collect();
-    println!("gradient of the mean loss:      {:?}", evaluate(&mean.uop()).to_f64_vec());
+    println!(
+        "gradient of the mean loss:      {:?}",
+        evaluate(&mean.uop()).to_f64_vec()
+    );
     println!("mean of per-sample gradients:   {mean_of_per_sample:?}");
 }

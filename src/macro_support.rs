@@ -215,11 +215,7 @@ pub fn primals_fit<const N: usize, M, F: PrimalsFit<N, M>>(_: &F) {}
 pub fn has_argument<const K: usize, M, F: HasArgument<K, M>>(_: &F) {}
 
 /// `vmap!`: `f` batched, with `f`'s arity and result type.
-pub fn vmap<M, F: Signature<M>>(
-    f: F,
-    in_axes: InAxes,
-    out_axes: OutAxes,
-) -> F::Callable<F::Output>
+pub fn vmap<M, F: Signature<M>>(f: F, in_axes: InAxes, out_axes: OutAxes) -> F::Callable<F::Output>
 where
     F::Output: 'static,
 {
@@ -227,7 +223,10 @@ where
 }
 
 /// `grad!`: the gradients with respect to `argnums`, typed as `Out`.
-pub fn grad<M, F: Signature<M>, Out: Outputs + 'static>(f: F, argnums: ArgNums) -> F::Callable<Out> {
+pub fn grad<M, F: Signature<M>, Out: Outputs + 'static>(
+    f: F,
+    argnums: ArgNums,
+) -> F::Callable<Out> {
     F::callable(transform::grad(f.into_func(), argnums))
 }
 

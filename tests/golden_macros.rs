@@ -50,11 +50,17 @@ fn run_case(name: &str, i: &Inputs) -> Vec<Tensor> {
     let arg = |k: &str| i[k].clone();
     match name {
         "vmap_affine" => vec![vmap!(|x| x * 2.0 + 1.0)(&arg("x"))],
-        "vmap_matvec" => vec![vmap!(|w, x| w.matmul(x), in_axes = (None, 0))(&arg("W"), &arg("x"))],
+        "vmap_matvec" => vec![vmap!(|w, x| w.matmul(x), in_axes = (None, 0))(
+            &arg("W"),
+            &arg("x"),
+        )],
         "vmap_in_axis1_sum" => vec![vmap!(|x| x.sum_all(), in_axes = 1)(&arg("x"))],
         "vmap_out_axis1" => vec![vmap!(|x| x * x + x, out_axes = 1)(&arg("x"))],
         "vmap_unbatched_output" => {
-            vec![vmap!(|_x, y| y * 3.0, in_axes = (0, None))(&arg("x"), &arg("y"))]
+            vec![vmap!(|_x, y| y * 3.0, in_axes = (0, None))(
+                &arg("x"),
+                &arg("y"),
+            )]
         }
         "vmap_softmax" => vec![vmap!(softmax)(&arg("x"))],
         "vmap_movement" => vec![vmap!(|x| {
@@ -73,11 +79,15 @@ fn run_case(name: &str, i: &Inputs) -> Vec<Tensor> {
             vec![dot(&arg("x"), &arg("y"))]
         }
         "vmap_stack_reindex" => vec![vmap!(|x| {
-            let halves = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0);
+            let halves =
+                Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0);
             halves.take(&Tensor::from_vec(vec![1i32, 0], &[2]), 0)
         })(&arg("x"))],
         "vmap_gather" => {
-            vec![vmap!(|t, idx| t.take(idx, 0), in_axes = (None, 0))(&arg("table"), &arg("idx"))]
+            vec![vmap!(|t, idx| t.take(idx, 0), in_axes = (None, 0))(
+                &arg("table"),
+                &arg("idx"),
+            )]
         }
         "vmap_cat" => vec![vmap!(
             |x, y| Tensor::cat(&[x.clone(), y.clone()], 0),
@@ -100,7 +110,8 @@ fn run_case(name: &str, i: &Inputs) -> Vec<Tensor> {
         "grad_logsumexp" => vec![grad!(|x| x.exp().sum_all().log(), argnums = 0)(&arg("x"))],
         "grad_mlp_loss" => {
             let [w1, b1, w2, b2, x, y] = mlp_args(i);
-            let (g1, gb1, g2, gb2) = grad!(mlp_loss, argnums = (0, 1, 2, 3))(&w1, &b1, &w2, &b2, &x, &y);
+            let (g1, gb1, g2, gb2) =
+                grad!(mlp_loss, argnums = (0, 1, 2, 3))(&w1, &b1, &w2, &b2, &x, &y);
             vec![g1, gb1, g2, gb2]
         }
         "per_sample_grads_mlp" => {

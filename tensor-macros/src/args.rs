@@ -42,7 +42,8 @@ pub struct Args {
 impl Args {
     /// Parses `tokens` and checks the count of positional arguments and every keyword.
     pub fn parse(tokens: proc_macro2::TokenStream, grammar: &Grammar) -> syn::Result<Args> {
-        let list = syn::parse::Parser::parse2(Punctuated::<Arg, Token![,]>::parse_terminated, tokens)?;
+        let list =
+            syn::parse::Parser::parse2(Punctuated::<Arg, Token![,]>::parse_terminated, tokens)?;
         let mut positional = Vec::new();
         let mut keywords: Vec<(Ident, Expr)> = Vec::new();
         for arg in list {
@@ -70,7 +71,11 @@ impl Args {
                     "{}! takes {} positional argument{} ({}), found {}; write `{}`",
                     grammar.name,
                     grammar.positional.len(),
-                    if grammar.positional.len() == 1 { "" } else { "s" },
+                    if grammar.positional.len() == 1 {
+                        ""
+                    } else {
+                        "s"
+                    },
                     grammar.positional.join(", "),
                     positional.len(),
                     grammar.usage

@@ -89,7 +89,10 @@ pub fn grad(tokens: TokenStream) -> TokenStream {
 /// `value_and_grad!(f, argnums = 0)`: a callable returning `(f(..), gradients)`.
 #[proc_macro]
 pub fn value_and_grad(tokens: TokenStream) -> TokenStream {
-    emit(transform::derivative(Derivative::ValueAndGrad, tokens.into()))
+    emit(transform::derivative(
+        Derivative::ValueAndGrad,
+        tokens.into(),
+    ))
 }
 
 /// `jacfwd!(f, argnums = 0)`: the Jacobian of each result of `f` with respect to one

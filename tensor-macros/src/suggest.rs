@@ -31,7 +31,10 @@ mod tests {
 
     #[test]
     fn suggests_the_keyword_one_letter_away() {
-        assert_eq!(nearest("in_axis", &["in_axes", "out_axes"]), Some("in_axes"));
+        assert_eq!(
+            nearest("in_axis", &["in_axes", "out_axes"]),
+            Some("in_axes")
+        );
         assert_eq!(nearest("argnum", &["argnums"]), Some("argnums"));
     }
 

@@ -44,8 +44,12 @@ fn annotate_closure(closure: &ExprClosure) -> TokenStream {
     let mut closure = closure.clone();
     for input in closure.inputs.iter_mut() {
         if !matches!(input, Pat::Type(_)) {
-            let pat = input.clone();
-            *input = syn::parse_quote!(#pat: &::tensor::Tensor);
+            *input = Pat::Type(syn::PatType {
+                attrs: Vec::new(),
+                pat: Box::new(input.clone()),
+                colon_token: Default::default(),
+                ty: syn::parse_quote!(&::tensor::Tensor),
+            });
         }
     }
     quote!(#closure)
@@ -129,7 +133,10 @@ pub fn vmap(tokens: TokenStream) -> syn::Result<TokenStream> {
             None => checks.extend(bound_check("in_axes_fit", entries.len(), *span)),
         }
     }
-    let (in_axes, out_axes) = (in_axes.tokens(quote!(InAxes)), out_axes.tokens(quote!(OutAxes)));
+    let (in_axes, out_axes) = (
+        in_axes.tokens(quote!(InAxes)),
+        out_axes.tokens(quote!(OutAxes)),
+    );
     let call = quote!(::tensor::__private::vmap(__tensor_f, #in_axes, #out_axes));
     Ok(block(&target, checks, call))
 }
@@ -373,7 +380,12 @@ fn tensor_list(expr: &Expr) -> Vec<TokenStream> {
     }
 }
 
-fn check_primals(target: &Target, name: &str, primals: &Expr, count: usize) -> syn::Result<TokenStream> {
+fn check_primals(
+    target: &Target,
+    name: &str,
+    primals: &Expr,
+    count: usize,
+) -> syn::Result<TokenStream> {
     match target.arity {
         Some(arity) if arity != count => Err(Error::new_spanned(
             primals,
@@ -382,7 +394,10 @@ fn check_primals(target: &Target, name: &str, primals: &Expr, count: usize) -> s
                  pass one primal per argument as a tuple, e.g. `({})`",
                 if count == 1 { "" } else { "s" },
                 if arity == 1 { "" } else { "s" },
-                (0..arity).map(|i| format!("x{i}")).collect::<Vec<_>>().join(", ")
+                (0..arity)
+                    .map(|i| format!("x{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )),
         Some(_) => Ok(TokenStream::new()),
@@ -406,7 +421,10 @@ pub fn jvp(tokens: TokenStream) -> syn::Result<TokenStream> {
                 if t.len() == 1 { "" } else { "s" },
                 p.len(),
                 if p.len() == 1 { "" } else { "s" },
-                (0..p.len()).map(|i| format!("t{i}")).collect::<Vec<_>>().join(", ")
+                (0..p.len())
+                    .map(|i| format!("t{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ));
     }

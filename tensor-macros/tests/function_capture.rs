@@ -52,7 +52,10 @@ fn matrix(rows: usize, cols: usize, offset: f32) -> Tensor {
 #[test]
 fn results_equal_the_body_called_without_the_attribute() {
     let (w, x, b) = (matrix(3, 2, 0.5), matrix(4, 3, -1.0), matrix(4, 2, 0.1));
-    assert_eq!(values(&affine(&w, &x, &b)), values(&affine_plain(&w, &x, &b)));
+    assert_eq!(
+        values(&affine(&w, &x, &b)),
+        values(&affine_plain(&w, &x, &b))
+    );
     let (sq, cube) = square_and_cube(&x);
     assert_eq!(values(&sq), values(&(&x * &x)));
     assert_eq!(values(&cube), values(&(&x * &x * &x)));
@@ -63,11 +66,23 @@ fn traces_once_per_signature_and_again_for_a_new_shape() {
     let before = shape_probe::trace_count();
     let a = shape_probe(&matrix(2, 2, 0.0));
     let _ = shape_probe(&matrix(2, 2, 5.0));
-    assert_eq!(shape_probe::trace_count(), before + 1, "same shape traced again");
+    assert_eq!(
+        shape_probe::trace_count(),
+        before + 1,
+        "same shape traced again"
+    );
     let _ = shape_probe(&matrix(3, 2, 0.0));
-    assert_eq!(shape_probe::trace_count(), before + 2, "a new shape was not traced");
+    assert_eq!(
+        shape_probe::trace_count(),
+        before + 2,
+        "a new shape was not traced"
+    );
     let _ = shape_probe(&Tensor::from_vec(vec![1i32, 2, 3, 4], &[2, 2]));
-    assert_eq!(shape_probe::trace_count(), before + 3, "a new dtype was not traced");
+    assert_eq!(
+        shape_probe::trace_count(),
+        before + 3,
+        "a new dtype was not traced"
+    );
     assert_eq!(values(&a), vec![0.0, 0.5, 1.0, 1.5]);
 }
 
@@ -126,7 +141,10 @@ fn a_function_calling_a_function_nests_function_nodes() {
         .into_iter()
         .filter(|u| u.op() == Op::Function)
         .count();
-    assert_eq!(nested, 2, "outer's body calls affine through its own Function node");
+    assert_eq!(
+        nested, 2,
+        "outer's body calls affine through its own Function node"
+    );
     assert_eq!(values(&y), values(&affine_plain(&x, &x, &x).sin()));
 }
 
@@ -156,5 +174,9 @@ fn is_safe_to_call_from_several_threads() {
             .collect()
     });
     assert_eq!(results.len(), 8);
-    assert_eq!(threaded::trace_count(), 1, "one signature, traced once across threads");
+    assert_eq!(
+        threaded::trace_count(),
+        1,
+        "one signature, traced once across threads"
+    );
 }

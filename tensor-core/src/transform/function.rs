@@ -149,7 +149,11 @@ impl FunctionCache {
     ///
     /// Safe to call from several threads: a signature is traced once, and a thread that needs
     /// a body another thread is tracing waits for it.
-    pub fn call(&self, args: &[Tensor], body: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> Vec<Tensor> {
+    pub fn call(
+        &self,
+        args: &[Tensor],
+        body: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
+    ) -> Vec<Tensor> {
         let arguments = Arguments::of(args);
         let cell = self.cell_for(&arguments.signature);
         let tuple = cell.get_or_init(|| self.trace(&arguments.signature, body));
