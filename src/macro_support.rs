@@ -129,7 +129,7 @@ pub trait Signature<M>: Sized {
 
 /// `vmap!`'s check: in_axes has one entry per argument.
 #[diagnostic::on_unimplemented(
-    message = "vmap!: in_axes has {N} entries, but the function does not take {N} tensor arguments",
+    message = "vmap!: in_axes has length {N}, but the function's arity is not {N}",
     label = "one entry per argument of `{Self}`",
     note = "give in_axes one integer or None per argument, or a single integer or None for all of them"
 )]
@@ -137,7 +137,7 @@ pub trait InAxesFit<const N: usize, M> {}
 
 /// `jvp!`/`vjp!`'s check: one primal per argument.
 #[diagnostic::on_unimplemented(
-    message = "{N} primals given, but the function does not take {N} tensor arguments",
+    message = "the number of primals ({N}) is not the function's arity",
     label = "one primal per argument of `{Self}`",
     note = "pass the primals as a tuple with one tensor per argument: `(x, y)`"
 )]

@@ -180,3 +180,19 @@ fn is_safe_to_call_from_several_threads() {
         "one signature, traced once across threads"
     );
 }
+
+#[test]
+fn transforms_see_through_nested_function_nodes() {
+    let x = matrix(2, 2, 0.5);
+    let captured = |f: &dyn Fn(&Tensor) -> Tensor| values(&f(&x));
+    let through_functions = captured(&grad!(|x| outer(x).sum_all()));
+    let plain = captured(&grad!(|x| affine_plain(x, x, x).sin().sum_all()));
+    assert_eq!(through_functions, plain, "grad");
+    let stack = matrix(6, 2, -0.5).reshape(&[3, 2, 2]);
+    let batched = vmap!(|m| outer(m).sum_all())(&stack);
+    let batched_plain = vmap!(|m| affine_plain(m, m, m).sin().sum_all())(&stack);
+    assert_eq!(values(&batched), values(&batched_plain), "vmap");
+    let (_, tangent) = jvp!(outer, (&x,), (&x.ones_like(),));
+    let (_, tangent_plain) = jvp!(|x| affine_plain(x, x, x).sin(), (&x,), (&x.ones_like(),));
+    assert_eq!(values(&tangent), values(&tangent_plain), "jvp");
+}
