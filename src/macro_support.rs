@@ -166,7 +166,7 @@ macro_rules! signature {
                 Func::new(Some($n), move |args: &[Tensor]| flatten(self($(&args[$idx]),+)))
             }
             fn callable<Out: Outputs + 'static>(func: Func) -> Self::Callable<Out> {
-                Box::new(move |$($a: &Tensor),+| unflatten(func.call(&[$($a.clone()),+])))
+                Box::new(move |$($a: &Tensor),+| unflatten(func.call(&[$($a),+].map(Tensor::clone))))
             }
         }
         impl<F, R> Signature<(ByValue<$n>, R)> for F
@@ -182,7 +182,7 @@ macro_rules! signature {
                 Func::new(Some($n), move |args: &[Tensor]| flatten(self($(args[$idx].clone()),+)))
             }
             fn callable<Out: Outputs + 'static>(func: Func) -> Self::Callable<Out> {
-                Box::new(move |$($a: &Tensor),+| unflatten(func.call(&[$($a.clone()),+])))
+                Box::new(move |$($a: &Tensor),+| unflatten(func.call(&[$($a),+].map(Tensor::clone))))
             }
         }
         impl<F, R> InAxesFit<$n, (ByRef<$n>, R)> for F where F: Fn $refs -> R {}
