@@ -41,7 +41,7 @@ fn main() {
     let root = y.uop();
     let function = root.s(0);
     println!(
-        "graph: {:?}(Function({:?} with {} results), {} arguments), scheduled as {:?}",
+        "graph: {:?}(Function({:?} of {} result(s), {} arguments)), scheduled as {:?}",
         root.op(),
         function.s(0).op(),
         function.s(0).src().len(),
