@@ -26,4 +26,5 @@ pub mod prelude {
     pub use tensor_macros::{
         function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
+    pub use tensor_runtime::Realize;
 }

@@ -1,12 +1,11 @@
 //! Kernel ASTs built by hand (notes/KERNEL_AST.md), compiled to C with the system compiler,
 //! run, and compared with `uop::alu` or values worked out by hand.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use tensor_core::codegen::{CodegenOptions, Kernel, Opt, compile_kernel, compile_kernel_with_opts};
+mod common;
+
+use common::run;
+use tensor_core::codegen::{CodegenOptions, Opt, compile_kernel, compile_kernel_with_opts};
 use tensor_core::uop::alu;
-use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 use tensor_core::{Arg, AxisType, DType, Op, ReduceOp, Scalar, UOp};
 
 // ---- building kernel ASTs ----
@@ -76,66 +75,6 @@ fn opt(threads: usize) -> CodegenOptions {
         optimize: true,
         threads,
     }
-}
-
-/// Compiles the kernel's C to a shared object in a fresh temp dir and runs its entry on every
-/// core in turn; `buffers[slot]` holds the values of each buffer before and after.
-fn run(kernel: &Kernel, buffers: &mut [Vec<Scalar>]) {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir: PathBuf = std::env::temp_dir().join(format!(
-        "codegen_c_test_{}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = dir.join("kernel.c");
-    let lib = dir.join("kernel.so");
-    std::fs::write(&src, &kernel.source).expect("write C");
-    let out = Command::new("cc")
-        .args(["-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .arg("-lm")
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        kernel.source
-    );
-    let mut bytes: Vec<Vec<u8>> = kernel
-        .args
-        .iter()
-        .zip(buffers.iter())
-        .map(|(a, values)| {
-            assert_eq!(
-                values.len(),
-                a.size,
-                "buffer size of a {} argument",
-                a.dtype
-            );
-            encode_scalars(values, a.dtype)
-        })
-        .collect();
-    let mut ptrs: Vec<*mut std::ffi::c_void> =
-        bytes.iter_mut().map(|b| b.as_mut_ptr().cast()).collect();
-    // SAFETY: the library was just compiled from the kernel's source; loading it runs no
-    // initializers beyond the C runtime's.
-    let library = unsafe { libloading::Library::new(&lib) }.expect("load kernel");
-    type Entry = unsafe extern "C" fn(*mut *mut std::ffi::c_void, i32);
-    // SAFETY: the renderer emits `void <entry>(void** bufs, int core_id)`, matching `Entry`.
-    let entry = unsafe { library.get::<Entry>(kernel.entry.as_bytes()) }.expect("entry symbol");
-    for core in 0..kernel.threads {
-        // SAFETY: every pointer addresses a live buffer of the size and dtype the kernel's
-        // argument list declares, and the kernel touches nothing else.
-        unsafe { entry(ptrs.as_mut_ptr(), core as i32) };
-    }
-    drop(library);
-    for ((values, b), a) in buffers.iter_mut().zip(&bytes).zip(&kernel.args) {
-        *values = decode_scalars(b, a.dtype);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn floats(values: &[f64]) -> Vec<Scalar> {
@@ -256,6 +195,25 @@ fn matmul_shaped_reduce_matches_the_triple_loop_with_and_without_opts() {
         run(&kern, &mut bufs);
         assert_eq!(as_f64(&bufs[0]), want, "{}", kern.source);
     }
+}
+
+#[test]
+fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
+    let (m, k, n) = (8, 6, 12);
+    let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.37).sin()).collect();
+    let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.11).cos()).collect();
+    let kern = compile_kernel(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(1));
+    assert_eq!(
+        kern.source.matches("float acc").count(),
+        16,
+        "{}",
+        kern.source
+    );
+    assert_eq!(kern.source.matches("data1[").count(), 4, "{}", kern.source);
+    assert_eq!(kern.source.matches("data2[").count(), 4, "{}", kern.source);
+    let mut bufs = vec![zeros(m * n), floats(&a), floats(&b)];
+    run(&kern, &mut bufs);
+    assert_eq!(as_f64(&bufs[0]), matmul_reference(&a, &b, m, k, n));
 }
 
 #[test]
@@ -465,61 +423,65 @@ const COMPARISONS: [Op; 6] = [
 
 /// One kernel per dtype with one output per op, all reading the same inputs.
 fn check_every_op(dtype: DType) {
+    /// One output of the kernel: the op, its expression, result dtype, operand dtype and which
+    /// inputs (0 = a, 1 = b, 2 = the bool condition) it reads.
+    struct Case {
+        op: Op,
+        expr: UOp,
+        out: DType,
+        operand: DType,
+        reads: Vec<usize>,
+    }
     let i = loop_range(N, 0);
-    let (n_inputs, inputs) = (3, sample_inputs(dtype));
-    let mut exprs: Vec<(Op, UOp, DType)> = Vec::new();
-    let slot_count_before_inputs =
-        unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 3;
-    let input =
-        |k: usize, dt: DType| load(index(&global(slot_count_before_inputs + k, dt), i.clone()));
-    let (a, b, c) = (input(0, dtype), input(1, dtype), input(2, DType::Bool));
+    let inputs = sample_inputs(dtype);
+    let first_input = unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 4;
+    let input = |k: usize, dt: DType| load(index(&global(first_input + k, dt), i.clone()));
+    let operands = [input(0, dtype), input(1, dtype), input(2, DType::Bool)];
+    let case = |op: Op, out: DType, operand: DType, reads: Vec<usize>| Case {
+        op,
+        expr: UOp::new(
+            op,
+            out,
+            reads.iter().map(|&r| operands[r].clone()).collect(),
+            Arg::None,
+        ),
+        out,
+        operand,
+        reads,
+    };
+    let mut cases: Vec<Case> = Vec::new();
     for op in unary_ops(dtype) {
-        exprs.push((op, UOp::alu(op, vec![a.clone()]), dtype));
+        cases.push(case(op, dtype, dtype, vec![0]));
     }
     for op in binary_ops(dtype) {
-        exprs.push((op, UOp::alu(op, vec![a.clone(), b.clone()]), dtype));
+        cases.push(case(op, dtype, dtype, vec![0, 1]));
     }
     for op in COMPARISONS {
-        exprs.push((op, UOp::alu(op, vec![a.clone(), b.clone()]), DType::Bool));
+        cases.push(case(op, DType::Bool, dtype, vec![0, 1]));
     }
-    exprs.push((
-        Op::Where,
-        UOp::alu(Op::Where, vec![c.clone(), a.clone(), b.clone()]),
-        dtype,
-    ));
-    exprs.push((
-        Op::Mulacc,
-        UOp::alu(Op::Mulacc, vec![a.clone(), b.clone(), a.clone()]),
-        dtype,
-    ));
-    exprs.push((Op::Not, UOp::alu(Op::Not, vec![c.clone()]), DType::Bool));
-    assert_eq!(exprs.len(), slot_count_before_inputs);
-    let stores = exprs
+    cases.push(case(Op::Where, dtype, dtype, vec![2, 0, 1]));
+    cases.push(case(Op::Mulacc, dtype, dtype, vec![0, 1, 0]));
+    cases.push(case(Op::Not, DType::Bool, DType::Bool, vec![2]));
+    cases.push(case(Op::Not, DType::Bool, dtype, vec![0]));
+    assert_eq!(cases.len(), first_input);
+    let stores = cases
         .iter()
         .enumerate()
-        .map(|(slot, (_, e, dt))| (index(&global(slot, *dt), i.clone()), e.clone()))
+        .map(|(slot, c)| (index(&global(slot, c.out), i.clone()), c.expr.clone()))
         .collect();
-    let ast = kernel(stores);
-    let sizes = vec![N; exprs.len() + n_inputs];
-    let k = compile_kernel(&ast, &sizes, &opt(1));
-    let mut bufs: Vec<Vec<Scalar>> = exprs.iter().map(|_| zeros(N)).collect();
+    let k = compile_kernel(&kernel(stores), &vec![N; first_input + 3], &opt(1));
+    let mut bufs: Vec<Vec<Scalar>> = cases.iter().map(|_| zeros(N)).collect();
     bufs.extend(inputs.iter().cloned());
     run(&k, &mut bufs);
-    for (slot, (op, _, out_dt)) in exprs.iter().enumerate() {
+    for (slot, c) in cases.iter().enumerate() {
         for lane in 0..N {
-            let args: Vec<Scalar> = match op {
-                Op::Where => vec![inputs[2][lane], inputs[0][lane], inputs[1][lane]],
-                Op::Mulacc => vec![inputs[0][lane], inputs[1][lane], inputs[0][lane]],
-                Op::Not => vec![inputs[2][lane]],
-                op if op.is_unary() => vec![inputs[0][lane]],
-                _ => vec![inputs[0][lane], inputs[1][lane]],
-            };
-            let operand = if *op == Op::Not { DType::Bool } else { dtype };
-            let want = alu::exec_typed(*op, *out_dt, operand, &args).cast(*out_dt);
+            let args: Vec<Scalar> = c.reads.iter().map(|&r| inputs[r][lane]).collect();
+            let want = alu::exec_typed(c.op, c.out, c.operand, &args).cast(c.out);
             let got = bufs[slot][lane];
             assert!(
                 same_value(want, got),
-                "{op} on {dtype} lane {lane} args {args:?}: C gives {got:?}, alu gives {want:?}\n{}",
+                "{} on {dtype} lane {lane} args {args:?}: C gives {got:?}, alu gives {want:?}\n{}",
+                c.op,
                 k.source
             );
         }
@@ -880,4 +842,86 @@ fn reduce_nested_in_a_reduce_runs_inside_the_outer_reduce_loop() {
         "{}",
         k.source
     );
+}
+
+#[test]
+fn reduces_round_and_wrap_like_a_sequential_alu_fold_in_every_dtype() {
+    let (rows, cols) = (2, 6);
+    let raw = [
+        1.5, -2.25, 100.0, 0.3, 7.0, -0.125, 60000.0, 9000.0, -3.0, 2.5, 1e-3, 99.0,
+    ];
+    let ops = [ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul];
+    for dtype in [
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I8,
+        DType::U8,
+        DType::I32,
+        DType::U64,
+    ] {
+        let (i, j) = (loop_range(rows, 0), reduce_range(cols, 1));
+        let flat = add(mul(i.clone(), idx(cols as i64)), j.clone());
+        let x = load(index(&global(ops.len(), dtype), flat));
+        let stores = ops
+            .iter()
+            .enumerate()
+            .map(|(slot, &op)| {
+                let out = index(&global(slot, dtype), i.clone());
+                (out, reduce(op, x.clone(), std::slice::from_ref(&j)))
+            })
+            .collect();
+        let k = compile_kernel(&kernel(stores), &[rows, rows, rows, rows * cols], &opt(1));
+        let input: Vec<Scalar> = raw
+            .iter()
+            .map(|&v| match dtype.is_float() {
+                true => Scalar::Float(v).cast(dtype),
+                false => Scalar::Float(v).cast(DType::I64).cast(dtype),
+            })
+            .collect();
+        let mut bufs = vec![zeros(rows), zeros(rows), zeros(rows), input.clone()];
+        run(&k, &mut bufs);
+        for (slot, op) in ops.iter().enumerate() {
+            for r in 0..rows {
+                let identity = match op {
+                    ReduceOp::Add => Scalar::Int(0).cast(dtype),
+                    ReduceOp::Mul => Scalar::Int(1).cast(dtype),
+                    ReduceOp::Max => dtype.min_value().cast(dtype),
+                };
+                let want = input[r * cols..(r + 1) * cols]
+                    .iter()
+                    .fold(identity, |acc, &v| {
+                        alu::exec_typed(op.binary(), dtype, dtype, &[acc, v])
+                    });
+                let got = bufs[slot][r];
+                assert!(
+                    same_value(want, got),
+                    "{op:?} over {dtype} row {r}: C gives {got:?}, alu gives {want:?}\n{}",
+                    k.source
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn compiling_the_same_kernel_twice_gives_the_same_source() {
+    let build = || {
+        let (i, j, kk) = (loop_range(4, 0), reduce_range(8, 1), reduce_range(8, 2));
+        let row = |r: &UOp| {
+            load(index(
+                &global(1, DType::F32),
+                add(mul(i.clone(), idx(8)), r.clone()),
+            ))
+        };
+        let m = reduce(ReduceOp::Max, row(&kk), &[kk]);
+        let s = reduce(ReduceOp::Add, add(row(&j), m), &[j]);
+        kernel(vec![(index(&global(0, DType::F32), i), s)])
+    };
+    let first = compile_kernel(&build(), &[4, 32], &opt(2));
+    for _ in 0..5 {
+        assert_eq!(compile_kernel(&build(), &[4, 32], &opt(2)), first);
+    }
+    let mm = compile_kernel(&matmul(8, 4, 8), &[64, 32, 32], &opt(2));
+    assert_eq!(compile_kernel(&matmul(8, 4, 8), &[64, 32, 32], &opt(2)), mm);
 }

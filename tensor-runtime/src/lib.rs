@@ -1,1 +1,40 @@
 //! Devices, buffers, compile and launch, caches, and ndarray interop.
+//!
+//! - [`Device`]: the backend interface (allocate, copy in/out, compile, launch);
+//! - [`cpu::CpuDevice`]: C kernels built by the system compiler and run on every core;
+//! - [`cache`]: the on-disk cache of compiled kernels, keyed by a [`stable_hash`];
+//! - [`stats`]: counters of compiler runs and cache hits;
+//! - [`ndarray_interop`]: `ndarray` arrays in and out of buffers;
+//! - [`RuntimeError`]: every fault, as a value with an actionable message.
+//!
+//! Environment variables read by [`CpuDevice::from_env`] (and [`CpuDevice::shared`]):
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `CC` | C compiler command (may include arguments) | `cc` |
+//! | `TENSOR_CACHE_DIR` | directory of compiled kernels shared by processes | `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor` |
+//! | `THREADS` | cores a kernel is split across | all available cores |
+//!
+//! Tests and embedders that need a specific setup pass a [`CpuConfig`] to
+//! [`CpuDevice::with_config`] instead of changing the process environment.
+
+pub mod cache;
+pub mod cpu;
+pub mod device;
+pub mod error;
+pub mod ndarray_interop;
+pub mod realize;
+pub mod stable_hash;
+pub mod stats;
+pub mod tensor_ext;
+
+pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
+pub use device::Device;
+pub use error::{Result, RuntimeError};
+pub use stats::{CompileCounts, compiler_invocations, disk_cache_hits};
+pub use tensor_ext::Realize;
+
+/// Prints a warning the user should see but that does not stop the computation.
+pub(crate) fn warn(message: &str) {
+    eprintln!("tensor-runtime warning: {message}");
+}

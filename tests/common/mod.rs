@@ -3,10 +3,21 @@
 
 pub mod json;
 
+use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;
 
 /// The values of `t`, computed on the CPU through the compiled path.
 pub fn values(t: &Tensor) -> Vec<f64> {
+    let bytes =
+        tensor::runtime::realize::read_bytes(t).expect("the CPU runtime computes the tensor");
+    decode_scalars(&bytes, t.dtype())
+        .iter()
+        .map(|v| v.as_f64())
+        .collect()
+}
+
+/// The values of `t` from the reference interpreter.
+pub fn interpreted(t: &Tensor) -> Vec<f64> {
     tensor::core::interp::evaluate(&t.uop()).to_f64_vec()
 }
 

@@ -10,16 +10,33 @@
 //! The result is simplified with the `symbolic` rules (substituted constants fold away).
 
 use super::opt::{range_axis_type, range_size, substitute};
+use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::symbolic::simplify;
 use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The kernel with UPCAST and UNROLL ranges expanded and size-1 ranges removed.
 pub fn expand(ast: &UOp) -> UOp {
-    let ast = remove_unit_ranges(ast);
-    let ast = unroll_reduces(&ast);
-    let stores = ast.src().iter().flat_map(upcast_store).collect();
-    simplify(&UOp::sink(stores))
+    simplify(&graph_rewrite(ast, expand_rules(), &mut ()))
+}
+
+/// The rule table of the pass, one row per fact.
+fn expand_rules() -> &'static PatternMatcher<()> {
+    static TABLE: OnceLock<PatternMatcher<()>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        PatternMatcher::new()
+            // range of size 1                  => 0
+            .rule(UPat::op(Op::Range), |m, _| {
+                (range_size(m.root()) == Some(1)).then(|| UOp::index(0))
+            })
+            // Reduce(v, r.., 0, ..)              => Reduce(v, r..), and Reduce(v) => v
+            .rule(UPat::op(Op::Reduce), |m, _| drop_constant_ranges(m.root()))
+            // Reduce(v, r.., u:UNROLL)           => Reduce(v[u=0] op .. op v[u=k-1], r..)
+            .rule(UPat::op(Op::Reduce), |m, _| unroll(m.root()))
+            // Sink(.., Store(.. u:UPCAST ..), ..) => Sink(.., Store[u=0], .., Store[u=k-1], ..)
+            .rule(UPat::op(Op::Sink), |m, _| upcast_stores(m.root()))
+    })
 }
 
 fn ranges_of(u: &UOp) -> Vec<UOp> {
@@ -29,47 +46,26 @@ fn ranges_of(u: &UOp) -> Vec<UOp> {
         .collect()
 }
 
-fn remove_unit_ranges(ast: &UOp) -> UOp {
-    let unit: HashMap<UOp, UOp> = ranges_of(ast)
-        .into_iter()
-        .filter(|r| range_size(r) == Some(1))
-        .map(|r| (r, UOp::index(0)))
-        .collect();
-    if unit.is_empty() {
-        return ast.clone();
+fn drop_constant_ranges(reduce: &UOp) -> Option<UOp> {
+    if !is_kernel_reduce(reduce) || reduce.src()[1..].iter().all(|r| r.op() == Op::Range) {
+        return None;
     }
-    let ast = substitute(ast, &unit);
-    drop_constant_reduce_ranges(&ast)
+    let kept: Vec<UOp> = reduce.src()[1..]
+        .iter()
+        .filter(|r| r.op() == Op::Range)
+        .cloned()
+        .collect();
+    Some(with_ranges(reduce, reduce.s(0).clone(), kept))
 }
 
-/// Reduces whose range list lost a range to substitution keep only their real ranges; a
-/// Reduce with none left is its value.
-fn drop_constant_reduce_ranges(ast: &UOp) -> UOp {
-    let map: HashMap<UOp, UOp> = ast
-        .toposort()
-        .into_iter()
-        .filter(|u| is_kernel_reduce(u) && u.src()[1..].iter().any(|r| r.op() != Op::Range))
-        .map(|u| {
-            let kept: Vec<UOp> = u.src()[1..]
-                .iter()
-                .filter(|r| r.op() == Op::Range)
-                .cloned()
-                .collect();
-            let replacement = if kept.is_empty() {
-                u.s(0).clone()
-            } else {
-                let mut src = vec![u.s(0).clone()];
-                src.extend(kept);
-                u.with_src(src)
-            };
-            (u, replacement)
-        })
-        .collect();
-    if map.is_empty() {
-        ast.clone()
-    } else {
-        drop_constant_reduce_ranges(&substitute(ast, &map))
+/// `reduce` over `value` and `ranges`, or just `value` when no range is left.
+fn with_ranges(reduce: &UOp, value: UOp, ranges: Vec<UOp>) -> UOp {
+    if ranges.is_empty() {
+        return value;
     }
+    let mut src = vec![value];
+    src.extend(ranges);
+    reduce.with_src(src)
 }
 
 /// True for a kernel-level Reduce (a value and its ranges).
@@ -86,39 +82,24 @@ pub fn reduce_op(u: &UOp) -> ReduceOp {
     }
 }
 
-fn unroll_reduces(ast: &UOp) -> UOp {
-    let Some(reduce) = ast.toposort().into_iter().find(|u| {
-        is_kernel_reduce(u)
-            && u.src()[1..]
-                .iter()
-                .any(|r| range_axis_type(r) == AxisType::Unroll)
-    }) else {
-        return ast.clone();
-    };
+fn unroll(reduce: &UOp) -> Option<UOp> {
+    if !is_kernel_reduce(reduce) {
+        return None;
+    }
     let unroll = reduce.src()[1..]
         .iter()
-        .find(|r| range_axis_type(r) == AxisType::Unroll)
-        .expect("found above")
+        .find(|r| r.op() == Op::Range && range_axis_type(r) == AxisType::Unroll)?
         .clone();
-    let combine = reduce_op(&reduce).binary();
-    let copies = lanes(&reduce.src()[0], &unroll);
-    let folded = copies
+    let combine = reduce_op(reduce).binary();
+    let folded = lanes(reduce.s(0), &unroll)
         .into_iter()
-        .reduce(|a, b| UOp::alu(combine, vec![a, b]))
-        .expect("an unrolled range has at least one lane");
+        .reduce(|a, b| UOp::alu(combine, vec![a, b]))?;
     let rest: Vec<UOp> = reduce.src()[1..]
         .iter()
         .filter(|r| **r != unroll)
         .cloned()
         .collect();
-    let replacement = if rest.is_empty() {
-        folded
-    } else {
-        let mut src = vec![folded];
-        src.extend(rest);
-        reduce.with_src(src)
-    };
-    unroll_reduces(&substitute(ast, &HashMap::from([(reduce, replacement)])))
+    Some(with_ranges(reduce, folded, rest))
 }
 
 /// `u` once per value of `range`.
@@ -134,12 +115,17 @@ fn lanes(u: &UOp, range: &UOp) -> Vec<UOp> {
         .collect()
 }
 
-fn upcast_store(store: &UOp) -> Vec<UOp> {
-    let upcast = ranges_of(store)
+fn upcast_stores(sink: &UOp) -> Option<UOp> {
+    let upcast = ranges_of(sink)
         .into_iter()
-        .find(|r| range_axis_type(r) == AxisType::Upcast);
-    match upcast {
-        Some(r) => lanes(store, &r).iter().flat_map(upcast_store).collect(),
-        None => vec![store.clone()],
-    }
+        .find(|r| range_axis_type(r) == AxisType::Upcast)?;
+    let stores = sink
+        .src()
+        .iter()
+        .flat_map(|store| match store.toposort().contains(&upcast) {
+            true => lanes(store, &upcast),
+            false => vec![store.clone()],
+        })
+        .collect();
+    Some(UOp::sink(stores))
 }

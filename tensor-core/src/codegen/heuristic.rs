@@ -3,7 +3,10 @@
 //! 1. UPCAST by 4 the innermost output axis that the stores walk contiguously, when 4 divides
 //!    it: four neighbouring elements per iteration, which the C compiler turns into one SIMD
 //!    operation.
-//! 2. THREAD the outermost output axis across the cores when the kernel does enough work to
+//! 2. In a kernel with a reduce, also UPCAST by 4 an output axis that some load does not
+//!    depend on: each loaded value is then reused by four accumulators (a 4x4 register tile
+//!    for a matmul).
+//! 3. THREAD the outermost output axis across the cores when the kernel does enough work to
 //!    pay for waking them.
 
 use super::expand::is_kernel_reduce;
@@ -32,6 +35,15 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             top: false,
         });
     }
+    let upcast_first = opts.first().cloned();
+    if let Some(axis) = reuse_axis(ast, &outputs, upcast_first.as_ref()) {
+        opts.push(Opt::Split {
+            axis: range_id(&axis),
+            factor: UPCAST_WIDTH,
+            target: AxisType::Upcast,
+            top: false,
+        });
+    }
     let work: usize = kernel_ranges(ast)
         .iter()
         .map(|r| range_size(r).unwrap_or(1))
@@ -47,7 +59,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         {
             size /= UPCAST_WIDTH;
         }
-        if size >= 2 {
+        // Cores write disjoint chunks only if every store's address depends on the range.
+        let addressed = ast
+            .src()
+            .iter()
+            .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(outer));
+        if size >= 2 && addressed {
             opts.push(Opt::Split {
                 axis: range_id(outer),
                 factor: threads,
@@ -71,7 +88,24 @@ fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<UOp> {
         let contiguous = stores
             .iter()
             .all(|s| index_stride(&s.s(0).src()[1], r) == Some(1));
-        (size % UPCAST_WIDTH == 0 && contiguous).then(|| r.clone())
+        (size >= UPCAST_WIDTH && size % UPCAST_WIDTH == 0 && contiguous).then(|| r.clone())
+    })
+}
+
+/// An output range (other than the one already upcast) of size divisible by the upcast width
+/// that some load of a reduce kernel does not depend on, innermost first.
+fn reuse_axis(ast: &UOp, outputs: &[UOp], upcast: Option<&Opt>) -> Option<UOp> {
+    let nodes = ast.toposort();
+    if !nodes.iter().any(is_kernel_reduce) {
+        return None;
+    }
+    let loads: Vec<&UOp> = nodes.iter().filter(|u| u.op() == Op::Load).collect();
+    let already = |r: &UOp| matches!(upcast, Some(Opt::Split { axis, .. }) if *axis == range_id(r));
+    outputs.iter().rev().find_map(|r| {
+        let size = range_size(r)?;
+        let fits = size >= UPCAST_WIDTH && size % UPCAST_WIDTH == 0 && !already(r);
+        let reused = loads.iter().any(|l| !l.toposort().contains(r));
+        (fits && reused).then(|| r.clone())
     })
 }
 

@@ -70,18 +70,34 @@ impl Default for CodegenOptions {
 /// Panics when the AST breaks the kernel contract (that is a scheduler bug, not a user error).
 #[track_caller]
 pub fn compile_kernel(ast: &UOp, buffer_sizes: &[usize], opts: &CodegenOptions) -> Kernel {
+    compile_kernel_named(ast, buffer_sizes, opts, &kernel_name(ast))
+}
+
+/// `compile_kernel` with the kernel's function named `name` (a program gives duplicates a
+/// suffix with [`unique_name`], as tinygrad does: `E_4_4`, `E_4_4n1`).
+#[track_caller]
+pub fn compile_kernel_named(
+    ast: &UOp,
+    buffer_sizes: &[usize],
+    opts: &CodegenOptions,
+    name: &str,
+) -> Kernel {
     let opt_list = if opts.optimize {
         heuristic::hand_coded_optimizations(ast, opts.threads)
     } else {
         Vec::new()
     };
-    compile_kernel_with_opts(ast, buffer_sizes, &opt_list)
+    lower(ast, buffer_sizes, &opt_list, name.to_string())
 }
 
 /// Lowers one kernel AST to C with exactly the given OptOps (for tests and search).
 #[track_caller]
 pub fn compile_kernel_with_opts(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt]) -> Kernel {
-    let name = kernel_name(ast);
+    lower(ast, buffer_sizes, opt_list, kernel_name(ast))
+}
+
+#[track_caller]
+fn lower(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt], name: String) -> Kernel {
     let optimized = OptimizedKernel::new(ast).apply_all(opt_list);
     let expanded = expand::expand(&optimized.ast);
     let program = linearize::linearize(&expanded, optimized.threads);

@@ -9,8 +9,10 @@
 //! number is the core id and never appears as a loop, so a THREAD split only retypes the range
 //! and records the core count; the renderer gives each core its bounds.
 
+use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::uop::{Arg, AxisType, Op, UOp};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// One optimization of a kernel's ranges.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +117,16 @@ impl OptimizedKernel {
         if range_axis_type(range) != AxisType::Loop {
             return Err(OptError("only LOOP ranges can be spread over cores".into()));
         }
+        let addressed = self
+            .ast
+            .src()
+            .iter()
+            .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(range));
+        if !addressed {
+            return Err(OptError(
+                "cores would race: some store's address does not depend on the range".into(),
+            ));
+        }
         if self.threads > 1 {
             return Err(OptError("the kernel already has a THREAD axis".into()));
         }
@@ -174,6 +186,42 @@ fn next_range_id(ast: &UOp) -> usize {
     kernel_ranges(ast).last().map_or(0, |r| range_id(r) + 1)
 }
 
+/// A split in progress: the range and what it becomes.
+struct SplitCtx {
+    range: UOp,
+    outer: UOp,
+    inner: UOp,
+    /// `outer * inner.size + inner`, the value of the old range.
+    value: UOp,
+}
+
+/// The rule table of a split, one row per fact.
+fn split_rules() -> &'static PatternMatcher<SplitCtx> {
+    static TABLE: OnceLock<PatternMatcher<SplitCtx>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        PatternMatcher::new()
+            // r                                  => outer * k + inner
+            .rule(UPat::op(Op::Range), |m, ctx: &mut SplitCtx| {
+                (*m.root() == ctx.range).then(|| ctx.value.clone())
+            })
+            // Reduce(v, .., outer * k + inner, ..) => Reduce(v, .., outer, inner, ..)
+            .rule(UPat::op(Op::Reduce), |m, ctx: &mut SplitCtx| {
+                let reduce = m.root();
+                if reduce.src().len() < 2 || !reduce.src()[1..].contains(&ctx.value) {
+                    return None;
+                }
+                let mut src = vec![reduce.s(0).clone()];
+                for r in &reduce.src()[1..] {
+                    match *r == ctx.value {
+                        true => src.extend([ctx.outer.clone(), ctx.inner.clone()]),
+                        false => src.push(r.clone()),
+                    }
+                }
+                Some(reduce.with_src(src))
+            })
+    })
+}
+
 /// `ast` with `range` replaced by `outer * inner.size + inner`; in a Reduce's range list the
 /// range is replaced by the two sub-ranges.
 fn split_range(ast: &UOp, range: &UOp, outer: &UOp, inner: &UOp) -> UOp {
@@ -182,52 +230,33 @@ fn split_range(ast: &UOp, range: &UOp, outer: &UOp, inner: &UOp) -> UOp {
         Op::Add,
         vec![UOp::alu(Op::Mul, vec![outer.clone(), k]), inner.clone()],
     );
-    let mut memo = HashMap::new();
-    rebuild(ast, &mut memo, &mut |u, src| {
-        if u == range {
-            return Some(value.clone());
-        }
-        if u.op() == Op::Reduce && u.src().len() > 1 && u.src()[1..].contains(range) {
-            let mut new_src = vec![src[0].clone()];
-            for r in &u.src()[1..] {
-                if r == range {
-                    new_src.extend([outer.clone(), inner.clone()]);
-                } else {
-                    new_src.push(r.clone());
-                }
-            }
-            return Some(u.with_src(new_src));
-        }
-        None
-    })
+    let mut ctx = SplitCtx {
+        range: range.clone(),
+        outer: outer.clone(),
+        inner: inner.clone(),
+        value,
+    };
+    graph_rewrite(ast, split_rules(), &mut ctx)
 }
 
 /// `root` with every node in `map` replaced by its image (operands rebuilt bottom-up).
 pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
-    let mut memo = HashMap::new();
-    rebuild(root, &mut memo, &mut |u, _| map.get(u).cloned())
-}
-
-/// Rebuilds `u` bottom-up: `replace(node, rebuilt_src)` may return a replacement for a node,
-/// else the node is rebuilt over its rebuilt operands.
-fn rebuild(
-    u: &UOp,
-    memo: &mut HashMap<UOp, UOp>,
-    replace: &mut dyn FnMut(&UOp, &[UOp]) -> Option<UOp>,
-) -> UOp {
-    for node in u.toposort() {
-        if memo.contains_key(&node) {
-            continue;
-        }
-        let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
-        let new = match replace(&node, &src) {
-            Some(n) => n,
-            None if src.iter().zip(node.src()).all(|(a, b)| a == b) => node.clone(),
-            None => node.with_src(src),
+    let mut memo: HashMap<UOp, UOp> = HashMap::new();
+    for node in root.toposort() {
+        let new = match map.get(&node) {
+            Some(image) => image.clone(),
+            None => {
+                let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
+                if src.iter().zip(node.src()).all(|(a, b)| a == b) {
+                    node.clone()
+                } else {
+                    node.with_src(src)
+                }
+            }
         };
         memo.insert(node, new);
     }
-    memo[u].clone()
+    memo[root].clone()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Arithmetic on host arrays: elementwise ops with NumPy broadcasting, and reductions.
 
-use super::host_array::{HostArray, for_each_index, strides};
+use super::host_array::{HostArray, for_each_offset, strides};
 use super::movement::broadcast_strides;
 use crate::uop::alu;
 use crate::uop::dtype::round_to_float;
@@ -20,14 +20,13 @@ pub fn elementwise(op: Op, dtype: DType, operand: DType, args: &[&HostArray]) ->
         .map(|a| broadcast_strides(&a.shape, shape.len()))
         .collect();
     let mut lane = Vec::with_capacity(args.len());
-    HostArray::from_fn(dtype, &shape, |idx| {
+    let mut data = Vec::with_capacity(shape.iter().product());
+    for_each_offset(&shape, &arg_strides, |offsets| {
         lane.clear();
-        for (a, s) in args.iter().zip(&arg_strides) {
-            let offset: usize = idx.iter().zip(s).map(|(i, s)| i * s).sum();
-            lane.push(a.data[offset]);
-        }
-        alu::exec_typed(op, dtype, operand, &lane)
-    })
+        lane.extend(args.iter().zip(offsets).map(|(a, &o)| a.data[o]));
+        data.push(alu::exec_typed(op, dtype, operand, &lane));
+    });
+    HostArray { dtype, shape, data }
 }
 
 /// `x` reduced with `op` over `axes`, which are kept with size 1.
@@ -53,6 +52,7 @@ pub fn reduce(x: &HostArray, op: ReduceOp, axes: &[usize]) -> HostArray {
     } else {
         x.dtype
     };
+    // Walk the input; each element lands on its output position (reduced axes have stride 0).
     let out_strides: Vec<usize> = strides(&shape)
         .into_iter()
         .enumerate()
@@ -61,8 +61,8 @@ pub fn reduce(x: &HostArray, op: ReduceOp, axes: &[usize]) -> HostArray {
     let numel: usize = shape.iter().product();
     let mut acc = vec![identity(op, x.dtype); numel];
     let mut flat = 0;
-    for_each_index(&x.shape, |idx| {
-        let o: usize = idx.iter().zip(&out_strides).map(|(i, s)| i * s).sum();
+    for_each_offset(&x.shape, &[out_strides], |o| {
+        let o = o[0];
         acc[o] = alu::exec_typed(op.binary(), acc_dtype, acc_dtype, &[acc[o], x.data[flat]]);
         flat += 1;
     });

@@ -223,3 +223,39 @@ pub(crate) fn for_each_index(shape: &[usize], mut visit: impl FnMut(&[usize])) {
         }
     }
 }
+
+/// Walks `shape` in row-major order and calls `visit` with, for each stride list in `strides`,
+/// the offset `sum_k idx[k] * strides[j][k]` of the current multi-index `idx` (kept up to date
+/// incrementally, which is what makes broadcasting reads cheap).
+pub(crate) fn for_each_offset(
+    shape: &[usize],
+    strides: &[Vec<usize>],
+    mut visit: impl FnMut(&[usize]),
+) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0; shape.len()];
+    let mut offsets = vec![0; strides.len()];
+    loop {
+        visit(&offsets);
+        let mut axis = shape.len();
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            idx[axis] += 1;
+            if idx[axis] < shape[axis] {
+                for (o, s) in offsets.iter_mut().zip(strides) {
+                    *o += s[axis];
+                }
+                break;
+            }
+            for (o, s) in offsets.iter_mut().zip(strides) {
+                *o -= s[axis] * (shape[axis] - 1);
+            }
+            idx[axis] = 0;
+        }
+    }
+}

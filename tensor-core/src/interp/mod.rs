@@ -183,8 +183,7 @@ impl Interpreter {
         match self.value(node) {
             Value::Array(a) => a,
             Value::Tuple(_) => panic!(
-                "interp: {} expected an array operand but got the tuple of {}",
-                node.op(),
+                "interp: {} is used as an array but evaluates to a tuple (take a GetTuple)",
                 node.op()
             ),
         }
@@ -384,7 +383,15 @@ impl Interpreter {
             );
         };
         if let Value::Array(a) = &value {
-            check_against_node(node, a);
+            let fits = node.shape() == Some(a.shape.as_slice()) && node.dtype() == a.dtype;
+            assert!(
+                fits,
+                "interp: Param({slot}) is {} {:?} but was given {} {:?}",
+                node.dtype(),
+                node.shape(),
+                a.dtype,
+                a.shape
+            );
         }
         value
     }

@@ -1,7 +1,7 @@
 //! Movement ops on host arrays: each output element is read from one input position (or is
 //! the padding zero), written as the index map tinyspec states.
 
-use super::host_array::{HostArray, strides};
+use super::host_array::{HostArray, for_each_offset, strides};
 use crate::uop::{Scalar, Shape};
 
 /// The same elements in row-major order under another shape.
@@ -37,11 +37,16 @@ pub fn expand(x: &HostArray, shape: &[usize]) -> HostArray {
 /// `x` read at every index of `shape`, right-aligned, with size-1 axes repeated (NumPy
 /// broadcasting). The caller has checked that the shapes are compatible.
 pub fn broadcast_to(x: &HostArray, shape: &[usize]) -> HostArray {
-    let source_strides = broadcast_strides(&x.shape, shape.len());
-    HostArray::from_fn(x.dtype, shape, |idx| {
-        let offset: usize = idx.iter().zip(&source_strides).map(|(i, s)| i * s).sum();
-        x.data[offset]
-    })
+    let source_strides = [broadcast_strides(&x.shape, shape.len())];
+    let mut data = Vec::with_capacity(shape.iter().product());
+    for_each_offset(shape, &source_strides, |offset| {
+        data.push(x.data[offset[0]])
+    });
+    HostArray {
+        dtype: x.dtype,
+        shape: shape.to_vec(),
+        data,
+    }
 }
 
 /// Strides that read an array of `shape` right-aligned into `ndim` axes, 0 on broadcast axes.

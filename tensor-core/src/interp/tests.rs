@@ -728,3 +728,28 @@ fn gemm_as_reshape_multiply_and_sum_matches_a_triple_loop() {
     }
     assert_eq!(evaluate(&product).to_vec::<f64>(), expected);
 }
+
+#[test]
+fn a_function_called_inside_a_vmap_sees_each_slice() {
+    let p = UOp::param(0, &[2], DType::F32, None);
+    let body = UOp::tuple(vec![p.reduce(ReduceOp::Max, &[0]).reshape(&[])]);
+    let x = t(vec![1.0f32, 5.0, -2.0, -3.0, 4.0, 0.0], &[3, 2]);
+    let r = loop_range(3, 0);
+    let row = x.vmapin(&[r.clone(), UOp::index(0)]);
+    let row_max = UOp::function(body.clone(), vec![row]).get_tuple(0);
+    let out = row_max.vmapout(std::slice::from_ref(&r));
+    assert_eq!(f32s(&out), vec![5.0, -2.0, 4.0]);
+    // The same body vmapped inside a function: Vmapout(Function(...)) as a function body.
+    let q = UOp::param(0, &[3, 2], DType::F32, None);
+    let q_row = q.vmapin(&[r.clone(), UOp::index(0)]);
+    let inner = UOp::function(body, vec![q_row]).get_tuple(0).vmapout(&[r]);
+    let outer = UOp::function(UOp::tuple(vec![inner]), vec![x]).get_tuple(0);
+    assert_eq!(f32s(&outer), vec![5.0, -2.0, 4.0]);
+}
+
+#[test]
+#[should_panic(expected = "Param(0) is f32 Some([2]) but was given i32 [2]")]
+fn a_param_of_the_wrong_type_panics() {
+    let p = UOp::param(0, &[2], DType::F32, None);
+    evaluate_with_params(&p, &[HostArray::from_vec(vec![1i32, 2], &[2])]);
+}

@@ -322,6 +322,9 @@ impl<'a> CRenderer<'a> {
                 self.atom(&operands[2])
             ),
             Op::Cast => self.cast(operand_dtype, dtype, &operands[0]),
+            // Not(a) is CmpNe(a, 1) (tinyspec), which is `!a` on bools.
+            Op::Not if operand_dtype == DType::Bool => format!("!{}", self.atom(&operands[0])),
+            Op::Not => format!("{} != 1", self.atom(&operands[0])),
             Op::Bitcast => return self.bitcast(operand_dtype, dtype, &operands[0]),
             Op::Threefry => {
                 self.helper("threefry", helpers::THREEFRY.to_string());
@@ -355,7 +358,7 @@ impl<'a> CRenderer<'a> {
                 node.src().get(1),
             ),
         };
-        if node.op() == Op::Where || node.op() == Op::Cast {
+        if matches!(node.op(), Op::Where | Op::Cast | Op::Not) {
             return expr;
         }
         self.round_narrow(dtype, expr)
@@ -398,16 +401,16 @@ impl<'a> CRenderer<'a> {
                 Op::Exp2 => math("exp2"),
                 Op::Log2 => math("log2"),
                 Op::Sin => math("sin"),
-                Op::Not => format!("{x} != 1.0f"),
                 op => panic!("C renderer: {op} is not a unary float op"),
             };
         }
         let ct = self.ctype(dtype);
         match op {
-            Op::Not if dtype == DType::Bool => format!("!{x}"),
-            Op::Not => format!("{x} != 1"),
             Op::Trunc => bare,
-            Op::Neg => self.wrapping(dtype, &format!("0 - {x}"), ct),
+            Op::Neg if matches!(dtype, DType::I32 | DType::I64) => {
+                format!("({ct})(0 - ({}){x})", helpers::unsigned_of(dtype))
+            }
+            Op::Neg => self.wrapping(dtype, &format!("-{x}"), ct),
             Op::Recip => {
                 let one = Value::Const(UOp::constant(1, dtype));
                 self.binary(Op::Idiv, dtype, dtype, &one, a, None)
@@ -510,10 +513,6 @@ impl<'a> CRenderer<'a> {
         match dtype {
             DType::I8 | DType::I16 | DType::U8 | DType::U16 | DType::Bool => {
                 format!("({ct})({expr})")
-            }
-            DType::I32 | DType::I64 if expr.starts_with("0 - ") => {
-                let u = helpers::unsigned_of(dtype);
-                format!("({ct})(0 - ({u}){})", &expr[4..])
             }
             _ => expr.to_string(),
         }

@@ -220,8 +220,8 @@ impl UPat {
         UPat::alu(Op::Cast, vec![self])
     }
 
-    /// Every way `u` matches this pattern, extending `caps`. More than one when a commutative
-    /// op matches in both operand orders.
+    /// Every way `u` matches this pattern: one set of captures per way. More than one when a
+    /// commutative op matches in both operand orders; none when it does not match.
     pub fn match_all(&self, u: &UOp) -> Vec<Captures> {
         let mut out = Vec::new();
         self.match_into(u, Captures::new(u), &mut out);

@@ -9,6 +9,10 @@ use std::collections::HashMap;
 
 /// Runs every kernel of `schedule` in order and returns each output's elements, row-major.
 pub fn run(schedule: &Schedule) -> Vec<Vec<Scalar>> {
+    super::with_deep_stack(|| run_items(schedule))
+}
+
+fn run_items(schedule: &Schedule) -> Vec<Vec<Scalar>> {
     let mut memory: HashMap<u64, Vec<Scalar>> = HashMap::new();
     for item in &schedule.items {
         let mut bufs: Vec<Vec<Scalar>> = item

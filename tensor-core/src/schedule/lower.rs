@@ -25,6 +25,7 @@
 use super::ScheduleItem;
 use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
 use super::realize::{CostModel, worth_realizing};
+use super::simplify::simplify_kernel;
 use crate::uop::shape::operand_values;
 use crate::uop::{Arg, AxisType, DType, Device, Op, UOp};
 use std::collections::{HashMap, HashSet};
@@ -46,6 +47,8 @@ pub struct IndexingContext {
     /// Reduce node → the distinct `(kernel, index, gate)` it was requested at this round.
     requests: HashMap<UOp, HashSet<RequestSite>>,
     costs: CostModel,
+    /// `vmap_map`: node → the ambient vmap `Range`s its value varies with (outermost first).
+    ambient: HashMap<UOp, Vec<UOp>>,
 }
 
 impl IndexingContext {
@@ -55,9 +58,54 @@ impl IndexingContext {
             return;
         }
         let device = node.device().unwrap_or_else(Device::cpu);
-        let buffer = UOp::new_buffer(node.numel(), node.dtype(), device);
+        let size = node.numel() * self.ambient_shape(node).iter().product::<usize>();
+        let buffer = UOp::new_buffer(size, node.dtype(), device);
         self.producer.insert(buffer.clone(), node.clone());
         self.realized.insert(node.clone(), buffer);
+    }
+
+    /// The forward `vmap_map` pass over `graph` (operands before users): a `Vmapin` adds its
+    /// `Range` vargs to its operand's ambient ranges, a `Vmapout` removes its own, every other
+    /// node varies with the union of its operands'. A node that does not depend on a `Vmapin`
+    /// (an index buffer, a constant) has none, so its buffer is not batched.
+    pub fn track_ambient_ranges(&mut self, graph: &[UOp]) {
+        for x in graph {
+            let mut ranges: Vec<UOp> = Vec::new();
+            for s in x.src() {
+                for r in self.ambient.get(s).into_iter().flatten() {
+                    if !ranges.contains(r) {
+                        ranges.push(r.clone());
+                    }
+                }
+            }
+            let vargs = x.src().iter().skip(1).filter(|a| a.op() == Op::Range);
+            match x.op() {
+                Op::Vmapin => ranges.extend(
+                    vargs
+                        .filter(|r| !ranges.contains(r))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                ),
+                Op::Vmapout => {
+                    let own: Vec<&UOp> = vargs.collect();
+                    ranges.retain(|r| !own.contains(&r));
+                }
+                _ => {}
+            }
+            if !ranges.is_empty() {
+                self.ambient.insert(x.clone(), ranges);
+            }
+        }
+    }
+
+    /// The ambient vmap ranges `node`'s value varies with (empty outside a vmap scope).
+    fn ambient_of(&self, node: &UOp) -> Vec<UOp> {
+        self.ambient.get(node).cloned().unwrap_or_default()
+    }
+
+    /// The sizes of `node`'s ambient ranges: the batch axes prepended to its buffer.
+    fn ambient_shape(&self, node: &UOp) -> Vec<usize> {
+        self.ambient_of(node).iter().map(range_size).collect()
     }
 
     /// Forgets the per-round statistics before every kernel is built again.
@@ -78,20 +126,34 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         enclosing: Vec::new(),
         memo: HashMap::new(),
         buffers: vec![out.clone()],
+        bindings: HashMap::new(),
     };
+    // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
+    let ambient = builder.ctx.ambient_of(root);
+    let mut stored_shape = builder.ctx.ambient_shape(root);
+    let batch: Vec<UOp> = stored_shape
+        .iter()
+        .map(|&d| builder.new_range(d, AxisType::Loop))
+        .collect();
+    builder.bindings = ambient.into_iter().zip(batch.iter().cloned()).collect();
     let shape = root.shape_vec();
     let loops: Vec<UOp> = shape
         .iter()
         .map(|&d| builder.new_range(d, AxisType::Loop))
         .collect();
-    builder.loops = loops.clone();
+    builder.loops = batch.iter().chain(&loops).cloned().collect();
     let value = builder.lower_node(root, &loops, None);
-    let target = index_node(&out, 0, flatten(&loops, &shape), None);
+    stored_shape.extend(&shape);
+    let target = index_node(&out, 0, flatten(&builder.loops, &stored_shape), None);
     let store = UOp::new(Op::Store, DType::Void, vec![target, value], Arg::None);
     ScheduleItem {
-        ast: UOp::sink(vec![store]),
+        ast: simplify_kernel(&UOp::sink(vec![store])),
         buffers: builder.buffers,
     }
+}
+
+fn range_size(r: &UOp) -> usize {
+    r.vmax().as_i64() as usize + 1
 }
 
 fn index_node(buffer: &UOp, slot: usize, flat: UOp, gate: Option<UOp>) -> UOp {
@@ -167,6 +229,8 @@ struct KernelBuilder<'a> {
     memo: HashMap<Request, UOp>,
     /// The kernel's buffer arguments in slot order, the output first.
     buffers: Vec<UOp>,
+    /// Ambient vmap `Range` → the index expression it stands for in this kernel.
+    bindings: HashMap<UOp, UOp>,
 }
 
 impl KernelBuilder<'_> {
@@ -206,8 +270,16 @@ impl KernelBuilder<'_> {
             return zero(x.dtype());
         }
         if let Some(buffer) = self.ctx.realized.get(x).cloned() {
-            let flat = flatten(idx, &x.shape_vec());
-            return self.load(&buffer, flat, gate);
+            let mut full_idx: Vec<UOp> = self
+                .ctx
+                .ambient_of(x)
+                .iter()
+                .map(|r| self.bound(r))
+                .collect();
+            full_idx.extend(idx.iter().cloned());
+            let mut shape = self.ctx.ambient_shape(x);
+            shape.extend(x.shape_vec());
+            return self.load(&buffer, flatten(&full_idx, &shape), gate);
         }
         let key = (x.clone(), idx.to_vec(), gate.clone());
         if let Some(v) = self.memo.get(&key) {
@@ -256,6 +328,21 @@ impl KernelBuilder<'_> {
             Op::Stack => self.lower_stack(x, idx, gate),
             Op::Index => self.lower_index(x, idx, gate),
             Op::Reduce => self.lower_reduce(x, idx, gate),
+            Op::Vmapout => self.lower_vmapout(x, idx, gate),
+            Op::Vmapin => {
+                let mut inner = idx.iter();
+                let src_idx: Vec<UOp> = x.src()[1..]
+                    .iter()
+                    .map(|a| match a.op() {
+                        Op::Range => self.bound(a),
+                        _ => inner
+                            .next()
+                            .expect("Vmapin: one index per kept axis")
+                            .clone(),
+                    })
+                    .collect();
+                self.lower(x.s(0), &src_idx, gate)
+            }
             op if op.is_elementwise() => {
                 let out = x.shape_vec();
                 let src: Vec<UOp> = x
@@ -269,10 +356,40 @@ impl KernelBuilder<'_> {
                 UOp::new(op, x.dtype(), src, x.arg().clone())
             }
             op => panic!(
-                "schedule: cannot lower {op} into a kernel (vmap scopes, stores, calls, \
-                 parameters outside a function and multi-device ops are not scheduled yet)"
+                "schedule: cannot lower {op} into a kernel (stores, calls, parameters outside \
+                 a function and multi-device ops are not scheduled yet)"
             ),
         }
+    }
+
+    /// What ambient range `r` stands for in this kernel.
+    fn bound(&self, r: &UOp) -> UOp {
+        match self.bindings.get(r) {
+            Some(i) => i.clone(),
+            None => panic!("schedule: a Vmapin range is used outside its Vmapout"),
+        }
+    }
+
+    /// `Vmapout(x, vargs)[i]`: bind each `Range` varg to its axis of `i`, ask `x` for the rest.
+    fn lower_vmapout(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let mut inner_idx = Vec::new();
+        let mut bound = Vec::new();
+        for (a, i) in x.src()[1..].iter().zip(idx) {
+            if a.op() == Op::Range {
+                let previous = self.bindings.insert(a.clone(), i.clone());
+                bound.push((a.clone(), previous));
+            } else {
+                inner_idx.push(i.clone());
+            }
+        }
+        let v = self.lower(x.s(0), &inner_idx, gate);
+        for (r, previous) in bound {
+            match previous {
+                Some(p) => self.bindings.insert(r, p),
+                None => self.bindings.remove(&r),
+            };
+        }
+        v
     }
 
     fn lower_buffer_view(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
@@ -438,6 +555,9 @@ impl KernelBuilder<'_> {
     fn should_realize(&mut self, x: &UOp, idx: &[UOp], gate: &Option<UOp>) -> bool {
         let mut asked: Vec<UOp> = idx.to_vec();
         asked.extend(gate.iter().cloned());
+        // Inside a vmap scope the value also varies with the ranges its ambient ones are bound to.
+        let ambient = self.ctx.ambient_of(x);
+        asked.extend(ambient.iter().filter_map(|r| self.bindings.get(r).cloned()));
         let used = ranges_in(&asked);
         let redundancy: u64 = self
             .loops

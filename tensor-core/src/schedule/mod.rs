@@ -6,15 +6,19 @@
 //! 1. **Callify** ([`callify`]): inline `GetTuple(Function(..))` by substituting each `Param`
 //!    with its argument, drop `Detach` and `ContiguousBackward`.
 //! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
-//!    `Store` and `Vmapout` get a buffer each; `Buffer`s are realized already. Reduces are
-//!    realized by a cost model when fusing them would repeat their work (consumed through an
-//!    expand, or requested at several indices); cheap elementwise chains never are.
+//!    `Store` and `Vmapout` get a buffer each (a `Store` is not lowered yet and panics);
+//!    `Buffer`s are realized already. A reduce is realized when the cost model says that
+//!    fusing it would repeat more work than a buffer round trip costs (it is consumed through
+//!    an expand, or requested at several indices); elementwise chains and movement ops are
+//!    recomputed, never buffered by choice. The cost model is applied where the buffer would
+//!    be created, so there is no separate pass that removes buffers afterwards.
 //! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
 //!    validity gates), and a realized operand or a `Buffer` becomes a `Load` through
 //!    `Index(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
-//!    ([`index`]).
+//!    ([`index`]) and every finished AST goes through the kernel rule table ([`simplify`]:
+//!    the `symbolic` rules plus float constant reassociation).
 //! 4. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Index(DefineGlobal 0,
 //!    flat), value))`, ordered so producers run before consumers. Range ids count from 0 in the
 //!    order axes appear (output loops first) and slots are numbered output first, then inputs in
@@ -25,31 +29,33 @@
 //! then), so the whole build repeats until a round realizes nothing new: the last round sees
 //! the final set, and no kernel computes inline what another kernel stores.
 //!
-//! # Design for vmap (`Vmapin` / `Vmapout`, seeds/vmap-vmapin-vmapout.md §4–5)
+//! # Vmap scopes (`Vmapin` / `Vmapout`, seeds/vmap-vmapin-vmapout.md §4–5)
 //!
-//! Not implemented yet; the structure leaves room for it without a rewrite:
-//!
-//! - `Vmapout` is already in the forced set ([`realize::is_forced`]). Its kernel's output loops
-//!   will be the `Range` vargs themselves at batch positions and fresh ranges elsewhere; lowering
-//!   `Vmapout(x, vargs)` at `idx` asks `x` for `idx` without the batch positions.
-//! - Lowering `Vmapin(x, vargs)` at `idx` asks `x` for `idx` with each `Range` varg re-inserted
-//!   at its position. That range is *ambient*: inner nodes never carry it in their index, it
-//!   appears in the AST only through the loads under `Vmapin`, and it is bound because the
-//!   enclosing `Vmapout` kernel loops over that very `Range` UOp. The memo key `(node, index,
-//!   gate)` stays valid because the ambient range is part of the index it shows up in.
-//! - Intermediate realization inside a vmap scope (§5): a forward `vmap_map` pass over the
-//!   toposort (from each `Vmapin` to its transitive consumers, stopping at `Vmapout`) records
-//!   each node's ambient ranges in [`lower::IndexingContext`]. [`lower::IndexingContext::realize`]
-//!   then prepends their sizes to the buffer's shape, the node's kernel prepends the ambient
-//!   ranges to its loops (so its store index includes them), and a load of it prepends the
-//!   same ambient ranges to the index it flattens. Kernel-local range ids must then start after
-//!   the ambient ids (or ambient ranges are renumbered when the AST is canonicalized).
+//! - `Vmapout` is always realized. Lowering `Vmapout(x, vargs)` at `idx` *binds* each `Range`
+//!   varg to its axis of `idx` (in the kernel builder's `bindings`) and asks `x` for the other
+//!   axes; lowering `Vmapin(x, vargs)` at `idx` asks `x` for `idx` with each `Range` varg
+//!   replaced by what it is bound to. The range is *ambient*: inner nodes never carry it in
+//!   their index, and it reaches the AST only through the loads under `Vmapin`. Binding (rather
+//!   than looping over the user's `Range` UOp itself) keeps kernel range ids canonical.
+//! - Intermediate realization inside a scope (§5): the forward `vmap_map` pass
+//!   ([`lower::IndexingContext::track_ambient_ranges`], from each `Vmapin` to its transitive
+//!   users, a `Vmapout` removing its own ranges) records each node's ambient ranges. A realized
+//!   node with ambient ranges gets a buffer with their sizes prepended, its kernel loops over
+//!   fresh ranges bound to them (outermost), and a load of it prepends what those ranges are
+//!   bound to in the consuming kernel. Nodes that do not depend on a `Vmapin` (index buffers,
+//!   constants) are not batched. Nested scopes compose: an inner `Vmapout` is realized with the
+//!   outer scope's batch axes.
+//! - The redundancy test of the reduce cost model counts a reduce's ambient ranges as used, so
+//!   a per-batch reduce stays fused into the `Vmapout` kernel.
 
 pub mod callify;
 pub mod index;
 pub mod lower;
 pub mod realize;
+pub mod simplify;
 
+#[cfg(test)]
+mod differential;
 #[cfg(test)]
 mod exec;
 #[cfg(test)]
@@ -81,8 +87,34 @@ pub struct Schedule {
 /// Splits the graphs of `outputs` into kernels (see the module docs for the rules).
 #[track_caller]
 pub fn create_schedule(outputs: &[UOp]) -> Schedule {
+    with_deep_stack(|| schedule_graph(outputs))
+}
+
+/// Stack for the lowering, which recurses once per op along a path of the graph: enough for
+/// chains of hundreds of thousands of ops (only the pages used are committed).
+const LOWERING_STACK_BYTES: usize = 512 << 20;
+
+/// Runs `f` on a helper thread with a large stack, re-raising its panic (with its message)
+/// on the caller's thread.
+pub(crate) fn with_deep_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("schedule".into())
+            .stack_size(LOWERING_STACK_BYTES)
+            .spawn_scoped(scope, f)
+            .expect("schedule: could not start the lowering thread");
+        match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+fn schedule_graph(outputs: &[UOp]) -> Schedule {
     let graph = callify::callify(outputs);
     let mut ctx = IndexingContext::default();
+    let toposort = UOp::sink(graph.clone()).toposort();
+    ctx.track_ambient_ranges(&toposort);
     for out in &graph {
         if out.shape().is_none() {
             panic!("create_schedule: output {} has no shape", out.op());
@@ -91,9 +123,9 @@ pub fn create_schedule(outputs: &[UOp]) -> Schedule {
             ctx.realize(out);
         }
     }
-    for node in UOp::sink(graph.clone()).toposort() {
-        if is_forced(&node) {
-            ctx.realize(&node);
+    for node in &toposort {
+        if is_forced(node) {
+            ctx.realize(node);
         }
     }
     let roots: Vec<UOp> = graph

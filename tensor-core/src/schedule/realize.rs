@@ -77,7 +77,7 @@ impl CostModel {
 /// `redundancy` times per element at each of `requests` different indices?
 pub fn worth_realizing(cost: u64, redundancy: u64, requests: u64) -> bool {
     let computations = redundancy.saturating_mul(requests.max(1));
-    cost.saturating_mul(computations - 1) > BUFFER_COST
+    cost.saturating_mul(computations.saturating_sub(1)) > BUFFER_COST
 }
 
 /// The operands of `u` that carry tensor data (not shape operands of movement ops).

@@ -113,6 +113,13 @@ fn fuses_elementwise_chain_into_one_kernel() {
     assert_eq!(schedule.items.len(), 1);
     let ast = &schedule.items[0].ast;
     assert_eq!(load_slots(ast), vec![1], "one load, of the input in slot 1");
+    let constants: Vec<f64> = ast
+        .toposort()
+        .iter()
+        .filter(|u| u.op() == Op::Const && u.dtype() == DType::F32)
+        .filter_map(|u| u.const_value().map(|v| v.as_f64()))
+        .collect();
+    assert_eq!(constants, vec![7.0], "4 and 3 fold into one 7");
     assert_eq!(schedule.items[0].buffers.len(), 2);
     let want: Vec<f32> = data.iter().map(|x| x + 4.0 + 3.0).collect();
     assert_close(&values[0], &want);
@@ -427,6 +434,45 @@ fn reduce_over_a_permuted_padded_view_matches_the_definition() {
                 })
                 .fold(f32::NEG_INFINITY, f32::max)
         })
+        .collect();
+    assert_close(&values[0], &want);
+}
+
+#[test]
+fn a_long_elementwise_chain_is_scheduled_without_overflowing_the_stack() {
+    let (x, data) = iota(&[4]);
+    let one = full(1.0, &[4]);
+    let mut y = x;
+    for _ in 0..5000 {
+        y = add(&y, &one);
+    }
+    let (schedule, values) = schedule_and_run(&[y]);
+    assert_eq!(schedule.items.len(), 1);
+    let want: Vec<f32> = data.iter().map(|v| v + 5000.0).collect();
+    assert_close(&values[0], &want);
+}
+
+#[test]
+fn a_copy_ends_a_kernel_like_contiguous() {
+    let (x, data) = iota(&[6]);
+    let moved = exp(&x).copy_to(crate::uop::Device::cpu());
+    let (schedule, values) = schedule_and_run(&[add(&moved, &full(1.0, &[6]))]);
+    assert_eq!(schedule.items.len(), 2);
+    let want: Vec<f32> = data.iter().map(|v| v.exp() + 1.0).collect();
+    assert_close(&values[0], &want);
+}
+
+#[test]
+fn stacking_along_a_looped_axis_selects_the_part_with_a_where_chain() {
+    let (a, da) = iota(&[3]);
+    let b = mul(&a, &full(2.0, &[3]));
+    let (schedule, values) = schedule_and_run(&[UOp::stack(vec![a, b])]);
+    assert_eq!(schedule.items.len(), 1);
+    assert_eq!(count_ops(&schedule.items[0].ast, Op::Where), 1);
+    let want: Vec<f32> = da
+        .iter()
+        .cloned()
+        .chain(da.iter().map(|v| v * 2.0))
         .collect();
     assert_close(&values[0], &want);
 }

@@ -536,3 +536,14 @@ fn simplified_unravel_expressions_agree_at_every_range_value() {
         }
     }
 }
+
+#[test]
+fn a_deep_sum_simplifies_without_overflowing_the_stack() {
+    let x = r(8, 0);
+    let mut e = x.clone();
+    for k in 0..5_000 {
+        e = add(&e, &if k % 2 == 0 { i(1) } else { x.clone() });
+    }
+    // 2_500 ones and 2_500 more copies of x.
+    assert_eq!(simplify(&e), add(&mul(&x, &i(2_501)), &i(2_500)));
+}

@@ -1,6 +1,7 @@
 //! Joining and indexing: `cat` (each part padded into place, then added), `stack` (`cat` of
 //! unsqueezed parts), `gather`/`take` (a one-hot mask from an arange compared with the
-//! indices, then a sum: tinyspec's gather) and `one_hot`.
+//! indices, then a sum: tinyspec's gather), `scatter_add` (the same mask, summed the other
+//! way: tinyspec's scatter_add) and `one_hot`.
 //!
 //! Indices are data, so they cannot be checked while the graph is built: a negative index
 //! counts from the end, and an index outside the axis selects nothing (the result is 0).
@@ -137,6 +138,41 @@ impl Tensor {
         let picked = select_and_sum(&values, &idx, &positions, &full, ax);
         let out: Shape = [&s[..ax], indices.shape().as_slice(), &s[ax + 1..]].concat();
         Tensor::from_uop(picked.reshape(&out))
+    }
+
+    /// `self` plus `src` added at `index` along `axis`: `out[.., index[.., j, ..], ..] +=
+    /// src[.., j, ..]` (PyTorch's `scatter_add`, the adjoint of [`Tensor::gather`]), built as
+    /// tinyspec's scatter_add: a one-hot mask times `src`, summed over `j`. `index` and `src`
+    /// have one shape, equal to `self`'s outside `axis`; repeated indices accumulate.
+    #[track_caller]
+    pub fn scatter_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        let (s, i) = (self.shape(), index.shape());
+        require_int_index("scatter_add", index);
+        if src.shape() != i {
+            panic!(
+                "scatter_add: index shape {i:?} and source shape {:?} differ",
+                src.shape()
+            );
+        }
+        let ax = normalize_axis("scatter_add", axis, &s);
+        let fits = i.len() == s.len()
+            && s.iter()
+                .zip(&i)
+                .enumerate()
+                .all(|(d, (a, b))| d == ax || a == b);
+        if !fits {
+            panic!("scatter_add: index shape {i:?} does not fit shape {s:?} outside axis {axis}");
+        }
+        let k = s[ax];
+        let full = insert_at(&s, ax + 1, i[ax]);
+        let idx = wrap_negative(&index.uop(), k).reshape(&insert_at(&i, ax, 1));
+        let mut along = vec![1; full.len()];
+        along[ax] = k;
+        let positions = arange_uop(k).reshape(&along);
+        let dtype = DType::promote(self.dtype(), src.dtype());
+        let values = cast_uop(&src.uop(), dtype).reshape(&insert_at(&i, ax, 1));
+        let spread = select_and_sum(&values, &idx, &positions, &full, ax + 1);
+        Tensor::from_uop(cast_uop(&self.uop(), dtype)).add(Tensor::from_uop(spread))
     }
 
     /// The labels as one-hot rows: shape `self.shape + [num_classes]`, `f32`, with a 1 where

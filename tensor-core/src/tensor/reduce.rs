@@ -8,8 +8,10 @@ use super::broadcast::{
     IntoAxes, broadcast_uop, cast_uop, const_uop, normalize_axes, normalize_axis,
 };
 use super::create::{INDEX_DTYPE, arange_uop};
-use super::elementwise::{add_uop, complement_uop, eq_uop, mul_uop, neg_uop, not_uop, where_uop};
-use crate::uop::{DType, ReduceOp, Scalar, UOp};
+use super::elementwise::{
+    add_uop, complement_uop, eq_uop, mul_uop, ne_uop, neg_uop, not_uop, where_uop,
+};
+use crate::uop::{DType, Op, ReduceOp, Scalar, UOp};
 
 /// The dtype sums and products accumulate in: bools and narrow ints widen (to `i32`, or `u32`
 /// for unsigned), as JAX does; wider types keep their dtype.
@@ -158,6 +160,25 @@ impl Tensor {
         self.mean(&self.all_axes(), false)
     }
 
+    /// The population variance over `axes` (NumPy's `var` with `ddof=0`):
+    /// `mean((x - mean(x))^2)`, in the float type.
+    #[track_caller]
+    pub fn var(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes: Vec<isize> = self
+            .axes_of("var", axes)
+            .into_iter()
+            .map(|a| a as isize)
+            .collect();
+        let centered = self.sub(self.mean(&axes, true));
+        centered.square().mean(&axes, keepdim)
+    }
+
+    /// The population standard deviation over `axes`: `sqrt(var)`.
+    #[track_caller]
+    pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        self.var(axes, keepdim).sqrt()
+    }
+
     /// True where any element over `axes` is non-zero (bool).
     #[track_caller]
     pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -174,8 +195,9 @@ impl Tensor {
         Tensor::from_uop(not_uop(&max_uop(&u, &axes, keepdim)))
     }
 
-    /// The index (`i32`) of the first maximum along `axis`: with `n` the axis size, the max of
-    /// `where(x == max(x), n - i, 0)` is `n - first`. Panics on an empty axis.
+    /// The index (`i32`) of the first maximum along `axis` (of the first NaN if there is one):
+    /// with `n` the axis size, the max of `where(x == max(x), n - i, 0)` is `n - first`.
+    /// Panics on an empty axis.
     #[track_caller]
     pub fn argmax(&self, axis: isize, keepdim: bool) -> Tensor {
         let shape = self.shape();
@@ -211,7 +233,12 @@ fn first_max_index(u: &UOp, axis: usize, keepdim: bool) -> UOp {
     let shape = u.shape_vec();
     let n = shape[axis];
     let maxima = broadcast_uop(&max_uop(u, &[axis], true), &shape);
-    let is_max = eq_uop(u, &maxima);
+    let mut is_max = eq_uop(u, &maxima);
+    if u.dtype().is_float() {
+        // A NaN makes the maximum NaN, which equals nothing: pick the first NaN, as NumPy does.
+        let is_nan = ne_uop(u, u);
+        is_max = UOp::alu(Op::Or, vec![is_max, is_nan]);
+    }
     let mut along = vec![1; shape.len()];
     along[axis] = n;
     let countdown = add_uop(

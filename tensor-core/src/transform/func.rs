@@ -100,13 +100,13 @@ pub fn user_call_site() -> Option<&'static Location<'static>> {
     CALL_SITES.with(|s| s.borrow().first().copied())
 }
 
-/// Panics with a transform error that names the user's call site (like JAX's TypeErrors).
+/// Panics with a transform error that names the user's call site (like JAX's TypeErrors):
+/// the outermost `Func::call`, or, for a transform called directly (`jvp`, `vjp`), the
+/// `#[track_caller]` location.
 #[track_caller]
 pub fn transform_error(message: &str) -> ! {
-    match user_call_site() {
-        Some(site) => panic!("{message}\n  (called at {site})"),
-        None => panic!("{message}"),
-    }
+    let site = user_call_site().unwrap_or(Location::caller());
+    panic!("{message}\n  (called at {site})")
 }
 
 /// Values a traced function may return: one tensor, a tuple of tensors, or a `Vec`.

@@ -62,6 +62,7 @@ pub fn jvp<M>(
     (outputs, tangents_out)
 }
 
+#[track_caller]
 fn check_tangents(primals: &[Tensor], tangents: &[Tensor]) {
     if primals.len() != tangents.len() {
         transform_error(&format!(
@@ -139,11 +140,15 @@ fn t(u: &UOp) -> Tensor {
 fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
     static RULES: OnceLock<PatternMatcher<TangentCtx>> = OnceLock::new();
     RULES.get_or_init(|| {
+        // Stack is a movement op too, but linear in every part: it has its own row below.
         let linear_in_first: Vec<Op> = [
             Op::MOVEMENT,
             &[Op::Contiguous, Op::ContiguousBackward, Op::Copy],
         ]
-        .concat();
+        .concat()
+        .into_iter()
+        .filter(|&op| op != Op::Stack)
+        .collect();
         PatternMatcher::new()
             // d(x + y) = dx + dy,  d(x - y) = dx - dy,  d(-x) = -dx
             .rule(UPat::op(Op::Add), |m, c| {

@@ -14,4 +14,4 @@ pub use function::{FunctionCache, Schedule};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jvp::jvp;
 pub use vjp::{ArgNums, grad, value_and_grad, vjp};
-pub use vmap::{InAxes, OutAxes, vmap};
+pub use vmap::{InAxes, OutAxes, VmapMethod, vmap, vmap_with};

@@ -64,6 +64,7 @@ pub fn value_and_grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Fu
     let argnums = argnums.into().0;
     Func::new(f.arity(), move |args: &[Tensor]| {
         check_argnums(&argnums, args.len());
+        check_float_arguments(&argnums, args);
         let (value, pullback) = vjp_wrt(&f, args, &argnums);
         if value.len() != 1 || value[0].ndim() != 0 {
             let shapes: Vec<_> = value.iter().map(|v| v.shape()).collect();
@@ -141,6 +142,18 @@ pub(crate) fn check_argnums(argnums: &[usize], nargs: usize) {
     }
 }
 
+/// As JAX: gradients are taken with respect to float arguments only.
+fn check_float_arguments(argnums: &[usize], args: &[Tensor]) {
+    if let Some(&i) = argnums.iter().find(|&&i| !args[i].dtype().is_float()) {
+        transform_error(&format!(
+            "grad: argument {i} is {}{:?}, but gradients are taken with respect to float \
+             arguments only; use vjp for integer or bool inputs",
+            args[i].dtype(),
+            args[i].shape()
+        ));
+    }
+}
+
 fn check_cotangents(traced: &Traced, cotangents: &[Tensor]) {
     if cotangents.len() != traced.outputs.len() {
         transform_error(&format!(
@@ -184,7 +197,9 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
             ));
         }
         for (src, share) in node.src().iter().zip(ctx.take_shares()) {
-            if let Some(share) = share.filter(|_| active.contains(src)) {
+            // Integer and bool values have no cotangent (zero, JAX's float0), even when a
+            // cast makes a float of them.
+            if let Some(share) = share.filter(|_| active.contains(src) && src.dtype().is_float()) {
                 ctx.accumulate(src, share);
             }
         }

@@ -6,6 +6,7 @@
 
 pub mod alu;
 pub mod arg;
+pub mod axis;
 pub mod dtype;
 pub mod minmax;
 pub mod op;
@@ -276,6 +277,11 @@ impl UOp {
             (Op::Function | Op::Call, _) => self.src().get(1).and_then(|s| s.device()),
             _ => self.src().iter().find_map(|s| s.device()),
         }
+    }
+
+    /// The derived sharded axis: which axis is split across a multi-device tuple, if any.
+    pub fn axis(&self) -> Option<usize> {
+        axis::derive(self)
     }
 
     /// The derived bounds `[min, max]` of the value (tinyspec "min_max").
@@ -584,6 +590,29 @@ mod tests {
         assert_ne!(
             UOp::constant(3.0, DType::F32),
             UOp::constant(3.0, DType::F64)
+        );
+    }
+
+    #[test]
+    fn a_dropped_graph_frees_its_nodes() {
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let y = UOp::alu(Op::Mul, vec![x.clone(), UOp::constant(1234.5, DType::F32)]);
+        let z = UOp::alu(
+            Op::Add,
+            vec![y.clone(), x.reduce(ReduceOp::Max, &[0]).expand(&[4])],
+        );
+        // Constants may be shared with graphs of other tests; every other node is this graph's.
+        let own = z
+            .toposort()
+            .into_iter()
+            .filter(|u| !matches!(u.op(), Op::Const | Op::Vconst));
+        let weak: Vec<WeakUOp> = own.map(|u| u.downgrade()).collect();
+        assert_eq!(weak.len(), 5);
+        assert!(weak.iter().all(|w| w.is_alive()));
+        drop((x, y, z));
+        assert!(
+            weak.iter().all(|w| !w.is_alive()),
+            "every node of the dropped graph is freed"
         );
     }
 

@@ -4,6 +4,7 @@
 //! samples is ever built: the scheduler sees one graph with one more dimension.
 
 pub mod axes;
+pub mod range;
 pub mod rules;
 
 pub use axes::{InAxes, OutAxes};
@@ -16,6 +17,16 @@ use axes::{normalize_axis, resolve_in_axes};
 use rules::BatchCtx;
 use std::collections::HashMap;
 
+/// How `vmap` batches a function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VmapMethod {
+    /// Rewrite the traced graph so the batch is a real leading dimension (the default).
+    #[default]
+    Rewrite,
+    /// Bracket the function with `Vmapin`/`Vmapout`: the batch becomes a loop in the kernels.
+    Range,
+}
+
 /// `f` mapped over the `in_axes` of its arguments, with the batch placed at `out_axes` of its
 /// results, as `jax.vmap`.
 pub fn vmap<M>(
@@ -23,10 +34,21 @@ pub fn vmap<M>(
     in_axes: impl Into<InAxes>,
     out_axes: impl Into<OutAxes>,
 ) -> Func {
+    vmap_with(f, in_axes, out_axes, VmapMethod::Rewrite)
+}
+
+/// `vmap` with a choice of method; both give the same values.
+pub fn vmap_with<M>(
+    f: impl IntoFunc<M>,
+    in_axes: impl Into<InAxes>,
+    out_axes: impl Into<OutAxes>,
+    method: VmapMethod,
+) -> Func {
     let f = f.into_func();
     let (in_axes, out_axes) = (in_axes.into(), out_axes.into());
-    Func::new(f.arity(), move |args: &[Tensor]| {
-        vmapped_call(&f, args, &in_axes, &out_axes)
+    Func::new(f.arity(), move |args: &[Tensor]| match method {
+        VmapMethod::Rewrite => vmapped_call(&f, args, &in_axes, &out_axes),
+        VmapMethod::Range => range::vmapped_call_by_range(&f, args, &in_axes, &out_axes),
     })
 }
 

@@ -1,0 +1,336 @@
+//! The on-disk cache of compiled kernels.
+//!
+//! Layout: one file per compiled program, `<cache dir>/<device>/<key>.kernel`, where `key` is
+//! the [stable hash](crate::stable_hash) of everything that determines the compiler's output
+//! (source, flags, compiler version). Each file is a fixed header followed by the payload (the
+//! shared object's bytes):
+//!
+//! ```text
+//! offset  size  field
+//!      0     8  magic "TNSRKRNL"
+//!      8     4  format version (little-endian u32)
+//!     12     4  reserved, zero
+//!     16    16  key (u128 LE): the entry names the program it holds
+//!     32     8  payload length in bytes (u64 LE)
+//!     40    16  FNV-1a 128 checksum of the payload (u128 LE)
+//!     56     …  payload
+//! ```
+//!
+//! Entries are written to a unique temporary file in the same directory, flushed to disk, and
+//! renamed into place, so readers only ever see complete files, whatever crashes or concurrent
+//! writers do. A file that is truncated or corrupt anyway (a full disk, a copied cache, bit
+//! rot) fails the header check, is reported as a warning and rebuilt, and never reaches
+//! `dlopen`. Temporary files a crashed writer left behind are removed once they are an hour
+//! old. A directory that cannot be written costs the cache, not the computation: the
+//! kernel is still built (in a private temporary directory) and a warning is printed once.
+
+use crate::stable_hash::{stable_hash, to_hex};
+use crate::warn;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+const MAGIC: &[u8; 8] = b"TNSRKRNL";
+const FORMAT_VERSION: u32 = 1;
+const HEADER_LEN: usize = 56;
+
+/// The directory users get when they configure nothing: `$TENSOR_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`; `None` if none of these is set.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = non_empty("TENSOR_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(xdg) = non_empty("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(xdg).join("tensor"));
+    }
+    non_empty("HOME").map(|home| PathBuf::from(home).join(".cache").join("tensor"))
+}
+
+/// Why a cache file was rejected.
+#[derive(Debug, PartialEq, Eq)]
+pub enum EntryDefect {
+    /// Shorter than the header, or than the payload length the header records.
+    Truncated { expected: usize, found: usize },
+    /// Longer than the header says (e.g. two writes interleaved without the rename protocol).
+    TrailingBytes { expected: usize, found: usize },
+    /// Not a cache entry of this format.
+    BadMagic,
+    /// Written by another version of the format.
+    UnknownVersion(u32),
+    /// A complete entry, but for a different key than its file name says.
+    KeyMismatch,
+    /// The payload does not match its checksum.
+    ChecksumMismatch,
+}
+
+impl std::fmt::Display for EntryDefect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryDefect::Truncated { expected, found } => {
+                write!(f, "truncated ({found} of {expected} bytes)")
+            }
+            EntryDefect::TrailingBytes { expected, found } => {
+                write!(f, "has {found} bytes where {expected} were written")
+            }
+            EntryDefect::BadMagic => write!(f, "not a kernel cache entry"),
+            EntryDefect::UnknownVersion(v) => write!(f, "written by unknown format version {v}"),
+            EntryDefect::KeyMismatch => write!(f, "holds a different kernel than its name says"),
+            EntryDefect::ChecksumMismatch => write!(f, "checksum does not match its contents"),
+        }
+    }
+}
+
+/// A cache file's bytes: header plus payload.
+pub fn encode_entry(key: u128, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&key.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&stable_hash(payload).to_le_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// The payload of a cache file, after checking that it is complete, intact and for `key`.
+pub fn decode_entry(key: u128, bytes: &[u8]) -> Result<&[u8], EntryDefect> {
+    if bytes.len() < HEADER_LEN {
+        return Err(EntryDefect::Truncated {
+            expected: HEADER_LEN,
+            found: bytes.len(),
+        });
+    }
+    let (header, payload) = bytes.split_at(HEADER_LEN);
+    let field = |at: usize, len: usize| &header[at..at + len];
+    if field(0, 8) != MAGIC {
+        return Err(EntryDefect::BadMagic);
+    }
+    let version = u32::from_le_bytes(field(8, 4).try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION {
+        return Err(EntryDefect::UnknownVersion(version));
+    }
+    let stored_key = u128::from_le_bytes(field(16, 16).try_into().expect("16 bytes"));
+    let length = u64::from_le_bytes(field(32, 8).try_into().expect("8 bytes"));
+    let checksum = u128::from_le_bytes(field(40, 16).try_into().expect("16 bytes"));
+    let expected = HEADER_LEN.saturating_add(usize::try_from(length).unwrap_or(usize::MAX));
+    if bytes.len() < expected {
+        return Err(EntryDefect::Truncated {
+            expected,
+            found: bytes.len(),
+        });
+    }
+    if bytes.len() > expected {
+        return Err(EntryDefect::TrailingBytes {
+            expected,
+            found: bytes.len(),
+        });
+    }
+    if stored_key != key {
+        return Err(EntryDefect::KeyMismatch);
+    }
+    if stable_hash(payload) != checksum {
+        return Err(EntryDefect::ChecksumMismatch);
+    }
+    Ok(payload)
+}
+
+/// A directory of compiled kernels shared by every process of the user, or no directory.
+#[derive(Debug)]
+pub struct DiskCache {
+    dir: Option<PathBuf>,
+    writes_failed: AtomicBool,
+    swept: AtomicBool,
+}
+
+/// Temporary files older than this were left by a writer that crashed before its rename.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+impl DiskCache {
+    /// A cache in `dir` (created on first write); `None` keeps nothing on disk.
+    pub fn new(dir: Option<PathBuf>) -> DiskCache {
+        DiskCache {
+            dir,
+            writes_failed: AtomicBool::new(false),
+            swept: AtomicBool::new(false),
+        }
+    }
+
+    /// The directory entries live in, if any.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// Where the entry for `key` lives, if the cache has a directory.
+    pub fn entry_path(&self, key: u128) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|dir| dir.join(format!("{}.kernel", to_hex(key))))
+    }
+
+    /// The payload stored under `key`, if a complete and intact entry exists. A damaged entry
+    /// is reported as a warning and treated as missing, so the caller rebuilds it.
+    pub fn load(&self, key: u128) -> Option<Vec<u8>> {
+        let path = self.entry_path(key)?;
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            // No entry yet (or no directory at all: the store reports that, once).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return None;
+            }
+            Err(e) => {
+                warn(&format!(
+                    "cannot read kernel cache entry `{}` ({e}); rebuilding it",
+                    path.display()
+                ));
+                return None;
+            }
+        };
+        match decode_entry(key, &bytes) {
+            Ok(payload) => Some(payload.to_vec()),
+            Err(defect) => {
+                warn(&format!(
+                    "kernel cache entry `{}` is {defect}; rebuilding it",
+                    path.display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Stores `payload` under `key`, atomically. Failure only costs the cache: it is reported
+    /// once per cache as a warning, and later stores are skipped.
+    pub fn store(&self, key: u128, payload: &[u8]) {
+        let (Some(dir), Some(path)) = (self.dir.as_ref(), self.entry_path(key)) else {
+            return;
+        };
+        if self.writes_failed.load(Ordering::Relaxed) {
+            return;
+        }
+        if !self.swept.swap(true, Ordering::Relaxed) {
+            remove_abandoned_temp_files(dir);
+        }
+        let written = write_atomically(dir, &path, &encode_entry(key, payload));
+        if let Err(e) = written
+            && !self.writes_failed.swap(true, Ordering::Relaxed)
+        {
+            warn(&format!(
+                "kernel cache directory `{}` is not writable ({e}); kernels will be \
+                 compiled again in every process. Set TENSOR_CACHE_DIR to a writable \
+                 directory to keep them",
+                dir.display()
+            ));
+        }
+    }
+}
+
+/// Writes `bytes` to `path` so that `path` is either absent, its old content, or `bytes`:
+/// a uniquely named temporary file in the same directory, flushed, then renamed over `path`.
+fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let temp = dir.join(unique_temp_name(path));
+    let written = File::create_new(&temp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&temp, path));
+    if renamed.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    renamed?;
+    // Make the rename itself durable where the platform allows syncing a directory.
+    if let Ok(dir_handle) = File::open(dir) {
+        let _ = dir_handle.sync_all();
+    }
+    Ok(())
+}
+
+/// Deletes temporary files that crashed writers left in `dir` (best effort; a file young
+/// enough to belong to a live writer is left alone).
+fn remove_abandoned_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let is_temp = name.starts_with('.') && name.ends_with(".tmp");
+        let age = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|modified| SystemTime::now().duration_since(modified).ok());
+        if is_temp && age.is_some_and(|age| age > ABANDONED_AFTER) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// `.<file name>.<pid>.<n>.tmp`: unique among the processes and threads writing one directory.
+fn unique_temp_name(path: &Path) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_round_trips_its_payload() {
+        let bytes = encode_entry(7, b"shared object");
+        assert_eq!(decode_entry(7, &bytes), Ok(&b"shared object"[..]));
+    }
+
+    #[test]
+    fn truncated_entry_is_rejected() {
+        let bytes = encode_entry(7, b"shared object");
+        let cut = &bytes[..bytes.len() - 3];
+        assert_eq!(
+            decode_entry(7, cut),
+            Err(EntryDefect::Truncated {
+                expected: bytes.len(),
+                found: bytes.len() - 3
+            })
+        );
+        assert!(matches!(
+            decode_entry(7, &bytes[..10]),
+            Err(EntryDefect::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn flipped_payload_byte_fails_the_checksum() {
+        let mut bytes = encode_entry(7, b"shared object");
+        *bytes.last_mut().unwrap() ^= 1;
+        assert_eq!(decode_entry(7, &bytes), Err(EntryDefect::ChecksumMismatch));
+    }
+
+    #[test]
+    fn entry_for_another_key_is_rejected() {
+        let bytes = encode_entry(7, b"x");
+        assert_eq!(decode_entry(8, &bytes), Err(EntryDefect::KeyMismatch));
+    }
+
+    #[test]
+    fn foreign_file_is_rejected() {
+        let bytes = vec![0u8; 100];
+        assert_eq!(decode_entry(7, &bytes), Err(EntryDefect::BadMagic));
+    }
+}

@@ -1,0 +1,273 @@
+//! The CPU device: kernels are C, compiled by the system C compiler into shared objects,
+//! loaded with `libloading`, and run on every core.
+//!
+//! Configuration ([`CpuConfig::from_env`]):
+//! - `CC`: the C compiler (default `cc`; may carry arguments, e.g. `ccache gcc`);
+//! - `TENSOR_CACHE_DIR`: where compiled kernels are kept across processes (default
+//!   `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`); entries go in its `cpu/` folder;
+//! - `THREADS`: how many cores a kernel is split across (default: all available).
+//!
+//! Requesting a program looks in memory (programs loaded by this device), then on disk (a
+//! checked cache entry, copied to a private file and loaded), and only then runs the compiler.
+
+mod buffer;
+mod compiler;
+mod pool;
+mod program;
+mod scratch;
+
+pub use buffer::{CpuBuffer, LiveBuffers};
+pub use compiler::{CCompiler, compiler_from_env, default_flags};
+pub use program::CpuProgram;
+
+use crate::cache::{DiskCache, default_cache_dir};
+use crate::device::Device;
+use crate::error::{Result, RuntimeError};
+use crate::stats::{CompileCounts, CompileStats};
+use crate::warn;
+use pool::WorkerPool;
+use program::{LoadedLibrary, load_library};
+use scratch::ScratchDir;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// Everything that decides how the CPU device compiles and runs kernels.
+#[derive(Clone, Debug)]
+pub struct CpuConfig {
+    /// The C compiler command.
+    pub compiler: String,
+    /// Flags passed to the compiler before the source file (`-lm` is always appended after).
+    pub flags: Vec<String>,
+    /// The cache directory shared with other processes (CPU entries go in its `cpu/`
+    /// folder); `None` keeps compiled kernels in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// The default number of threads a kernel is split across (0 counts as 1); the device
+    /// keeps one fewer worker thread, since the launching thread does a share of the work.
+    pub threads: usize,
+}
+
+impl CpuConfig {
+    /// The configuration the environment asks for (`CC`, `TENSOR_CACHE_DIR`, `THREADS`).
+    pub fn from_env() -> Result<CpuConfig> {
+        Ok(CpuConfig {
+            compiler: compiler_from_env(),
+            flags: default_flags(),
+            cache_dir: default_cache_dir(),
+            threads: threads_from_env()?,
+        })
+    }
+}
+
+/// `$THREADS` if set, else every core the process may use.
+fn threads_from_env() -> Result<usize> {
+    threads_setting(std::env::var("THREADS").ok())
+}
+
+/// The thread count a `THREADS` value asks for (`None`: every core the process may use).
+fn threads_setting(value: Option<String>) -> Result<usize> {
+    match value {
+        Some(value) => value
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0 && i32::try_from(n).is_ok())
+            .ok_or(RuntimeError::InvalidSetting {
+                variable: "THREADS",
+                value,
+                expected: "a positive number of threads",
+            }),
+        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
+    }
+}
+
+/// The host CPU as a device. Cloning shares its caches and counters.
+#[derive(Clone, Debug)]
+pub struct CpuDevice {
+    inner: Arc<CpuDeviceState>,
+}
+
+#[derive(Debug)]
+struct CpuDeviceState {
+    compiler: CCompiler,
+    threads: usize,
+    disk: DiskCache,
+    loaded: Mutex<HashMap<u128, Arc<LoadedLibrary>>>,
+    stats: CompileStats,
+    live: Arc<LiveBuffers>,
+    pool: WorkerPool,
+}
+
+impl CpuDevice {
+    /// A device with its own caches and counters, configured explicitly.
+    pub fn with_config(config: CpuConfig) -> CpuDevice {
+        CpuDevice {
+            inner: Arc::new(CpuDeviceState {
+                compiler: CCompiler::new(config.compiler, config.flags),
+                threads: config.threads.max(1),
+                disk: DiskCache::new(config.cache_dir.map(|dir| dir.join("cpu"))),
+                loaded: Mutex::new(HashMap::new()),
+                stats: CompileStats::default(),
+                live: Arc::new(LiveBuffers::default()),
+                pool: WorkerPool::new(config.threads.max(1) - 1),
+            }),
+        }
+    }
+
+    /// A device configured from the environment (see the module docs).
+    pub fn from_env() -> Result<CpuDevice> {
+        Ok(CpuDevice::with_config(CpuConfig::from_env()?))
+    }
+
+    /// The process-wide CPU device, configured from the environment on first use, so every
+    /// caller shares one in-memory program cache.
+    pub fn shared() -> Result<CpuDevice> {
+        static SHARED: OnceLock<CpuDevice> = OnceLock::new();
+        if let Some(device) = SHARED.get() {
+            return Ok(device.clone());
+        }
+        let device = CpuDevice::from_env()?;
+        Ok(SHARED.get_or_init(|| device).clone())
+    }
+
+    /// The compiler this device builds kernels with.
+    pub fn compiler(&self) -> &CCompiler {
+        &self.inner.compiler
+    }
+
+    /// The folder compiled kernels are cached in, if any.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.inner.disk.dir()
+    }
+
+    /// Compile work done by this device so far.
+    pub fn compile_counts(&self) -> CompileCounts {
+        self.inner.stats.snapshot()
+    }
+
+    /// Buffers of this device that are still alive.
+    pub fn live_buffers(&self) -> &LiveBuffers {
+        &self.inner.live
+    }
+
+    /// The loaded library for `source`: from memory, else from disk, else freshly compiled.
+    fn library_for(&self, source: &str, entry: &str) -> Result<Arc<LoadedLibrary>> {
+        let state = &self.inner;
+        let key = state.compiler.cache_key(source)?;
+        if let Some(library) = self.loaded().get(&key) {
+            state.stats.record_memory_hit();
+            return Ok(library.clone());
+        }
+        let scratch = ScratchDir::new()?;
+        let library = match state.disk.load(key) {
+            Some(payload) => match load_library(&write_object(scratch.path(), &payload)?) {
+                Ok(library) => {
+                    state.stats.record_disk_hit();
+                    library
+                }
+                // An intact entry the loader still rejects (say, copied from another kind of
+                // machine) must not fail every run that finds it: replace it.
+                Err(e) => {
+                    warn(&format!(
+                        "cached kernel for `{entry}` is unusable ({e}); rebuilding it"
+                    ));
+                    self.build(source, entry, key, &scratch)?
+                }
+            },
+            None => self.build(source, entry, key, &scratch)?,
+        };
+        // Another thread may have loaded the same source meanwhile; keep the first.
+        Ok(self.loaded().entry(key).or_insert(library).clone())
+    }
+
+    /// Compiles `source` in `scratch`, stores the object in the disk cache, and loads it.
+    fn build(
+        &self,
+        source: &str,
+        entry: &str,
+        key: u128,
+        scratch: &ScratchDir,
+    ) -> Result<Arc<LoadedLibrary>> {
+        let state = &self.inner;
+        // Counted before the outcome is known: a rejected source is still a compiler run.
+        state.stats.record_compile();
+        let object = state.compiler.compile(source, entry, scratch.path())?;
+        let payload = std::fs::read(&object).map_err(|e| {
+            RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
+        })?;
+        state.disk.store(key, &payload);
+        load_library(&object)
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Arc<LoadedLibrary>>> {
+        self.inner
+            .loaded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Writes a cached object's bytes to a file in `dir` that can be loaded.
+fn write_object(dir: &Path, payload: &[u8]) -> Result<PathBuf> {
+    let path = dir.join(format!("cached.{}", std::env::consts::DLL_EXTENSION));
+    std::fs::write(&path, payload)
+        .map_err(|e| RuntimeError::io(format!("writing `{}`", path.display()), e))?;
+    Ok(path)
+}
+
+impl Device for CpuDevice {
+    type Buffer = CpuBuffer;
+    type Program = CpuProgram;
+
+    fn name(&self) -> &str {
+        "CPU"
+    }
+
+    fn default_threads(&self) -> usize {
+        self.inner.threads
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<CpuBuffer> {
+        Ok(CpuBuffer::zeroed(bytes, self.inner.live.clone()))
+    }
+
+    fn buffer_len(&self, buffer: &CpuBuffer) -> usize {
+        buffer.len()
+    }
+
+    fn copy_in(&self, dst: &CpuBuffer, src: &[u8]) -> Result<()> {
+        dst.write_bytes(src)
+    }
+
+    fn copy_out(&self, src: &CpuBuffer, dst: &mut [u8]) -> Result<()> {
+        src.read_bytes(dst)
+    }
+
+    fn compile(&self, source: &str, entry: &str) -> Result<CpuProgram> {
+        CpuProgram::find(self.library_for(source, entry)?, entry)
+    }
+
+    fn launch(&self, program: &CpuProgram, buffers: &[&CpuBuffer], threads: usize) -> Result<()> {
+        program.run(buffers, threads, &self.inner.pool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_setting_accepts_positive_counts_and_defaults_to_all_cores() {
+        assert_eq!(threads_setting(Some("3".into())).unwrap(), 3);
+        assert_eq!(threads_setting(Some(" 8\n".into())).unwrap(), 8);
+        assert!(threads_setting(None).unwrap() >= 1);
+    }
+
+    #[test]
+    fn malformed_threads_setting_is_an_error_naming_the_variable() {
+        for bad in ["0", "-2", "many", ""] {
+            let err = threads_setting(Some(bad.into())).unwrap_err();
+            assert!(err.to_string().contains("THREADS"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! What every backend offers: memory, copies to and from the host, compiling kernel source to
+//! a program, and launching a program over buffers.
+//!
+//! Buffers and programs are associated types, so each backend keeps its own handles (host
+//! memory and a loaded shared object on the CPU; device memory and a module function under
+//! CUDA) and a buffer of one device cannot be handed to another. Buffers are used through
+//! shared references: a device synchronises access to its own memory, so a buffer can sit in
+//! an `Arc` (e.g. in a `BufferStorage`) and be an input of one launch while it is read
+//! elsewhere.
+
+use crate::error::{Result, RuntimeError};
+use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
+use tensor_core::{DType, Element};
+
+/// A place kernels run: allocate, copy in and out, compile, launch.
+pub trait Device: Send + Sync {
+    /// An allocation of device memory, freed when dropped.
+    type Buffer: Send + Sync + 'static;
+    /// A compiled kernel, ready to launch; cheap to clone.
+    type Program: Clone + Send + Sync + 'static;
+
+    /// The device's name as users write it (`"CPU"`, `"CUDA:0"`).
+    fn name(&self) -> &str;
+
+    /// How many parallel workers a kernel should be split into on this device.
+    fn default_threads(&self) -> usize;
+
+    /// A new buffer of `bytes` bytes, zero-filled.
+    fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;
+
+    /// The size of `buffer` in bytes.
+    fn buffer_len(&self, buffer: &Self::Buffer) -> usize;
+
+    /// Copies host bytes into `dst`; `src` must be exactly as long as the buffer.
+    fn copy_in(&self, dst: &Self::Buffer, src: &[u8]) -> Result<()>;
+
+    /// Copies the contents of `src` to the host; `dst` must be exactly as long as the buffer.
+    fn copy_out(&self, src: &Self::Buffer, dst: &mut [u8]) -> Result<()>;
+
+    /// Compiles kernel `source` and returns the program whose entry point is `entry`
+    /// (for the CPU, a C function `void entry(void** bufs, int core_id)`).
+    ///
+    /// The source is trusted: it must follow the kernel ABI, since launching it runs it with
+    /// the device's memory.
+    fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
+
+    /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`
+    /// parallel parts; returns when every part has finished.
+    fn launch(
+        &self,
+        program: &Self::Program,
+        buffers: &[&Self::Buffer],
+        threads: usize,
+    ) -> Result<()>;
+
+    /// Copies typed host values into `dst` (little-endian, the layout kernels read).
+    fn copy_in_elements<T: Element>(&self, dst: &Self::Buffer, values: &[T]) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let scalars: Vec<_> = values.iter().map(|v| v.to_scalar()).collect();
+        self.copy_in(dst, &encode_scalars(&scalars, T::DTYPE))
+    }
+
+    /// The contents of `src`, which holds elements of `dtype`, as host values of type `T`;
+    /// fails with [`RuntimeError::WrongElementType`] unless `T` is that element type.
+    fn copy_out_elements<T: Element>(&self, src: &Self::Buffer, dtype: DType) -> Result<Vec<T>>
+    where
+        Self: Sized,
+    {
+        if T::DTYPE != dtype {
+            return Err(RuntimeError::WrongElementType {
+                expected: T::DTYPE,
+                found: dtype,
+            });
+        }
+        let mut bytes = vec![0u8; self.buffer_len(src)];
+        self.copy_out(src, &mut bytes)?;
+        if bytes.len() % dtype.size_bytes() != 0 {
+            return Err(RuntimeError::SizeMismatch {
+                operation: "copy_out_elements (buffer is not a whole number of elements)",
+                buffer_bytes: bytes.len(),
+                data_bytes: bytes.len() / dtype.size_bytes() * dtype.size_bytes(),
+            });
+        }
+        Ok(decode_scalars(&bytes, dtype)
+            .into_iter()
+            .map(T::from_scalar)
+            .collect())
+    }
+}

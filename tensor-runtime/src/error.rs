@@ -1,0 +1,164 @@
+//! The one error type of the runtime: every device, compiler, cache and I/O fault, each with a
+//! message that says what happened and what the user can do about it.
+
+use std::fmt;
+use std::path::PathBuf;
+use tensor_core::DType;
+
+/// Every fault the runtime reports instead of crashing.
+#[derive(Debug)]
+pub enum RuntimeError {
+    /// The C compiler could not be started because no such program exists.
+    CompilerNotFound { compiler: String },
+    /// The C compiler exists but does not work (e.g. `--version` fails).
+    CompilerUnusable { compiler: String, output: String },
+    /// The C compiler ran and rejected the generated source.
+    CompileFailed {
+        compiler: String,
+        source: String,
+        output: String,
+    },
+    /// The on-disk kernel cache could not be used (only reported where no fallback exists).
+    Cache { path: PathBuf, reason: String },
+    /// An operating-system I/O call failed; `context` says what the runtime was doing.
+    Io {
+        context: String,
+        error: std::io::Error,
+    },
+    /// A compiled shared object could not be loaded.
+    Load { path: PathBuf, reason: String },
+    /// A compiled program has no function with the requested entry name.
+    EntryNotFound { entry: String, reason: String },
+    /// Typed data was requested as one element type from a buffer holding another.
+    WrongElementType { expected: DType, found: DType },
+    /// A copy or launch did not fit the buffer it addressed.
+    SizeMismatch {
+        operation: &'static str,
+        buffer_bytes: usize,
+        data_bytes: usize,
+    },
+    /// A launch asked for something the device cannot do (e.g. zero threads).
+    InvalidLaunch(String),
+    /// A setting read from the environment is malformed.
+    InvalidSetting {
+        variable: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    /// The device (or its driver) is not present on this machine.
+    DeviceUnavailable(String),
+}
+
+/// The result of every fallible runtime call.
+pub type Result<T> = std::result::Result<T, RuntimeError>;
+
+impl RuntimeError {
+    /// An I/O error with a description of the operation that failed.
+    pub fn io(context: impl Into<String>, error: std::io::Error) -> RuntimeError {
+        RuntimeError::Io {
+            context: context.into(),
+            error,
+        }
+    }
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::CompilerNotFound { compiler } => write!(
+                f,
+                "C compiler `{compiler}` not found: install gcc or clang, or set CC to a C compiler"
+            ),
+            RuntimeError::CompilerUnusable { compiler, output } => write!(
+                f,
+                "C compiler `{compiler}` does not work (`{compiler} --version` failed): \
+                 {output}\nset CC to a working C compiler"
+            ),
+            RuntimeError::CompileFailed {
+                compiler,
+                source,
+                output,
+            } => write!(
+                f,
+                "C compiler `{compiler}` rejected a generated kernel; this is a bug in the code \
+                 generator, please report it with the text below\n\
+                 --- compiler output ---\n{output}\n--- kernel source ---\n{source}"
+            ),
+            RuntimeError::Cache { path, reason } => write!(
+                f,
+                "kernel cache at `{}` is unusable: {reason}; set TENSOR_CACHE_DIR to a writable \
+                 directory",
+                path.display()
+            ),
+            RuntimeError::Io { context, error } => write!(f, "{context}: {error}"),
+            RuntimeError::Load { path, reason } => write!(
+                f,
+                "could not load compiled kernel `{}`: {reason}; clear the kernel cache \
+                 (TENSOR_CACHE_DIR) and retry",
+                path.display()
+            ),
+            RuntimeError::EntryNotFound { entry, reason } => write!(
+                f,
+                "compiled kernel has no entry point `{entry}` ({reason}); the entry name given \
+                 to compile must be the name of the C function `void {entry}(void**, int)`"
+            ),
+            RuntimeError::WrongElementType { expected, found } => write!(
+                f,
+                "buffer holds {found:?} elements but {expected:?} were requested; read it as \
+                 {found:?} or cast the tensor first"
+            ),
+            RuntimeError::SizeMismatch {
+                operation,
+                buffer_bytes,
+                data_bytes,
+            } => write!(
+                f,
+                "{operation}: buffer has {buffer_bytes} bytes but the data has {data_bytes} bytes"
+            ),
+            RuntimeError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
+            RuntimeError::InvalidSetting {
+                variable,
+                value,
+                expected,
+            } => write!(
+                f,
+                "environment variable {variable}=`{value}` is invalid: expected {expected}"
+            ),
+            RuntimeError::DeviceUnavailable(why) => write!(f, "device unavailable: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RuntimeError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_compiler_message_names_it_and_the_fix() {
+        let msg = RuntimeError::CompilerNotFound {
+            compiler: "/nonexistent".into(),
+        }
+        .to_string();
+        assert!(msg.contains("`/nonexistent` not found"), "{msg}");
+        assert!(msg.contains("set CC"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_element_type_message_names_both_types() {
+        let msg = RuntimeError::WrongElementType {
+            expected: DType::F32,
+            found: DType::I32,
+        }
+        .to_string();
+        assert!(msg.contains("I32 elements but F32 were requested"), "{msg}");
+    }
+}

@@ -1,0 +1,79 @@
+//! Counters of compile work, for `DEBUG` output and for tests that assert a cache was used.
+//!
+//! Each device keeps its own [`CompileStats`] (so tests running in parallel do not see each
+//! other's work) and every event is also added to a process-wide total.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What happened when programs were requested: compiled, found on disk, or found in memory.
+#[derive(Default, Debug)]
+pub struct CompileStats {
+    compiler_invocations: AtomicU64,
+    disk_cache_hits: AtomicU64,
+    memory_cache_hits: AtomicU64,
+}
+
+/// A point-in-time copy of [`CompileStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileCounts {
+    /// Times the C compiler was run to build a kernel (version queries are not counted).
+    pub compiler_invocations: u64,
+    /// Times a compiled kernel was taken from the on-disk cache.
+    pub disk_cache_hits: u64,
+    /// Times a loaded program was reused from memory without touching the disk.
+    pub memory_cache_hits: u64,
+}
+
+static PROCESS: CompileStats = CompileStats {
+    compiler_invocations: AtomicU64::new(0),
+    disk_cache_hits: AtomicU64::new(0),
+    memory_cache_hits: AtomicU64::new(0),
+};
+
+impl CompileStats {
+    /// Counts one run of the C compiler.
+    pub(crate) fn record_compile(&self) {
+        bump(&self.compiler_invocations);
+        bump(&PROCESS.compiler_invocations);
+    }
+
+    /// Counts one kernel read back from the disk cache.
+    pub(crate) fn record_disk_hit(&self) {
+        bump(&self.disk_cache_hits);
+        bump(&PROCESS.disk_cache_hits);
+    }
+
+    /// Counts one program reused from memory.
+    pub(crate) fn record_memory_hit(&self) {
+        bump(&self.memory_cache_hits);
+        bump(&PROCESS.memory_cache_hits);
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> CompileCounts {
+        CompileCounts {
+            compiler_invocations: self.compiler_invocations.load(Ordering::Relaxed),
+            disk_cache_hits: self.disk_cache_hits.load(Ordering::Relaxed),
+            memory_cache_hits: self.memory_cache_hits.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Compile work done by every device in this process so far.
+pub fn process_compile_counts() -> CompileCounts {
+    PROCESS.snapshot()
+}
+
+/// Times the C compiler was run in this process.
+pub fn compiler_invocations() -> u64 {
+    PROCESS.snapshot().compiler_invocations
+}
+
+/// Times a kernel was loaded from the on-disk cache in this process.
+pub fn disk_cache_hits() -> u64 {
+    PROCESS.snapshot().disk_cache_hits
+}

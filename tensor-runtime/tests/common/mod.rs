@@ -1,0 +1,97 @@
+//! Helpers shared by the runtime's integration tests: scratch directories, devices with an
+//! explicit configuration, and small hand-written kernels that follow the kernel ABI.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use tensor_runtime::cpu::default_flags;
+use tensor_runtime::{CpuConfig, CpuDevice};
+
+/// A fresh directory removed when dropped.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "tensor-runtime-test-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create test dir");
+        TempDir { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A device compiling with `compiler`, caching in `cache_dir`, running on `threads` cores.
+pub fn device(compiler: &str, cache_dir: Option<&Path>, threads: usize) -> CpuDevice {
+    CpuDevice::with_config(CpuConfig {
+        compiler: compiler.to_string(),
+        flags: default_flags(),
+        cache_dir: cache_dir.map(Path::to_path_buf),
+        threads,
+    })
+}
+
+/// `out[i] = a[i] + b[i]` over `n` floats; entry `add_entry`, buffers (out, a, b).
+pub fn add_kernel(n: usize) -> String {
+    format!(
+        r#"#include <stddef.h>
+void add(float* restrict out, const float* restrict a, const float* restrict b) {{
+  for (int i = 0; i < {n}; i++) {{
+    out[i] = a[i] + b[i];
+  }}
+}}
+void add_entry(void** bufs, int core_id) {{
+  (void)core_id;
+  add((float*)bufs[0], (const float*)bufs[1], (const float*)bufs[2]);
+}}
+"#
+    )
+}
+
+/// A `rows x cols` kernel whose outer loop is split across `threads` cores by `core_id`:
+/// `out[r][c] = x[r][c] * 2 + r` and `owner[r] = core_id + 1`; buffers (out, owner, x).
+pub fn split_kernel(rows: usize, cols: usize, threads: usize) -> String {
+    format!(
+        r#"#include <stdint.h>
+void scale_rows(float* restrict out, int32_t* restrict owner, const float* restrict x,
+                int core_id) {{
+  int begin = core_id * {rows} / {threads};
+  int end = (core_id + 1) * {rows} / {threads};
+  for (int r = begin; r < end; r++) {{
+    owner[r] = core_id + 1;
+    for (int c = 0; c < {cols}; c++) {{
+      out[r * {cols} + c] = x[r * {cols} + c] * 2.0f + (float)r;
+    }}
+  }}
+}}
+void scale_rows_entry(void** bufs, int core_id) {{
+  scale_rows((float*)bufs[0], (int32_t*)bufs[1], (const float*)bufs[2], core_id);
+}}
+"#
+    )
+}
+
+/// `a + b` element by element, as the kernels compute it.
+pub fn host_sum(a: &[f32], b: &[f32]) -> Vec<f32> {
+    a.iter().zip(b).map(|(x, y)| x + y).collect()
+}
+
+/// Deterministic, varied test data.
+pub fn ramp(n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|i| (i as f32 - 3.5) * scale).collect()
+}

@@ -1,0 +1,96 @@
+//! Whole graphs scheduled, generated, compiled and run on the CPU device, checked against the
+//! reference interpreter.
+
+mod common;
+
+use common::{TempDir, device};
+use tensor_core::codegen::compile_kernel;
+use tensor_core::interp::{HostArray, evaluate};
+use tensor_core::schedule::create_schedule;
+use tensor_core::{Arg, DType, Tensor};
+use tensor_runtime::realize::{codegen_options, read_buffer, run_schedule, to_vec};
+use tensor_runtime::{CpuDevice, RuntimeError};
+
+/// Runs `tensor` on `device` and returns its values as the interpreter's array type.
+fn run_on(device: &CpuDevice, tensor: &Tensor) -> HostArray {
+    let schedule = create_schedule(&[tensor.uop()]);
+    run_schedule(device, &schedule, &codegen_options(device)).unwrap();
+    let bytes = read_buffer(device, &schedule.outputs[0]).unwrap();
+    let values = tensor_core::uop::dtype::decode_scalars(&bytes, tensor.dtype());
+    HostArray::new(tensor.dtype(), &tensor.shape(), values)
+}
+
+fn assert_matches_interpreter(device: &CpuDevice, tensor: &Tensor) {
+    let expected = evaluate(&tensor.uop());
+    run_on(device, tensor).assert_close(&expected, 1e-6, 1e-6);
+}
+
+fn data(n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) * scale)
+        .collect()
+}
+
+#[test]
+fn elementwise_chain_matches_the_interpreter() {
+    let cache = TempDir::new("realize-elementwise");
+    let device = device("cc", Some(cache.path()), 2);
+    let a = Tensor::from_vec(data(24, 0.5), &[4, 6]);
+    let b = Tensor::from_vec(data(24, -0.25), &[4, 6]);
+    let y = a.add(&b).mul(&a).relu().add(1.0f32).sqrt();
+    assert_matches_interpreter(&device, &y);
+}
+
+#[test]
+fn reductions_and_matmul_match_the_interpreter() {
+    let device = device("cc", None, 2);
+    let x = Tensor::from_vec(data(30, 0.1), &[5, 6]);
+    let w = Tensor::from_vec(data(18, 0.3), &[6, 3]);
+    assert_matches_interpreter(&device, &x.sum(1, false));
+    assert_matches_interpreter(&device, &x.max(0, true));
+    assert_matches_interpreter(&device, &x.matmul(&w));
+    assert_matches_interpreter(&device, &x.softmax(-1));
+}
+
+#[test]
+fn to_vec_computes_on_the_shared_device_and_checks_the_element_type() {
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    let y = x.mul(&x).sum(0, false);
+    let err = to_vec::<i32>(&y).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RuntimeError::WrongElementType {
+                expected: DType::I32,
+                found: DType::F32
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(to_vec::<f32>(&y).unwrap(), vec![10.0, 20.0]);
+    // The tensor is now its result buffer: scheduling it again needs no kernel.
+    assert!(create_schedule(&[y.uop()]).items.is_empty());
+    assert_eq!(to_vec::<f32>(&y).unwrap(), vec![10.0, 20.0]);
+}
+
+#[test]
+fn kernel_split_across_threads_matches_the_interpreter() {
+    let device = device("cc", None, 2);
+    let (rows, cols) = (256, 300);
+    let x = Tensor::from_vec(data(rows * cols, 0.01), &[rows, cols]);
+    let y = x.mul(&x).add(0.5f32).sum(1, false);
+    let schedule = create_schedule(&[y.uop()]);
+    let threaded = schedule.items.iter().any(|item| {
+        let sizes: Vec<usize> = item
+            .buffers
+            .iter()
+            .map(|b| match b.arg() {
+                Arg::Buffer(arg) => arg.size,
+                other => panic!("slot bound to {other:?}"),
+            })
+            .collect();
+        compile_kernel(&item.ast, &sizes, &codegen_options(&device)).threads > 1
+    });
+    assert!(threaded, "the heuristics should thread a kernel this large");
+    assert_matches_interpreter(&device, &y);
+}
