@@ -1,7 +1,6 @@
 //! `#[function]`: a Rust fn of tensors captured as one `Function` node of the graph, traced
 //! once per input signature. Run with `cargo run --example function`.
 
-use tensor::core::interp::evaluate;
 use tensor::core::transform::function::schedule_of;
 use tensor::prelude::*;
 
@@ -27,17 +26,12 @@ fn ramp(shape: &[usize], scale: f32) -> Tensor {
     )
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (w1, b1) = (ramp(&[3, 4], 0.1), ramp(&[4], 0.05));
     let (w2, b2) = (ramp(&[4, 2], 0.2), ramp(&[2], 0.0));
     let x = ramp(&[5, 3], 0.3);
 
     let y = mlp(&w1, &b1, &w2, &b2, &x);
-    println!(
-        "mlp(x) for 5 inputs:\n{:?}",
-        evaluate(&y.uop()).to_f64_vec()
-    );
-
     let root = y.uop();
     let function = root.s(0);
     println!(
@@ -48,6 +42,8 @@ fn main() {
         function.src().len() - 1,
         schedule_of(function).expect("a Function node"),
     );
+    // Realizing replaces the graph by its buffer (the scheduler inlines the Function today).
+    println!("mlp(x) for 5 inputs:\n{:?}", y.to_vec::<f32>()?);
 
     let _ = mlp(&w1, &b1, &w2, &b2, &ramp(&[5, 3], -0.1));
     println!(
@@ -66,5 +62,6 @@ fn main() {
 
     let params = (w1.clone(), b1.clone(), w2.clone(), b2.clone());
     let g = grad!(move |x| mlp(&params.0, &params.1, &params.2, &params.3, x).sum_all())(&x);
-    println!("d sum(mlp(x)) / dx:\n{:?}", evaluate(&g.uop()).to_f64_vec());
+    println!("d sum(mlp(x)) / dx:\n{:?}", g.to_vec::<f32>()?);
+    Ok(())
 }

@@ -2,7 +2,6 @@
 //! gradient of the loss of each example separately, in one batched graph.
 //! Run with `cargo run --example macros_per_sample_grads`.
 
-use tensor::core::interp::evaluate;
 use tensor::prelude::*;
 
 /// Squared error of a linear model on one example: (x · w - y)².
@@ -12,7 +11,7 @@ fn loss(w: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
     (&err * &err).sum_all()
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let w = Tensor::from_vec(vec![0.5f32, -0.25, 1.0], &[3]);
     let xs = Tensor::from_vec(
         vec![
@@ -24,7 +23,7 @@ fn main() {
 
     let per_sample_grads = vmap!(grad!(loss, argnums = 0), in_axes = (None, 0, 0));
     let grads = per_sample_grads(&w, &xs, &ys);
-    let values = evaluate(&grads.uop()).to_f64_vec();
+    let values = grads.to_vec::<f32>()?;
     println!(
         "per-sample gradients of the loss w.r.t. w ({:?}):",
         grads.shape()
@@ -40,12 +39,13 @@ fn main() {
         vmap!(move |x, y| loss(&w, x, y))(&batch_x, &batch_y).mean_all()
     };
     let mean = grad!(mean_loss)(&w);
-    let mean_of_per_sample: Vec<f64> = (0..3)
-        .map(|j| values.iter().skip(j).step_by(3).sum::<f64>() / 4.0)
+    let mean_of_per_sample: Vec<f32> = (0..3)
+        .map(|j| values.iter().skip(j).step_by(3).sum::<f32>() / 4.0)
         .collect();
     println!(
         "gradient of the mean loss:      {:?}",
-        evaluate(&mean.uop()).to_f64_vec()
+        mean.to_vec::<f32>()?
     );
     println!("mean of per-sample gradients:   {mean_of_per_sample:?}");
+    Ok(())
 }
