@@ -196,3 +196,22 @@ fn transforms_see_through_nested_function_nodes() {
     let (_, tangent_plain) = jvp!(|x| affine_plain(x, x, x).sin(), (&x,), (&x.ones_like(),));
     assert_eq!(values(&tangent), values(&tangent_plain), "jvp");
 }
+
+#[test]
+fn nested_functions_compute_the_same_through_the_compiled_path() {
+    let x = matrix(2, 2, 0.5);
+    let y = outer(&x);
+    let expected = values(&y);
+    let compiled: Vec<f64> = y
+        .to_vec::<f32>()
+        .expect("the CPU device compiles and runs the graph")
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    for (c, e) in compiled.iter().zip(&expected) {
+        assert!(
+            (c - e).abs() <= 1e-5 * (1.0 + e.abs()),
+            "{compiled:?} != {expected:?}"
+        );
+    }
+}

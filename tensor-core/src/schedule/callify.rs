@@ -95,6 +95,20 @@ mod tests {
     }
 
     #[test]
+    fn a_nested_call_whose_arguments_are_params_is_inlined_once() {
+        // outer(a, b) = inner(b, a) where inner(p0, p1) = p0 - p1: the inner call's arguments
+        // are the outer Params in swapped slots, so substituting them again would be wrong.
+        let p = |slot| UOp::param(slot, &[4], DType::F32, None);
+        let minus = |a: UOp, b: UOp| UOp::alu(Op::Add, vec![a, UOp::alu(Op::Neg, vec![b])]);
+        let inner = UOp::tuple(vec![minus(p(0), p(1))]);
+        let outer = UOp::tuple(vec![UOp::function(inner, vec![p(1), p(0)]).get_tuple(0)]);
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let y = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let call = UOp::function(outer, vec![x.clone(), y.clone()]);
+        assert_eq!(callify(&[call.get_tuple(0)])[0], minus(y, x));
+    }
+
+    #[test]
     fn detach_and_contiguous_backward_disappear_but_contiguous_stays() {
         let x = UOp::new_buffer(4, DType::F32, Device::cpu());
         let marked = x
