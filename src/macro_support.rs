@@ -215,11 +215,21 @@ pub fn primals_fit<const N: usize, M, F: PrimalsFit<N, M>>(_: &F) {}
 pub fn has_argument<const K: usize, M, F: HasArgument<K, M>>(_: &F) {}
 
 /// `vmap!`: `f` batched, with `f`'s arity and result type.
-pub fn vmap<M, F: Signature<M>>(f: F, in_axes: InAxes, out_axes: OutAxes) -> F::Callable<F::Output>
+pub fn vmap<M, F: Signature<M>>(
+    f: F,
+    in_axes: InAxes,
+    out_axes: OutAxes,
+    method: transform::VmapMethod,
+) -> F::Callable<F::Output>
 where
     F::Output: 'static,
 {
-    F::callable(transform::vmap(f.into_func(), in_axes, out_axes))
+    F::callable(transform::vmap_with(
+        f.into_func(),
+        in_axes,
+        out_axes,
+        method,
+    ))
 }
 
 /// `grad!`: the gradients with respect to `argnums`, typed as `Out`.

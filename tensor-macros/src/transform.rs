@@ -3,7 +3,7 @@
 //! function's arity), and calls the typed wrapper in `::tensor::__private`:
 //!
 //! ```text
-//! vmap!(f, in_axes = (0, None), out_axes = 0)
+//! vmap!(f, in_axes = (0, None), out_axes = 0, method = rewrite)
 //!   => { let f = <f>; <arity checks>; __private::vmap(f, InAxes::Each(..), OutAxes::All(..)) }
 //! ```
 //!
@@ -95,8 +95,8 @@ fn block(target: &Target, checks: TokenStream, call: TokenStream) -> TokenStream
 const VMAP: Grammar = Grammar {
     name: "vmap",
     positional: &["f"],
-    keywords: &["in_axes", "out_axes"],
-    usage: "vmap!(f, in_axes = (0, None), out_axes = 0)",
+    keywords: &["in_axes", "out_axes", "method"],
+    usage: "vmap!(f, in_axes = (0, None), out_axes = 0, method = rewrite)",
 };
 
 /// Expands `vmap!(f, in_axes = .., out_axes = ..)`.
@@ -137,8 +137,36 @@ pub fn vmap(tokens: TokenStream) -> syn::Result<TokenStream> {
         in_axes.tokens(quote!(InAxes)),
         out_axes.tokens(quote!(OutAxes)),
     );
-    let call = quote!(::tensor::__private::vmap(__tensor_f, #in_axes, #out_axes));
+    let method = args
+        .keyword("method")
+        .map(vmap_method)
+        .transpose()?
+        .unwrap_or(quote!(Rewrite));
+    let call = quote!(::tensor::__private::vmap(
+        __tensor_f,
+        #in_axes,
+        #out_axes,
+        ::tensor::core::transform::VmapMethod::#method
+    ));
     Ok(block(&target, checks, call))
+}
+
+/// `method = rewrite` (the batch is a graph dimension) or `method = range` (a loop in the
+/// kernels), as the variant of `VmapMethod` it names.
+fn vmap_method(expr: &Expr) -> syn::Result<TokenStream> {
+    let name = match expr {
+        Expr::Path(path) => path.path.get_ident().map(|i| i.to_string()),
+        _ => None,
+    };
+    match name.as_deref() {
+        Some("rewrite") => Ok(quote!(Rewrite)),
+        Some("range") => Ok(quote!(Range)),
+        _ => Err(Error::new_spanned(
+            expr,
+            "vmap!: method must be `rewrite` (the batch becomes a graph dimension) or `range` \
+             (the batch becomes a loop inside the kernels); write e.g. `method = range`",
+        )),
+    }
 }
 
 fn example_axes(arity: usize) -> String {

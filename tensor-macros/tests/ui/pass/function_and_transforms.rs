@@ -38,6 +38,9 @@ fn main() {
 
     // Per-sample gradients read as in JAX.
     let per_sample: Tensor = vmap!(grad!(loss, argnums = 0), in_axes = (None, 0, 0))(&w, &xs, &ys);
+    let by_range: Tensor =
+        vmap!(grad!(loss, argnums = 0), in_axes = (None, 0, 0), method = range)(&w, &xs, &ys);
+    assert_eq!(by_range.to_vec::<f32>().unwrap(), per_sample.to_vec::<f32>().unwrap());
     assert_eq!(per_sample.shape(), vec![4, 3]);
 
     // grad with several argnums returns a tuple; value_and_grad a (value, grads) pair.
