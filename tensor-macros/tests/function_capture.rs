@@ -2,6 +2,7 @@
 //! `Function`/`Tuple`/`Param`/`GetTuple` structure, and calls from several threads.
 
 use tensor::core::interp::evaluate;
+use tensor::core::schedule::create_schedule;
 use tensor::core::transform::function::{Schedule, schedule_of};
 use tensor::core::{Op, UOp};
 use tensor::prelude::*;
@@ -129,6 +130,23 @@ fn precompile_reaches_the_function_node() {
     let inline = square_and_cube(&x).0.uop().s(0).clone();
     assert_eq!(schedule_of(&inline), Some(Schedule::Inline));
     assert_eq!(values(&precompiled(&x)), values(&x.exp()));
+}
+
+#[test]
+fn a_precompiled_function_is_its_own_kernel_and_an_inline_one_fuses() {
+    let x = matrix(2, 2, 0.0);
+    let kernels = |t: &Tensor| create_schedule(&[t.uop()]).items.len();
+    assert_eq!(
+        kernels(&(precompiled(&x) + 1.0)),
+        2,
+        "the unit, then its caller"
+    );
+    assert_eq!(
+        kernels(&(twice(x.clone(), x.clone()) + 1.0)),
+        1,
+        "inlined and fused"
+    );
+    assert_eq!(values(&(precompiled(&x) + 1.0)), values(&(x.exp() + 1.0)));
 }
 
 #[test]

@@ -4,14 +4,19 @@
 //!
 //! ```text
 //! GetTuple(Function(Tuple(v0, v1, ..), a0, a1, ..), k) => v_k[Param(j) := a_j]
+//! GetTuple(Function[precompile](..), k)                => Contiguous(v_k[Param(j) := a_j])
 //! GetTuple(Tuple(v0, v1, ..), k)                      => v_k
 //! Detach(x)                                           => x
 //! ContiguousBackward(x)                               => x
 //! ```
 //!
 //! The markers are identities on data; `Contiguous` is kept because it forces a realization.
+//! That is also how a precompiled function stays one unit: its results are realized, so its
+//! body compiles into kernels of its own (the same kernels, from the program caches, at every
+//! call with the same signature) instead of fusing into its callers.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
+use crate::transform::function::{Schedule, schedule_of};
 use crate::transform::trace::substitute;
 use crate::uop::{Arg, Op, UOp, tuple_body};
 use std::collections::HashMap;
@@ -53,9 +58,12 @@ fn inline_element(m: &Captures) -> Option<UOp> {
         .src()
         .get(usize::try_from(*k).ok()?)?
         .clone();
-    match call.op() {
-        Op::Function => Some(substitute_params(&value, &call.src()[1..])),
-        _ => Some(value),
+    match schedule_of(call) {
+        Some(Schedule::Precompile) => {
+            Some(substitute_params(&value, &call.src()[1..]).unary_marker(Op::Contiguous))
+        }
+        Some(Schedule::Inline) => Some(substitute_params(&value, &call.src()[1..])),
+        None => Some(value),
     }
 }
 

@@ -10,8 +10,9 @@
 //!
 //! - **inline** (the default): at schedule time each `Param(k)` of the body is replaced by
 //!   `a_k`, and the body fuses with its surroundings like any other graph;
-//! - **precompile**: the body is one reusable compiled unit; the scheduler should lower the
-//!   node to an opaque `Call` of a kernel compiled once per signature instead of inlining it.
+//! - **precompile**: the body is one reusable compiled unit: the scheduler realizes its
+//!   results, so the body compiles into kernels of its own (found again in the program
+//!   caches at every call of the same signature) instead of fusing into its callers.
 //!
 //! Transforms (`vmap`, `jvp`, `vjp`, ...) see through both kinds: they inline `Function` nodes
 //! when they trace (see [`crate::transform::trace::inline_functions`]), so a transformed
