@@ -1,5 +1,6 @@
 //! Running a schedule: every `Buffer` of the graph gets device memory (filled from its host
-//! bytes, if it has any), each kernel is generated, compiled through the caches and launched,
+//! data, if it has any; a tensor's own typed vector is bound read-only in place where the
+//! device allows, see `Tensor::from_ndarray`), each kernel is generated, compiled through the caches and launched,
 //! producers first, and the outputs are copied back to the host.
 //!
 //! `DEVICE` may be unset or `CPU` (CUDA is not built yet and is reported as unavailable).

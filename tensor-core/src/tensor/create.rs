@@ -85,7 +85,8 @@ impl Tensor {
     }
 
     /// A copy of an `ndarray` array of any layout (strided, transposed, sliced), read in
-    /// logical row-major order.
+    /// logical row-major order. An owned array can be moved in without a copy with
+    /// [`Tensor::from_ndarray`].
     pub fn from_array<T, S, D>(array: &ndarray::ArrayBase<S, D>) -> Tensor
     where
         T: Element,

@@ -3,6 +3,7 @@
 use super::dtype::{DType, Element, Scalar, decode_scalars, encode_scalars};
 use super::op::{AxisType, ReduceOp};
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,8 +54,9 @@ pub trait HostData: Send + Sync {
     /// The elements as scalars, for the reference interpreter.
     fn scalars(&self) -> Vec<Scalar>;
 
-    /// The elements encoded little-endian in their dtype (a copy).
-    fn to_bytes(&self) -> Vec<u8>;
+    /// The elements encoded little-endian in their dtype (borrowed when they are held that
+    /// way already).
+    fn to_bytes(&self) -> Cow<'_, [u8]>;
 
     /// The address of the first element.
     fn as_ptr(&self) -> *const u8;
@@ -83,8 +85,8 @@ impl HostData for HostBytes {
         decode_scalars(&self.bytes, self.dtype)
     }
 
-    fn to_bytes(&self) -> Vec<u8> {
-        self.bytes.to_vec()
+    fn to_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
     }
 
     fn as_ptr(&self) -> *const u8 {
@@ -110,8 +112,8 @@ impl<T: Element> HostData for Vec<T> {
         self.iter().map(|v| v.to_scalar()).collect()
     }
 
-    fn to_bytes(&self) -> Vec<u8> {
-        encode_scalars(&self.scalars(), T::DTYPE)
+    fn to_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Owned(encode_scalars(&self.scalars(), T::DTYPE))
     }
 
     fn as_ptr(&self) -> *const u8 {
@@ -155,7 +157,7 @@ impl BufferStorage {
 
     /// The host contents encoded little-endian in their dtype (a copy).
     pub fn host_bytes(&self) -> Option<Arc<[u8]>> {
-        self.host_data().map(|data| data.to_bytes().into())
+        self.host_data().map(|data| Arc::from(data.to_bytes()))
     }
 
     /// Replaces the host contents with `bytes`, which encode elements of `dtype`.
