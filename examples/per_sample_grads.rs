@@ -1,6 +1,6 @@
 //! Per-sample gradients of a 784-128-10 ReLU MLP's cross-entropy loss for a batch of 256:
-//! `vmap(grad(loss), in_axes = (params: None, x: 0, y: 0))`, checked against a loop of
-//! single-sample `grad` calls, with the time and the number of kernels each way.
+//! `vmap!(grad!(loss, ...), in_axes = (params: None, x: 0, y: 0))`, checked against a loop of
+//! single-sample `grad!` calls, with the time and the number of kernels each way.
 //!
 //! Run: `cargo run --release --example per_sample_grads`
 
@@ -15,6 +15,7 @@ const HIDDEN: usize = 128;
 const OUT: usize = 10;
 
 /// Cross-entropy of one sample: `-sum(y * log_softmax(relu(x @ W1 + b1) @ W2 + b2))`.
+#[function]
 fn loss(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
     let hidden = (x.matmul(w1) + b1).relu();
     let logits = hidden.matmul(w2) + b2;
@@ -55,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     realize(&grads.iter().collect::<Vec<_>>())?;
     let vmap_time = started.elapsed();
 
-    let single = grad(loss, [0, 1, 2, 3]);
+    let single = grad!(loss, argnums = (0, 1, 2, 3));
     let started = Instant::now();
     let mut loop_kernels = 0;
     let mut looped: Vec<Vec<f32>> = vec![Vec::new(); 4];
@@ -64,8 +65,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Each sample is its own input buffer, so every iteration runs the same kernels.
         let xi = Tensor::from_slice(&x_host[i * IN..(i + 1) * IN], &[IN]);
         let yi = Tensor::from_slice(&y_host[i * OUT..(i + 1) * OUT], &[OUT]);
-        let sample_args: Vec<Tensor> = params.iter().cloned().chain([xi, yi]).collect();
-        let g = single.call(&sample_args);
+        let (w1, b1, w2, b2) = single(&params[0], &params[1], &params[2], &params[3], &xi, &yi);
+        let g = [w1, b1, w2, b2];
         loop_kernels += create_schedule(&g.iter().map(|t| t.uop()).collect::<Vec<_>>())
             .items
             .len();
@@ -90,8 +91,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  shapes: {:?}",
         grads.iter().map(|g| g.shape()).collect::<Vec<_>>()
     );
-    println!("  vmap(grad(loss)):      {vmap_time:>10.3?}  {vmap_kernels:>5} kernels");
-    println!("  loop of grad(loss):    {loop_time:>10.3?}  {loop_kernels:>5} kernels");
+    println!("  vmap!(grad!(loss)):    {vmap_time:>10.3?}  {vmap_kernels:>5} kernels");
+    println!("  loop of grad!(loss):   {loop_time:>10.3?}  {loop_kernels:>5} kernels");
     println!("  largest difference between the two: {worst:.3e}");
     if worst > 1e-4 {
         return Err(format!("vmap and the loop disagree by {worst}").into());

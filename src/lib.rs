@@ -11,6 +11,11 @@ pub use tensor_core::transform::{
     ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, hessian, jacfwd, jacrev, jvp, value_and_grad,
     vjp, vmap,
 };
+pub use tensor_macros::{function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap};
+
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __private;
 
 /// The names most programs need.
 pub mod prelude {
@@ -18,5 +23,8 @@ pub mod prelude {
         Func, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
     pub use tensor_core::{DType, Device, Tensor, UOp};
+    pub use tensor_macros::{
+        function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
+    };
     pub use tensor_runtime::Realize;
 }

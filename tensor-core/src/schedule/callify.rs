@@ -12,7 +12,9 @@
 //! The markers are identities on data; `Contiguous` is kept because it forces a realization.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
+use crate::transform::trace::substitute;
 use crate::uop::{Arg, Op, UOp, tuple_body};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The graphs of `outputs` with every function call inlined and scheduling-neutral markers
@@ -52,31 +54,29 @@ fn inline_element(m: &Captures) -> Option<UOp> {
         .get(usize::try_from(*k).ok()?)?
         .clone();
     match call.op() {
-        Op::Function => {
-            let mut args = call.src()[1..].to_vec();
-            Some(graph_rewrite(&value, param_rules(), &mut args))
-        }
+        Op::Function => Some(substitute_params(&value, &call.src()[1..])),
         _ => Some(value),
     }
 }
 
-/// `Param(j) => args[j]`.
-fn param_rules() -> &'static PatternMatcher<Vec<UOp>> {
-    static RULES: OnceLock<PatternMatcher<Vec<UOp>>> = OnceLock::new();
-    RULES.get_or_init(|| {
-        PatternMatcher::new().rule(UPat::op(Op::Param), |m, args: &mut Vec<UOp>| {
-            let Arg::Param { slot, .. } = m.root().arg() else {
-                return None;
-            };
-            match args.get(*slot) {
-                Some(a) => Some(a.clone()),
+/// `value` with every `Param(j)` replaced by `args[j]`, all at once: an argument that is itself
+/// a `Param` (of an enclosing function, when captured functions nest) is not substituted again.
+fn substitute_params(value: &UOp, args: &[UOp]) -> UOp {
+    let params: HashMap<UOp, UOp> = value
+        .toposort()
+        .into_iter()
+        .filter_map(|u| match u.arg() {
+            Arg::Param { slot, .. } if u.op() == Op::Param => match args.get(*slot) {
+                Some(a) => Some((u.clone(), a.clone())),
                 None => panic!(
                     "callify: Param slot {slot} but the Function has {} arguments",
                     args.len()
                 ),
-            }
+            },
+            _ => None,
         })
-    })
+        .collect();
+    substitute(value, &params)
 }
 
 #[cfg(test)]
@@ -92,6 +92,20 @@ mod tests {
         let call = UOp::function(UOp::tuple(vec![body]), vec![x.clone()]);
         let out = callify(&[call.get_tuple(0)]);
         assert_eq!(out[0], UOp::alu(Op::Add, vec![x.clone(), x]));
+    }
+
+    #[test]
+    fn a_nested_call_whose_arguments_are_params_is_inlined_once() {
+        // outer(a, b) = inner(b, a) where inner(p0, p1) = p0 - p1: the inner call's arguments
+        // are the outer Params in swapped slots, so substituting them again would be wrong.
+        let p = |slot| UOp::param(slot, &[4], DType::F32, None);
+        let minus = |a: UOp, b: UOp| UOp::alu(Op::Add, vec![a, UOp::alu(Op::Neg, vec![b])]);
+        let inner = UOp::tuple(vec![minus(p(0), p(1))]);
+        let outer = UOp::tuple(vec![UOp::function(inner, vec![p(1), p(0)]).get_tuple(0)]);
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let y = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let call = UOp::function(outer, vec![x.clone(), y.clone()]);
+        assert_eq!(callify(&[call.get_tuple(0)])[0], minus(y, x));
     }
 
     #[test]

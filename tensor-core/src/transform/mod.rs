@@ -2,6 +2,7 @@
 //! machinery they share: [`Func`], tracing on placeholders, substitution.
 
 pub mod func;
+pub mod function;
 pub mod jacobian;
 pub mod jvp;
 pub mod trace;
@@ -9,6 +10,7 @@ pub mod vjp;
 pub mod vmap;
 
 pub use func::{Func, IntoFunc, IntoOutputs};
+pub use function::{FunctionCache, Schedule};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jvp::jvp;
 pub use vjp::{ArgNums, grad, value_and_grad, vjp};

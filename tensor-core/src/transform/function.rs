@@ -1,0 +1,214 @@
+//! Function capture (tinyspec "The @function Decorator"): the runtime behind `#[function]`.
+//!
+//! A captured function is traced once per *signature* (the shape, dtype and device of each
+//! distinct argument, and which arguments are the same tensor) on `Param(k)` placeholders;
+//! the traced results are packed in a `Tuple` and cached. Every call then builds
+//! `Function(Tuple(body), a_0, a_1, ...)` over its distinct arguments and returns one
+//! `GetTuple(i)` per result, without running the Rust body again.
+//!
+//! The `Function` node's arg records how the scheduler should treat it:
+//!
+//! - **inline** (the default): at schedule time each `Param(k)` of the body is replaced by
+//!   `a_k`, and the body fuses with its surroundings like any other graph;
+//! - **precompile**: the body is one reusable compiled unit; the scheduler should lower the
+//!   node to an opaque `Call` of a kernel compiled once per signature instead of inlining it.
+//!
+//! Transforms (`vmap`, `jvp`, `vjp`, ...) see through both kinds: they inline `Function` nodes
+//! when they trace (see [`crate::transform::trace::inline_functions`]), so a transformed
+//! function is rebuilt from the primitive ops of its body. The interpreter evaluates a
+//! `Function` node directly, in a frame where `Param(k)` is the value of `a_k`.
+
+use crate::tensor::Tensor;
+use crate::uop::{Arg, DType, Device, Op, UOp};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// How the scheduler should treat a captured function's `Function` node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// Substitute the arguments into the body and fuse it with the rest of the graph.
+    Inline,
+    /// Compile the body once as a reusable unit and call it (tinygrad's `precompile`).
+    Precompile,
+}
+
+/// The prefix of a precompiled function's name in its `Function` node's arg.
+const PRECOMPILE_PREFIX: &str = "precompile ";
+
+/// The arg of a `Function` node of the captured function `name`: its name, marked when the
+/// function is to be precompiled.
+pub fn function_arg(name: &str, schedule: Schedule) -> Arg {
+    match schedule {
+        Schedule::Inline => Arg::Name(name.to_string()),
+        Schedule::Precompile => Arg::Name(format!("{PRECOMPILE_PREFIX}{name}")),
+    }
+}
+
+/// How the scheduler should treat `node`, if it is a `Function` node: `Precompile` when its
+/// arg carries the mark, `Inline` otherwise.
+pub fn schedule_of(node: &UOp) -> Option<Schedule> {
+    if node.op() != Op::Function {
+        return None;
+    }
+    Some(match node.arg() {
+        Arg::Name(name) if name.starts_with(PRECOMPILE_PREFIX) => Schedule::Precompile,
+        _ => Schedule::Inline,
+    })
+}
+
+/// The name of the captured function a `Function` node calls, if it records one.
+pub fn function_name(node: &UOp) -> Option<&str> {
+    match node.arg() {
+        Arg::Name(name) if node.op() == Op::Function => {
+            Some(name.strip_prefix(PRECOMPILE_PREFIX).unwrap_or(name))
+        }
+        _ => None,
+    }
+}
+
+/// What a traced body depends on: per distinct argument its shape, dtype and device, and for
+/// every argument the index of the distinct argument it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Signature {
+    distinct: Vec<(Vec<usize>, DType, Device)>,
+    slot_of_arg: Vec<usize>,
+}
+
+/// The arguments of one call: the distinct graphs (one `Param` each) and the signature.
+struct Arguments {
+    distinct: Vec<UOp>,
+    signature: Signature,
+}
+
+impl Arguments {
+    /// Deduplicates `args` by identity: the same graph passed twice is one `Param`.
+    fn of(args: &[Tensor]) -> Arguments {
+        let mut distinct: Vec<UOp> = Vec::new();
+        let mut described = Vec::new();
+        let mut slot_of_arg = Vec::with_capacity(args.len());
+        for arg in args {
+            let uop = arg.uop();
+            let slot = match distinct.iter().position(|d| *d == uop) {
+                Some(slot) => slot,
+                None => {
+                    described.push((arg.shape(), arg.dtype(), arg.device()));
+                    distinct.push(uop);
+                    distinct.len() - 1
+                }
+            };
+            slot_of_arg.push(slot);
+        }
+        Arguments {
+            distinct,
+            signature: Signature {
+                distinct: described,
+                slot_of_arg,
+            },
+        }
+    }
+}
+
+/// The trace cache of one captured function: one traced body per signature.
+pub struct FunctionCache {
+    name: &'static str,
+    schedule: Schedule,
+    bodies: Mutex<Option<HashMap<Signature, Arc<OnceLock<UOp>>>>>,
+    traces: AtomicUsize,
+}
+
+impl FunctionCache {
+    /// An empty cache for the captured function `name` (usually its module path and name).
+    pub const fn new(name: &'static str, schedule: Schedule) -> FunctionCache {
+        FunctionCache {
+            name,
+            schedule,
+            bodies: Mutex::new(None),
+            traces: AtomicUsize::new(0),
+        }
+    }
+
+    /// The captured function's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// How the scheduler should treat this function's `Function` nodes.
+    pub fn schedule(&self) -> Schedule {
+        self.schedule
+    }
+
+    /// How many times the body has been traced: once per distinct signature it was called with.
+    pub fn trace_count(&self) -> usize {
+        self.traces.load(Ordering::Relaxed)
+    }
+
+    /// Calls the captured function on `args`: traces `body` (which receives one tensor per
+    /// argument, `Param`s standing for the arguments) if this signature is new, and returns
+    /// the results through `GetTuple` of `Function(Tuple(body), distinct args...)`.
+    ///
+    /// Safe to call from several threads: a signature is traced once, and a thread that needs
+    /// a body another thread is tracing waits for it.
+    pub fn call(
+        &self,
+        args: &[Tensor],
+        body: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
+    ) -> Vec<Tensor> {
+        let arguments = Arguments::of(args);
+        let cell = self.cell_for(&arguments.signature);
+        let tuple = cell.get_or_init(|| self.trace(&arguments.signature, body));
+        let function = UOp::new(
+            Op::Function,
+            DType::Void,
+            std::iter::once(tuple.clone())
+                .chain(arguments.distinct)
+                .collect(),
+            function_arg(self.name, self.schedule),
+        );
+        (0..tuple.src().len())
+            .map(|i| Tensor::from_uop(function.get_tuple(i)))
+            .collect()
+    }
+
+    /// The cell holding (or about to hold) the body traced for `signature`.
+    fn cell_for(&self, signature: &Signature) -> Arc<OnceLock<UOp>> {
+        let mut bodies = self.bodies.lock().unwrap_or_else(|e| e.into_inner());
+        bodies
+            .get_or_insert_with(HashMap::new)
+            .entry(signature.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Runs `body` on `Param` placeholders and packs its results in a `Tuple`.
+    fn trace(&self, signature: &Signature, body: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> UOp {
+        self.traces.fetch_add(1, Ordering::Relaxed);
+        let params: Vec<UOp> = signature
+            .distinct
+            .iter()
+            .enumerate()
+            .map(|(slot, (shape, dtype, device))| {
+                UOp::param(slot, shape, *dtype, Some(device.clone()))
+            })
+            .collect();
+        let inputs: Vec<Tensor> = signature
+            .slot_of_arg
+            .iter()
+            .map(|&slot| Tensor::from_uop(params[slot].clone()))
+            .collect();
+        let results = body(&inputs);
+        UOp::tuple(results.iter().map(Tensor::uop).collect())
+    }
+}
+
+impl std::fmt::Debug for FunctionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "FunctionCache({}, {:?}, {} traces)",
+            self.name,
+            self.schedule,
+            self.trace_count()
+        )
+    }
+}

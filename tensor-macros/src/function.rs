@@ -1,0 +1,302 @@
+//! `#[function]`: capture a Rust fn of tensors as a `Function` node, traced once per signature.
+//!
+//! ```text
+//! #[function]                              fn loss(w: &Tensor, x: &Tensor) -> Tensor {
+//! fn loss(w: &Tensor, x: &Tensor)     =>       fn body(w: &Tensor, x: &Tensor) -> Tensor { ... }
+//!     -> Tensor { ... }                        loss::CACHE.call(&[w, x], |p| body(&p[0], &p[1]))
+//!                                          }
+//!                                          mod loss { ARITY, RESULTS, CACHE, trace_count() }
+//! ```
+
+use crate::suggest::nearest;
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::{Error, FnArg, GenericParam, ItemFn, ReturnType, Type};
+
+/// The options `#[function(...)]` accepts.
+const OPTIONS: &[&str] = &["inline", "precompile"];
+
+/// Expands `#[function(attr)] item`.
+pub fn expand(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let precompile = parse_options(attr)?;
+    let item: ItemFn = syn::parse2(item)?;
+    check_signature(&item)?;
+    let params = item
+        .sig
+        .inputs
+        .iter()
+        .map(param_kind)
+        .collect::<syn::Result<Vec<_>>>()?;
+    let results = result_count(&item.sig.output, &item.sig)?;
+    Ok(generate(&item, &params, results, precompile))
+}
+
+/// `true` for `#[function(precompile)]`.
+fn parse_options(attr: TokenStream) -> syn::Result<bool> {
+    if attr.is_empty() {
+        return Ok(false);
+    }
+    let option: syn::Ident = syn::parse2(attr.clone()).map_err(|_| {
+        Error::new_spanned(
+            &attr,
+            "#[function] takes one option: write `#[function]` (inline at schedule time) or \
+             `#[function(precompile)]` (one reusable compiled unit)",
+        )
+    })?;
+    match option.to_string().as_str() {
+        "inline" => Ok(false),
+        "precompile" => Ok(true),
+        other => Err(Error::new_spanned(
+            &option,
+            match nearest(other, OPTIONS) {
+                Some(near) => format!(
+                    "unknown #[function] option `{other}`; did you mean `{near}`? \
+                     (options: inline, precompile)"
+                ),
+                None => format!(
+                    "unknown #[function] option `{other}`; write `#[function]` or \
+                     `#[function(precompile)]`"
+                ),
+            },
+        )),
+    }
+}
+
+/// Rejects what tracing cannot capture: async, const, unsafe, extern, generics, variadics.
+fn check_signature(item: &ItemFn) -> syn::Result<()> {
+    let sig = &item.sig;
+    if let Some(token) = &sig.asyncness {
+        return Err(Error::new_spanned(
+            token,
+            "#[function] cannot capture an `async fn`: the body is traced once, synchronously, \
+             into a graph; remove `async`",
+        ));
+    }
+    if let Some(token) = &sig.constness {
+        return Err(Error::new_spanned(
+            token,
+            "#[function] cannot capture a `const fn`: tracing builds graphs at run time; remove `const`",
+        ));
+    }
+    if let Some(token) = &sig.unsafety {
+        return Err(Error::new_spanned(
+            token,
+            "#[function] cannot capture an `unsafe fn`: remove `unsafe` and keep unsafe blocks inside the body",
+        ));
+    }
+    if let Some(abi) = &sig.abi {
+        return Err(Error::new_spanned(
+            abi,
+            "#[function] cannot capture an `extern` fn: remove the ABI; the function is called from Rust",
+        ));
+    }
+    if let Some(variadic) = &sig.variadic {
+        return Err(Error::new_spanned(
+            variadic,
+            "#[function] cannot capture a variadic fn: take one `&Tensor` per input",
+        ));
+    }
+    for param in &sig.generics.params {
+        match param {
+            GenericParam::Lifetime(_) => {}
+            GenericParam::Type(t) => {
+                return Err(Error::new_spanned(
+                    t,
+                    format!(
+                        "#[function] cannot trace a generic parameter `{}`: the body is traced once per \
+                         signature of its tensors, so the function must be concrete; take `&Tensor` \
+                         instead of a generic type",
+                        t.ident
+                    ),
+                ));
+            }
+            GenericParam::Const(c) => {
+                return Err(Error::new_spanned(
+                    c,
+                    format!(
+                        "#[function] cannot trace a const generic parameter `{}`: the traced graph \
+                         may depend only on tensors; read sizes from the tensors' shapes instead",
+                        c.ident
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How a parameter takes its tensor.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Param {
+    ByRef,
+    ByValue,
+}
+
+fn param_kind(arg: &FnArg) -> syn::Result<Param> {
+    let ty = match arg {
+        FnArg::Receiver(receiver) => {
+            return Err(Error::new_spanned(
+                receiver,
+                "#[function] cannot capture a method: `self` is not a tensor; write a free function \
+                 taking the tensors it reads, e.g. `fn forward(w: &Tensor, x: &Tensor) -> Tensor`",
+            ));
+        }
+        FnArg::Typed(typed) => &*typed.ty,
+    };
+    match ty {
+        Type::Reference(r) if is_tensor(&r.elem) => match &r.mutability {
+            Some(token) => Err(Error::new_spanned(
+                token,
+                "#[function] parameters are read-only: a traced function cannot mutate its inputs; \
+                 take `&Tensor` and return the new value as a result",
+            )),
+            None => Ok(Param::ByRef),
+        },
+        ty if is_tensor(ty) => Ok(Param::ByValue),
+        Type::ImplTrait(_) => Err(Error::new_spanned(
+            ty,
+            "#[function] cannot trace an `impl Trait` parameter (a hidden generic): take `&Tensor`",
+        )),
+        ty => Err(Error::new_spanned(
+            ty,
+            "#[function] parameters must be tensors: write `&Tensor` or `Tensor`; settings that are \
+             not tensors belong in a closure around the call, or in the body as constants",
+        )),
+    }
+}
+
+/// True for `Tensor` or a path ending in `Tensor` (`tensor::Tensor`), without generics.
+fn is_tensor(ty: &Type) -> bool {
+    match ty {
+        Type::Paren(p) => is_tensor(&p.elem),
+        Type::Group(g) => is_tensor(&g.elem),
+        Type::Path(p) if p.qself.is_none() => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "Tensor" && s.arguments.is_none()),
+        _ => false,
+    }
+}
+
+/// The number of tensors the function returns: 1 for `Tensor`, n for an n-tuple of them.
+fn result_count(output: &ReturnType, sig: &syn::Signature) -> syn::Result<usize> {
+    const WHAT: &str = "#[function] must return a `Tensor` or a tuple of tensors like \
+                        `(Tensor, Tensor)`";
+    match output {
+        ReturnType::Default => Err(Error::new(
+            sig.paren_token.span.join(),
+            format!("{WHAT}: add `-> Tensor` after the parameters"),
+        )),
+        ReturnType::Type(_, ty) if is_tensor(ty) => Ok(1),
+        ReturnType::Type(_, ty) => match &**ty {
+            Type::Tuple(t) if !t.elems.is_empty() && t.elems.iter().all(is_tensor) => {
+                Ok(t.elems.len())
+            }
+            ty => Err(Error::new_spanned(
+                ty,
+                format!("{WHAT}; this function returns `{}`", quote!(#ty)),
+            )),
+        },
+    }
+}
+
+fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = item;
+    let name = &sig.ident;
+    let body_fn = format_ident!("__tensor_function_body");
+    let mut inner_sig = sig.clone();
+    inner_sig.ident = body_fn.clone();
+    let lint_attrs = attrs.iter().filter(|a| {
+        ["allow", "expect", "warn", "deny"]
+            .iter()
+            .any(|l| a.path().is_ident(l))
+    });
+    let arg_names: Vec<syn::Ident> = (0..params.len())
+        .map(|i| syn::Ident::new(&format!("__tensor_arg{i}"), Span::mixed_site()))
+        .collect();
+    let mut outer_sig = sig.clone();
+    for (input, arg_name) in outer_sig.inputs.iter_mut().zip(&arg_names) {
+        if let FnArg::Typed(typed) = input {
+            *typed.pat = syn::parse_quote!(#arg_name);
+        }
+    }
+    let traced_args = params.iter().enumerate().map(|(i, p)| match p {
+        Param::ByRef => quote!(&__tensor_params[#i]),
+        Param::ByValue => quote!(::core::clone::Clone::clone(&__tensor_params[#i])),
+    });
+    let arity = params.len();
+    let schedule = if precompile {
+        quote!(::tensor::__private::Schedule::Precompile)
+    } else {
+        quote!(::tensor::__private::Schedule::Inline)
+    };
+    let name_str = name.to_string();
+    let companion_doc = format!(
+        "Companion of the captured function `{name_str}()`: its trace cache and signature."
+    );
+    quote! {
+        #(#attrs)*
+        #vis #outer_sig {
+            #(#lint_attrs)*
+            #inner_sig #block
+            let __tensor_results = #name::CACHE.call(
+                &[#(::tensor::__private::TensorRef::tensor(&#arg_names)),*],
+                |__tensor_params: &[::tensor::Tensor]| {
+                    ::tensor::__private::flatten(#body_fn(#(#traced_args),*))
+                },
+            );
+            ::tensor::__private::unflatten(__tensor_results)
+        }
+
+        #[doc = #companion_doc]
+        #[allow(dead_code)]
+        #vis mod #name {
+            /// The number of tensor arguments.
+            pub const ARITY: usize = #arity;
+            /// The number of tensor results.
+            pub const RESULTS: usize = #results;
+            /// The traced bodies, one per signature (shapes, dtypes, devices, aliasing).
+            pub static CACHE: ::tensor::__private::FunctionCache =
+                ::tensor::__private::FunctionCache::new(
+                    ::core::concat!(::core::module_path!(), "::", #name_str),
+                    #schedule,
+                );
+            /// How many times the body has been traced (once per new signature).
+            pub fn trace_count() -> usize {
+                CACHE.trace_count()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_the_tensors_of_a_tuple_result() {
+        let item: ItemFn = syn::parse_quote!(
+            fn f(x: &Tensor) -> (Tensor, Tensor) {
+                (x.clone(), x.clone())
+            }
+        );
+        assert_eq!(result_count(&item.sig.output, &item.sig).unwrap(), 2);
+    }
+
+    #[test]
+    fn rejects_a_usize_parameter() {
+        let item: ItemFn = syn::parse_quote!(
+            fn f(n: usize) -> Tensor {
+                todo!()
+            }
+        );
+        let err = param_kind(&item.sig.inputs[0]).err().unwrap();
+        assert!(err.to_string().contains("must be tensors"));
+    }
+}

@@ -1,0 +1,8 @@
+use tensor::prelude::*;
+
+#[function]
+fn scaled<S: Into<f64>>(x: &Tensor) -> Tensor {
+    x * 2.0
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use tensor::prelude::*;
+
+#[function(precompiled)]
+fn double(x: &Tensor) -> Tensor {
+    x * 2.0
+}
+
+fn main() {}
