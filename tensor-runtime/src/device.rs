@@ -9,6 +9,8 @@
 //! elsewhere.
 
 use crate::error::{Result, RuntimeError};
+use std::sync::Arc;
+use tensor_core::uop::HostData;
 use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 use tensor_core::{DType, Element};
 
@@ -30,6 +32,21 @@ pub trait Device: Send + Sync {
 
     /// The size of `buffer` in bytes.
     fn buffer_len(&self, buffer: &Self::Buffer) -> usize;
+
+    /// A buffer that reads `data` where it lies, without allocating or copying, if this
+    /// device can address host memory and the data is in native layout; `None` otherwise
+    /// (the caller then allocates and copies in). Kernels must never write such a buffer.
+    fn bind_host(&self, data: Arc<dyn HostData>) -> Option<Self::Buffer> {
+        let _ = data;
+        None
+    }
+
+    /// True when `buffer` is bound host data ([`Device::bind_host`]), which kernels must
+    /// only read.
+    fn is_read_only(&self, buffer: &Self::Buffer) -> bool {
+        let _ = buffer;
+        false
+    }
 
     /// Copies host bytes into `dst`; `src` must be exactly as long as the buffer.
     fn copy_in(&self, dst: &Self::Buffer, src: &[u8]) -> Result<()>;

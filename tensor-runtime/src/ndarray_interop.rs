@@ -1,7 +1,9 @@
 //! `ndarray` arrays in and out of device buffers.
 //!
 //! Both directions copy: a buffer's memory belongs to its device (and, on the CPU, is held as
-//! aligned words behind a lock), so an array never borrows it.
+//! aligned words behind a lock), so an array never borrows it. To hand an owned array to a
+//! tensor without a copy, use `Tensor::from_ndarray`, which keeps the array's vector as the
+//! tensor's host data (read in place by CPU kernels).
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};

@@ -1,5 +1,6 @@
 //! Running a schedule: every `Buffer` of the graph gets device memory (filled from its host
-//! bytes, if it has any), each kernel is generated, compiled through the caches and launched,
+//! data, if it has any; a tensor's own typed vector is bound read-only in place where the
+//! device allows, see `Tensor::from_ndarray`), each kernel is generated, compiled through the caches and launched,
 //! producers first, and the outputs are copied back to the host.
 //!
 //! `DEVICE` may be unset or `CPU` (CUDA is not built yet and is reported as unavailable).
@@ -206,19 +207,27 @@ fn buffer_arg(buffer: &UOp) -> BufferArg {
     }
 }
 
-/// The device memory of a buffer: the allocation it already has on this kind of device, or a
-/// new one filled from its host bytes.
-fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Buffer>> {
+/// The device memory of a buffer: the allocation it already has on this kind of device, its
+/// host data bound in place (read-only, when the device can), or a new allocation filled
+/// from its host data.
+pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Buffer>> {
     if let Some(existing) = arg.storage.device_allocation() {
         let existing: Arc<dyn Any + Send + Sync> = existing;
         if let Ok(buffer) = existing.downcast::<D::Buffer>() {
             return Ok(buffer);
         }
     }
-    let buffer = Arc::new(device.allocate(arg.size * arg.dtype.size_bytes())?);
-    if let Some(host) = arg.storage.host_bytes() {
-        device.copy_in(&buffer, &host)?;
-    }
+    let host = arg.storage.host_data();
+    let buffer = match host.clone().and_then(|data| device.bind_host(data)) {
+        Some(bound) => Arc::new(bound),
+        None => {
+            let buffer = Arc::new(device.allocate(arg.size * arg.dtype.size_bytes())?);
+            if let Some(host) = host {
+                device.copy_in(&buffer, &host.to_bytes())?;
+            }
+            buffer
+        }
+    };
     arg.storage.set_device_allocation(buffer.clone());
     Ok(buffer)
 }
@@ -239,6 +248,12 @@ fn check_arguments<D: Device>(
         )));
     }
     for (slot, (arg, buffer)) in kernel.args.iter().zip(buffers).enumerate() {
+        if arg.writes && device.is_read_only(buffer) {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "kernel `{}` stores into slot {slot}, which is a tensor's read-only host data",
+                kernel.name
+            )));
+        }
         let needed = arg.size * arg.dtype.size_bytes();
         let held = device.buffer_len(buffer);
         if needed > held {
@@ -259,13 +274,42 @@ pub fn read_buffer<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
     let memory = device_buffer(device, &arg)?;
     let mut bytes = vec![0u8; device.buffer_len(&memory)];
     device.copy_out(&memory, &mut bytes)?;
-    arg.storage.set_host_bytes(bytes.clone().into());
+    arg.storage.set_host_bytes(bytes.clone().into(), arg.dtype);
     Ok(bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tensor_core::DType;
+    use tensor_core::codegen::KernelArg;
+    use tensor_core::uop::HostData;
+
+    #[test]
+    fn kernel_storing_into_bound_host_data_is_refused() {
+        let device = CpuDevice::with_config(crate::CpuConfig {
+            compiler: "cc".into(),
+            flags: crate::cpu::default_flags(),
+            cache_dir: None,
+            threads: 1,
+        });
+        let data: Arc<dyn HostData> = Arc::new(vec![0.0f32; 4]);
+        let bound = Arc::new(device.bind_host(data).expect("a typed vector binds"));
+        let kernel = |writes| Kernel {
+            name: "E_4".into(),
+            source: String::new(),
+            entry: "E_4_entry".into(),
+            threads: 1,
+            args: vec![KernelArg {
+                dtype: DType::F32,
+                size: 4,
+                writes,
+            }],
+        };
+        assert!(check_arguments(&device, &kernel(false), std::slice::from_ref(&bound)).is_ok());
+        let err = check_arguments(&device, &kernel(true), &[bound]).unwrap_err();
+        assert!(err.to_string().contains("read-only host data"), "{err}");
+    }
 
     #[test]
     fn device_setting_accepts_cpu_and_rejects_cuda_and_unknown_names() {

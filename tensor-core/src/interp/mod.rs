@@ -579,13 +579,13 @@ fn buffer(node: &UOp) -> HostArray {
     let Arg::Buffer(b) = node.arg() else {
         panic!("interp Buffer: arg {:?} is not a buffer", node.arg());
     };
-    let Some(bytes) = b.storage.host_bytes() else {
+    let Some(host) = b.storage.host_data() else {
         panic!(
             "interp: {b:?} has no host data: the interpreter reads only buffers made from host \
              values (Tensor::from_vec and friends)"
         );
     };
-    let data = decode_scalars(&bytes, b.dtype);
+    let data = host.scalars();
     let shape = node.shape_vec();
     assert_eq!(
         data.len(),

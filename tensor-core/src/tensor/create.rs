@@ -55,14 +55,38 @@ impl Tensor {
             );
         }
         let bytes: Arc<[u8]> = encode_scalars(values, dtype).into();
-        let storage = Arc::new(BufferStorage::with_host_bytes(bytes));
-        let arg = BufferArg::with_storage(values.len(), dtype, Device::cpu(), storage);
-        let buffer = UOp::new(Op::Buffer, dtype, vec![], Arg::Buffer(arg));
-        Tensor::from_uop(buffer.reshape(shape))
+        let storage = BufferStorage::with_host_bytes(bytes, dtype);
+        host_buffer(storage, values.len(), dtype, shape)
+    }
+
+    /// A tensor that keeps an owned `ndarray` array's own element vector as its memory.
+    ///
+    /// A standard-layout (C-contiguous) array is not copied: the vector is moved into the
+    /// buffer, and a CPU kernel reads it in place. Any other layout (transposed, strided)
+    /// costs one copy into row-major order, as [`Tensor::from_array`].
+    pub fn from_ndarray<T, D>(array: ndarray::Array<T, D>) -> Tensor
+    where
+        T: Element,
+        D: ndarray::Dimension,
+    {
+        if !array.is_standard_layout() {
+            return Tensor::from_array(&array);
+        }
+        let shape = array.shape().to_vec();
+        let numel = array.len();
+        let (mut data, offset) = array.into_raw_vec_and_offset();
+        let start = offset.unwrap_or(0);
+        if start != 0 || data.len() != numel {
+            // The array sees a contiguous part of a larger vector (sliced in place).
+            data = data[start..start + numel].to_vec();
+        }
+        let storage = BufferStorage::with_host_data(Arc::new(data));
+        host_buffer(storage, numel, T::DTYPE, &shape)
     }
 
     /// A copy of an `ndarray` array of any layout (strided, transposed, sliced), read in
-    /// logical row-major order.
+    /// logical row-major order. An owned array can be moved in without a copy with
+    /// [`Tensor::from_ndarray`].
     pub fn from_array<T, S, D>(array: &ndarray::ArrayBase<S, D>) -> Tensor
     where
         T: Element,
@@ -155,6 +179,13 @@ impl Tensor {
         );
         Tensor::from_uop(same.cast(DType::F32))
     }
+}
+
+/// A CPU `Buffer` of `size` elements over `storage`, reshaped to `shape`.
+fn host_buffer(storage: BufferStorage, size: usize, dtype: DType, shape: &[usize]) -> Tensor {
+    let arg = BufferArg::with_storage(size, dtype, Device::cpu(), Arc::new(storage));
+    let buffer = UOp::new(Op::Buffer, dtype, vec![], Arg::Buffer(arg));
+    Tensor::from_uop(buffer.reshape(shape))
 }
 
 /// The sizes of a shape argument; panics on a negative size.

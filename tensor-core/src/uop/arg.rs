@@ -1,8 +1,9 @@
 //! The op-dependent payload of a UOp (`arg` in tinyspec).
 
-use super::dtype::{DType, Scalar};
+use super::dtype::{DType, Element, Scalar, decode_scalars, encode_scalars};
 use super::op::{AxisType, ReduceOp};
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,34 +37,133 @@ impl fmt::Display for Device {
     }
 }
 
+/// The contents a buffer was made from, held on the host: encoded bytes, or the caller's own
+/// vector of elements (kept as it is, so making a tensor from it copies nothing).
+pub trait HostData: Send + Sync {
+    /// The element type of the contents.
+    fn dtype(&self) -> DType;
+
+    /// The number of elements.
+    fn len(&self) -> usize;
+
+    /// True when there are no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements as scalars, for the reference interpreter.
+    fn scalars(&self) -> Vec<Scalar>;
+
+    /// The elements encoded little-endian in their dtype (borrowed when they are held that
+    /// way already).
+    fn to_bytes(&self) -> Cow<'_, [u8]>;
+
+    /// The address of the first element.
+    fn as_ptr(&self) -> *const u8;
+
+    /// True when [`HostData::as_ptr`] points at the elements in the machine's own layout and
+    /// alignment for the dtype, so a kernel may read them in place.
+    fn native_layout(&self) -> bool;
+}
+
+/// Encoded bytes: the contents of `from_slice`/`from_scalars` tensors and copied-back results.
+struct HostBytes {
+    bytes: Arc<[u8]>,
+    dtype: DType,
+}
+
+impl HostData for HostBytes {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.len() / self.dtype.size_bytes()
+    }
+
+    fn scalars(&self) -> Vec<Scalar> {
+        decode_scalars(&self.bytes, self.dtype)
+    }
+
+    fn to_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+
+    fn as_ptr(&self) -> *const u8 {
+        self.bytes.as_ptr()
+    }
+
+    // Little-endian and only byte-aligned: a device copies these in.
+    fn native_layout(&self) -> bool {
+        false
+    }
+}
+
+impl<T: Element> HostData for Vec<T> {
+    fn dtype(&self) -> DType {
+        T::DTYPE
+    }
+
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn scalars(&self) -> Vec<Scalar> {
+        self.iter().map(|v| v.to_scalar()).collect()
+    }
+
+    fn to_bytes(&self) -> Cow<'_, [u8]> {
+        Cow::Owned(encode_scalars(&self.scalars(), T::DTYPE))
+    }
+
+    fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr().cast()
+    }
+
+    fn native_layout(&self) -> bool {
+        true
+    }
+}
+
 /// The memory behind a `Buffer` node, owned by the node so that it is freed with it.
 ///
-/// `tensor-core` does no I/O, so it only holds two slots: bytes on the host (the initial
-/// contents a tensor was made from, little-endian in the buffer's dtype), and an opaque
+/// `tensor-core` does no I/O, so it only holds two slots: the contents on the host (the
+/// initial contents a tensor was made from, or a result copied back), and an opaque
 /// allocation a runtime attaches once the buffer lives on a device.
 #[derive(Default)]
 pub struct BufferStorage {
-    host: Mutex<Option<Arc<[u8]>>>,
+    host: Mutex<Option<Arc<dyn HostData>>>,
     device: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
 }
 
 impl BufferStorage {
-    /// Storage with host contents.
-    pub fn with_host_bytes(bytes: Arc<[u8]>) -> BufferStorage {
+    /// Storage with host contents: `bytes` encode elements of `dtype` (little-endian).
+    pub fn with_host_bytes(bytes: Arc<[u8]>, dtype: DType) -> BufferStorage {
+        BufferStorage::with_host_data(Arc::new(HostBytes { bytes, dtype }))
+    }
+
+    /// Storage whose host contents are `data`, kept as it is.
+    pub fn with_host_data(data: Arc<dyn HostData>) -> BufferStorage {
         BufferStorage {
-            host: Mutex::new(Some(bytes)),
+            host: Mutex::new(Some(data)),
             device: Mutex::new(None),
         }
     }
 
     /// The host contents, if the buffer was made from data (or copied back).
-    pub fn host_bytes(&self) -> Option<Arc<[u8]>> {
+    pub fn host_data(&self) -> Option<Arc<dyn HostData>> {
         self.host.lock().expect("buffer storage poisoned").clone()
     }
 
-    /// Replaces the host contents.
-    pub fn set_host_bytes(&self, bytes: Arc<[u8]>) {
-        *self.host.lock().expect("buffer storage poisoned") = Some(bytes);
+    /// The host contents encoded little-endian in their dtype (a copy).
+    pub fn host_bytes(&self) -> Option<Arc<[u8]>> {
+        self.host_data().map(|data| Arc::from(data.to_bytes()))
+    }
+
+    /// Replaces the host contents with `bytes`, which encode elements of `dtype`.
+    pub fn set_host_bytes(&self, bytes: Arc<[u8]>, dtype: DType) {
+        *self.host.lock().expect("buffer storage poisoned") =
+            Some(Arc::new(HostBytes { bytes, dtype }));
     }
 
     /// The runtime's allocation, if one is attached.

@@ -13,7 +13,7 @@ pub mod op;
 pub mod shape;
 pub mod spec;
 
-pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device};
+pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device, HostData};
 pub use dtype::{DType, Element, Scalar};
 pub use op::{AxisType, Op, ReduceOp};
 

@@ -1,14 +1,21 @@
-//! Host memory for kernels: zero-initialised, 16-byte aligned, counted while alive.
+//! Host memory for kernels: zero-initialised, 16-byte aligned, counted while alive; or a
+//! tensor's own host vector, bound read-only in place.
 //!
-//! The bytes live in a `Vec<u128>`, which gives the alignment vector loads want without any
-//! `unsafe` allocation code; copies in and out go through `u128::{from,to}_ne_bytes`, so the
-//! bytes are laid out exactly as C sees them. A mutex makes a buffer shareable between
+//! Allocated bytes live in a `Vec<u128>`, which gives the alignment vector loads want without
+//! any `unsafe` allocation code; copies in and out go through `u128::{from,to}_ne_bytes`, so
+//! the bytes are laid out exactly as C sees them. A mutex makes a buffer shareable between
 //! threads: a launch holds it for the whole run of a kernel, so host copies never observe a
 //! half-written result.
+//!
+//! A bound host vector (a tensor made with `Tensor::from_ndarray`) is not device memory: it
+//! is not counted, never locked (nothing writes it), and refuses copies in; the launch checks
+//! that no kernel stores into it.
 
 use crate::error::{Result, RuntimeError};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tensor_core::uop::HostData;
 
 const WORD: usize = std::mem::size_of::<u128>();
 
@@ -31,12 +38,30 @@ impl LiveBuffers {
     }
 }
 
-/// A block of host memory a CPU kernel reads and writes.
-#[derive(Debug)]
+/// A block of host memory a CPU kernel reads (and, unless it is bound host data, writes).
 pub struct CpuBuffer {
-    words: Mutex<Vec<u128>>,
+    memory: Memory,
     len: usize,
-    live: Arc<LiveBuffers>,
+}
+
+enum Memory {
+    /// Memory of the device, counted in `live` until dropped.
+    Allocated {
+        words: Mutex<Vec<u128>>,
+        live: Arc<LiveBuffers>,
+    },
+    /// A tensor's host elements in native layout, read in place.
+    Host(Arc<dyn HostData>),
+}
+
+impl std::fmt::Debug for CpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.memory {
+            Memory::Allocated { .. } => "allocated",
+            Memory::Host(_) => "host data",
+        };
+        write!(f, "CpuBuffer({} bytes, {kind})", self.len)
+    }
 }
 
 impl CpuBuffer {
@@ -45,9 +70,38 @@ impl CpuBuffer {
         live.count.fetch_add(1, Ordering::Relaxed);
         live.bytes.fetch_add(len, Ordering::Relaxed);
         CpuBuffer {
-            words: Mutex::new(vec![0u128; len.div_ceil(WORD)]),
+            memory: Memory::Allocated {
+                words: Mutex::new(vec![0u128; len.div_ceil(WORD)]),
+                live,
+            },
             len,
-            live,
+        }
+    }
+
+    /// A read-only buffer over `data`'s own elements, if they are in native layout (a
+    /// kernel then reads them where they are; nothing is allocated or copied).
+    pub(crate) fn over_host(data: Arc<dyn HostData>) -> Option<CpuBuffer> {
+        if !data.native_layout() {
+            return None;
+        }
+        let len = data.len() * data.dtype().size_bytes();
+        Some(CpuBuffer {
+            memory: Memory::Host(data),
+            len,
+        })
+    }
+
+    /// True for bound host data, which kernels must not write.
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.memory, Memory::Host(_))
+    }
+
+    /// The address a kernel reading this buffer is given, without locking it (for checking
+    /// where bound host data is read; an allocation's address is only stable while locked).
+    pub fn data_address(&self) -> usize {
+        match &self.memory {
+            Memory::Allocated { .. } => self.lock().as_ptr() as usize,
+            Memory::Host(data) => data.as_ptr() as usize,
         }
     }
 
@@ -64,7 +118,12 @@ impl CpuBuffer {
     /// Overwrites the whole buffer with `src`, which must be exactly as long.
     pub fn write_bytes(&self, src: &[u8]) -> Result<()> {
         self.check_len("copy_in", src.len())?;
-        let mut words = self.lock();
+        let Memory::Allocated { words, .. } = &self.memory else {
+            return Err(RuntimeError::InvalidLaunch(
+                "copy_in into a tensor's bound host data, which is read-only".to_string(),
+            ));
+        };
+        let mut words = words.lock().unwrap_or_else(PoisonError::into_inner);
         for (word, chunk) in words.iter_mut().zip(src.chunks(WORD)) {
             let mut bytes = [0u8; WORD];
             bytes[..chunk.len()].copy_from_slice(chunk);
@@ -76,7 +135,13 @@ impl CpuBuffer {
     /// Copies the whole buffer into `dst`, which must be exactly as long.
     pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
         self.check_len("copy_out", dst.len())?;
-        let words = self.lock();
+        let words = match &self.memory {
+            Memory::Allocated { .. } => self.lock(),
+            Memory::Host(data) => {
+                dst.copy_from_slice(&data.to_bytes());
+                return Ok(());
+            }
+        };
         for (chunk, word) in dst.chunks_mut(WORD).zip(words.iter()) {
             chunk.copy_from_slice(&word.to_ne_bytes()[..chunk.len()]);
         }
@@ -91,10 +156,25 @@ impl CpuBuffer {
         bytes
     }
 
-    /// Exclusive access to the memory, for a launch. A panic elsewhere cannot leave plain
-    /// bytes in an invalid state, so a poisoned lock is simply taken over.
+    /// Exclusive access to allocated memory, for a launch. A panic elsewhere cannot leave
+    /// plain bytes in an invalid state, so a poisoned lock is simply taken over.
+    ///
+    /// Panics for bound host data, which has no lock: see [`CpuBuffer::host_pointer`].
     pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<u128>> {
-        self.words.lock().unwrap_or_else(PoisonError::into_inner)
+        match &self.memory {
+            Memory::Allocated { words, .. } => words.lock().unwrap_or_else(PoisonError::into_inner),
+            Memory::Host(_) => panic!("bound host data is not locked: read it in place"),
+        }
+    }
+
+    /// The read-only pointer to bound host data; `None` for allocated memory.
+    pub(crate) fn host_pointer(&self) -> Option<*mut c_void> {
+        match &self.memory {
+            Memory::Allocated { .. } => None,
+            // The kernel ABI passes every buffer as `void*`; the launch checked that no
+            // kernel stores into this slot, and the C source declares inputs `const`.
+            Memory::Host(data) => Some(data.as_ptr().cast::<c_void>().cast_mut()),
+        }
     }
 
     fn check_len(&self, operation: &'static str, data_bytes: usize) -> Result<()> {
@@ -112,8 +192,10 @@ impl CpuBuffer {
 
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
-        self.live.count.fetch_sub(1, Ordering::Relaxed);
-        self.live.bytes.fetch_sub(self.len, Ordering::Relaxed);
+        if let Memory::Allocated { live, .. } = &self.memory {
+            live.count.fetch_sub(1, Ordering::Relaxed);
+            live.bytes.fetch_sub(self.len, Ordering::Relaxed);
+        }
     }
 }
 

@@ -31,6 +31,7 @@ use scratch::ScratchDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use tensor_core::uop::HostData;
 
 /// Everything that decides how the CPU device compiles and runs kernels.
 #[derive(Clone, Debug)]
@@ -229,6 +230,14 @@ impl Device for CpuDevice {
 
     fn allocate(&self, bytes: usize) -> Result<CpuBuffer> {
         Ok(CpuBuffer::zeroed(bytes, self.inner.live.clone()))
+    }
+
+    fn bind_host(&self, data: Arc<dyn HostData>) -> Option<CpuBuffer> {
+        CpuBuffer::over_host(data)
+    }
+
+    fn is_read_only(&self, buffer: &CpuBuffer) -> bool {
+        buffer.is_read_only()
     }
 
     fn buffer_len(&self, buffer: &CpuBuffer) -> usize {

@@ -102,8 +102,9 @@ impl CpuProgram {
     }
 }
 
-/// The distinct buffers of a launch, locked in address order (so concurrent launches sharing
-/// buffers cannot deadlock) and held until the kernel has finished.
+/// The distinct allocated buffers of a launch, locked in address order (so concurrent
+/// launches sharing buffers cannot deadlock) and held until the kernel has finished. Bound
+/// host data is read-only and needs no lock.
 struct LockedBuffers<'a> {
     addresses: Vec<usize>,
     guards: Vec<MutexGuard<'a, Vec<u128>>>,
@@ -111,7 +112,11 @@ struct LockedBuffers<'a> {
 
 impl<'a> LockedBuffers<'a> {
     fn lock(buffers: &[&'a CpuBuffer]) -> LockedBuffers<'a> {
-        let mut distinct: Vec<&CpuBuffer> = buffers.to_vec();
+        let mut distinct: Vec<&CpuBuffer> = buffers
+            .iter()
+            .copied()
+            .filter(|b| !b.is_read_only())
+            .collect();
         distinct.sort_by_key(|b| address(b));
         distinct.dedup_by_key(|b| address(b));
         LockedBuffers {
@@ -130,6 +135,9 @@ impl<'a> LockedBuffers<'a> {
         buffers
             .iter()
             .map(|b| {
+                if let Some(pointer) = b.host_pointer() {
+                    return pointer;
+                }
                 let slot = self
                     .addresses
                     .binary_search(&address(b))
@@ -162,7 +170,8 @@ unsafe impl Sync for EntryCall {}
 impl EntryCall {
     fn run(self, core_id: i32) {
         // SAFETY: `entry` has the kernel ABI signature (see `CpuProgram::find`); `buffers`
-        // holds one live, locked, 16-byte aligned pointer per argument slot of the launch.
+        // holds one live pointer per argument slot of the launch, aligned for its element type: a
+        // locked allocation, or bound host data that no slot of the launch writes.
         unsafe { (self.entry)(self.buffers, core_id) }
     }
 }
