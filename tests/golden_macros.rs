@@ -5,28 +5,9 @@
 
 mod common;
 
-use common::json::Json;
-use common::{allclose, max_abs_diff, values};
-use std::collections::BTreeMap;
+use common::golden::{self, Inputs};
+use common::values;
 use tensor::prelude::*;
-
-type Inputs = BTreeMap<String, Tensor>;
-
-fn tensor_from_json(value: &Json) -> Tensor {
-    let shape: Vec<usize> = value
-        .get("shape")
-        .items()
-        .iter()
-        .map(|d| d.number() as usize)
-        .collect();
-    let data = value.get("data").items().iter().map(|v| v.number());
-    match value.get("dtype").string() {
-        "f32" => Tensor::from_vec(data.map(|v| v as f32).collect(), &shape),
-        "i32" => Tensor::from_vec(data.map(|v| v as i32).collect(), &shape),
-        "bool" => Tensor::from_vec(data.map(|v| v != 0.0).collect(), &shape),
-        other => panic!("golden data: unknown dtype {other}"),
-    }
-}
 
 #[function]
 fn mlp_loss(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
@@ -150,46 +131,7 @@ fn mlp_args(i: &Inputs) -> [Tensor; 6] {
 
 #[test]
 fn every_golden_case_written_with_the_macros_matches_jax() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/transforms.json"
-    ))
-    .expect("tests/data/transforms.json is part of the repository");
-    let doc = Json::parse(&text);
-    let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
-    let mut failures = Vec::new();
-    let cases = doc.get("cases").items();
-    for case in cases {
-        let name = case.get("name").string();
-        let inputs: Inputs = case
-            .get("inputs")
-            .members()
-            .iter()
-            .map(|(k, v)| (k.clone(), tensor_from_json(v)))
-            .collect();
-        let expected = case.get("outputs").items();
-        let outcome = std::panic::catch_unwind(|| run_case(name, &inputs));
-        let verdict = match outcome {
-            Err(_) => Err("panicked".to_string()),
-            Ok(got) if got.len() != expected.len() => {
-                Err(format!("{} outputs, JAX has {}", got.len(), expected.len()))
-            }
-            Ok(got) => compare(&got, expected, rtol, atol),
-        };
-        match verdict {
-            Ok(()) => println!("golden (macros) {name}: ok"),
-            Err(why) => {
-                println!("golden (macros) {name}: FAILED ({why})");
-                failures.push(name.to_string());
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} golden cases failed with the macros: {failures:?}",
-        failures.len(),
-        cases.len()
-    );
+    golden::check_all_cases("(macros)", run_case);
 }
 
 #[test]
@@ -207,30 +149,4 @@ fn transforms_of_a_function_item_trace_its_body_once_per_signature() {
     assert_eq!(row_softmax::trace_count(), 1);
     assert_eq!(values(&first), values(&again));
     assert_eq!(values(&first), values(&x.softmax(-1)));
-}
-
-fn compare(got: &[Tensor], expected: &[Json], rtol: f64, atol: f64) -> Result<(), String> {
-    for (k, (g, e)) in got.iter().zip(expected).enumerate() {
-        let shape: Vec<usize> = e
-            .get("shape")
-            .items()
-            .iter()
-            .map(|d| d.number() as usize)
-            .collect();
-        if g.shape() != shape {
-            return Err(format!(
-                "output {k} has shape {:?}, JAX has {shape:?}",
-                g.shape()
-            ));
-        }
-        let want: Vec<f64> = e.get("data").items().iter().map(|v| v.number()).collect();
-        let have = values(g);
-        if !allclose(&have, &want, rtol, atol) {
-            return Err(format!(
-                "output {k} differs by up to {:.3e}",
-                max_abs_diff(&have, &want)
-            ));
-        }
-    }
-    Ok(())
 }

@@ -4,10 +4,8 @@
 
 mod common;
 
-use common::json::Json;
-use common::{allclose, max_abs_diff, values};
+use common::golden::{self, Inputs};
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use tensor::core::transform::{InAxes, IntoFunc, OutAxes, VmapMethod, vmap_with};
 use tensor::prelude::{Func, Tensor, grad, hessian, jacfwd, jacrev, jvp};
 
@@ -19,24 +17,6 @@ thread_local! {
 /// `vmap` by the method under test.
 fn vmap<M>(f: impl IntoFunc<M>, in_axes: impl Into<InAxes>, out_axes: impl Into<OutAxes>) -> Func {
     vmap_with(f, in_axes, out_axes, METHOD.get())
-}
-
-type Inputs = BTreeMap<String, Tensor>;
-
-fn tensor_from_json(value: &Json) -> Tensor {
-    let shape: Vec<usize> = value
-        .get("shape")
-        .items()
-        .iter()
-        .map(|d| d.number() as usize)
-        .collect();
-    let data = value.get("data").items().iter().map(|v| v.number());
-    match value.get("dtype").string() {
-        "f32" => Tensor::from_vec(data.map(|v| v as f32).collect(), &shape),
-        "i32" => Tensor::from_vec(data.map(|v| v as i32).collect(), &shape),
-        "bool" => Tensor::from_vec(data.map(|v| v != 0.0).collect(), &shape),
-        other => panic!("golden data: unknown dtype {other}"),
-    }
 }
 
 fn mlp_loss(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
@@ -180,69 +160,5 @@ fn every_golden_case_matches_jax_with_vmap_by_range() {
 
 fn check_all_cases(method: VmapMethod) {
     METHOD.set(method);
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/transforms.json"
-    ))
-    .expect("tests/data/transforms.json is part of the repository");
-    let doc = Json::parse(&text);
-    let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
-    let mut failures = Vec::new();
-    let cases = doc.get("cases").items();
-    for case in cases {
-        let name = case.get("name").string();
-        let inputs: Inputs = case
-            .get("inputs")
-            .members()
-            .iter()
-            .map(|(k, v)| (k.clone(), tensor_from_json(v)))
-            .collect();
-        let expected = case.get("outputs").items();
-        let outcome = std::panic::catch_unwind(|| {
-            let got = run_case(name, &inputs);
-            match got.len() == expected.len() {
-                true => compare(&got, expected, rtol, atol),
-                false => Err(format!("{} outputs, JAX has {}", got.len(), expected.len())),
-            }
-        });
-        match outcome.unwrap_or_else(|_| Err("panicked".to_string())) {
-            Ok(()) => println!("golden {name} (vmap by {method:?}): ok"),
-            Err(why) => {
-                println!("golden {name} (vmap by {method:?}): FAILED ({why})");
-                failures.push(name.to_string());
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} golden cases failed with vmap by {method:?}: {failures:?}",
-        failures.len(),
-        cases.len()
-    );
-}
-
-fn compare(got: &[Tensor], expected: &[Json], rtol: f64, atol: f64) -> Result<(), String> {
-    for (k, (g, e)) in got.iter().zip(expected).enumerate() {
-        let shape: Vec<usize> = e
-            .get("shape")
-            .items()
-            .iter()
-            .map(|d| d.number() as usize)
-            .collect();
-        if g.shape() != shape {
-            return Err(format!(
-                "output {k} has shape {:?}, JAX has {shape:?}",
-                g.shape()
-            ));
-        }
-        let want: Vec<f64> = e.get("data").items().iter().map(|v| v.number()).collect();
-        let have = values(g);
-        if !allclose(&have, &want, rtol, atol) {
-            return Err(format!(
-                "output {k} differs by up to {:.3e}",
-                max_abs_diff(&have, &want)
-            ));
-        }
-    }
-    Ok(())
+    golden::check_all_cases(&format!("(vmap by {method:?})"), run_case);
 }

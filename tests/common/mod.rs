@@ -1,6 +1,7 @@
 //! Shared helpers of the facade's integration tests.
 #![allow(dead_code)]
 
+pub mod golden;
 pub mod json;
 
 use tensor::core::uop::dtype::decode_scalars;

@@ -1,0 +1,98 @@
+//! The golden-case harness: reads tests/data/transforms.json (JAX's results, made by the
+//! shared golden folder's gen.py), runs each case through a builder, and compares the results
+//! within the file's `rtol`/`atol`, reporting every case by name.
+
+use super::json::Json;
+use super::{allclose, max_abs_diff, values};
+use std::collections::BTreeMap;
+use tensor::prelude::*;
+
+/// A case's inputs by name.
+pub type Inputs = BTreeMap<String, Tensor>;
+
+/// A tensor from the file's `{dtype, shape, data}` encoding.
+pub fn tensor_from_json(value: &Json) -> Tensor {
+    let shape = shape_of(value);
+    let data = value.get("data").items().iter().map(|v| v.number());
+    match value.get("dtype").string() {
+        "f32" => Tensor::from_vec(data.map(|v| v as f32).collect(), &shape),
+        "i32" => Tensor::from_vec(data.map(|v| v as i32).collect(), &shape),
+        "bool" => Tensor::from_vec(data.map(|v| v != 0.0).collect(), &shape),
+        other => panic!("golden data: unknown dtype {other}"),
+    }
+}
+
+fn shape_of(value: &Json) -> Vec<usize> {
+    value
+        .get("shape")
+        .items()
+        .iter()
+        .map(|d| d.number() as usize)
+        .collect()
+}
+
+/// Runs every case through `build` (inputs in, results out), prints `golden LABEL NAME: ok` or
+/// `FAILED (why)` for each, and panics naming the failed cases.
+pub fn check_all_cases(
+    label: &str,
+    build: impl Fn(&str, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
+) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/transforms.json"
+    ))
+    .expect("tests/data/transforms.json is part of the repository");
+    let doc = Json::parse(&text);
+    let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
+    let cases = doc.get("cases").items();
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case.get("name").string();
+        let inputs: Inputs = case
+            .get("inputs")
+            .members()
+            .iter()
+            .map(|(k, v)| (k.clone(), tensor_from_json(v)))
+            .collect();
+        let expected = case.get("outputs").items();
+        let outcome =
+            std::panic::catch_unwind(|| compare(&build(name, &inputs), expected, rtol, atol));
+        match outcome.unwrap_or_else(|_| Err("panicked".to_string())) {
+            Ok(()) => println!("golden {label} {name}: ok"),
+            Err(why) => {
+                println!("golden {label} {name}: FAILED ({why})");
+                failures.push(name.to_string());
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden cases failed ({label}): {failures:?}",
+        failures.len(),
+        cases.len()
+    );
+}
+
+fn compare(got: &[Tensor], expected: &[Json], rtol: f64, atol: f64) -> Result<(), String> {
+    if got.len() != expected.len() {
+        return Err(format!("{} outputs, JAX has {}", got.len(), expected.len()));
+    }
+    for (k, (g, e)) in got.iter().zip(expected).enumerate() {
+        let shape = shape_of(e);
+        if g.shape() != shape {
+            return Err(format!(
+                "output {k} has shape {:?}, JAX has {shape:?}",
+                g.shape()
+            ));
+        }
+        let want: Vec<f64> = e.get("data").items().iter().map(|v| v.number()).collect();
+        let have = values(g);
+        if !allclose(&have, &want, rtol, atol) {
+            return Err(format!(
+                "output {k} differs by up to {:.3e}",
+                max_abs_diff(&have, &want)
+            ));
+        }
+    }
+    Ok(())
+}
