@@ -361,3 +361,19 @@ fn nesting_to_depth_five_works_with_both_methods() {
         );
     }
 }
+
+#[test]
+fn jvp_sees_through_the_vmap_scope() {
+    let x = data(&[BATCH, 4], 6);
+    let t = data(&[BATCH, 4], 7);
+    let per_sample = |x: &Tensor| (x.sin() * x.flip(0)).sum_all();
+    let tangent = |method| {
+        let f = vmap_with(per_sample, 0, 0, method);
+        values(&jvp(f, std::slice::from_ref(&x), std::slice::from_ref(&t)).1[0])
+    };
+    let (by_range, by_rewrite) = (tangent(VmapMethod::Range), tangent(VmapMethod::Rewrite));
+    assert!(
+        close(&by_range, &by_rewrite),
+        "{by_range:?} != {by_rewrite:?}"
+    );
+}

@@ -141,9 +141,12 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
     static RULES: OnceLock<PatternMatcher<TangentCtx>> = OnceLock::new();
     RULES.get_or_init(|| {
         // Stack is a movement op too, but linear in every part: it has its own row below.
+        // The vmap scope ops slice and re-stack along the batch: the tangent goes through the
+        // same scope.
         let linear_in_first: Vec<Op> = [
             Op::MOVEMENT,
             &[Op::Contiguous, Op::ContiguousBackward, Op::Copy],
+            Op::VMAP,
         ]
         .concat()
         .into_iter()
