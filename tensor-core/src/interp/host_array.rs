@@ -202,26 +202,12 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 
 /// Calls `visit` with every multi-index of `shape` in row-major order (once for shape `()`,
 /// never when an axis has size 0).
-pub(crate) fn for_each_index(shape: &[usize], mut visit: impl FnMut(&[usize])) {
-    if shape.contains(&0) {
-        return;
-    }
-    let mut idx = vec![0; shape.len()];
-    loop {
-        visit(&idx);
-        let mut axis = shape.len();
-        loop {
-            if axis == 0 {
-                return;
-            }
-            axis -= 1;
-            idx[axis] += 1;
-            if idx[axis] < shape[axis] {
-                break;
-            }
-            idx[axis] = 0;
-        }
-    }
+pub(crate) fn for_each_index(shape: &[usize], visit: impl FnMut(&[usize])) {
+    // One unit stride list per axis: the offsets are the multi-index itself.
+    let axes: Vec<Vec<usize>> = (0..shape.len())
+        .map(|k| (0..shape.len()).map(|j| usize::from(j == k)).collect())
+        .collect();
+    for_each_offset(shape, &axes, visit);
 }
 
 /// Walks `shape` in row-major order and calls `visit` with, for each stride list in `strides`,
