@@ -25,6 +25,7 @@ mod movement;
 pub use host_array::HostArray;
 
 use crate::uop::dtype::decode_scalars;
+use crate::uop::scope::node_free_ranges;
 use crate::uop::{Arg, DType, Op, UOp};
 use host_array::for_each_index;
 use std::collections::HashMap;
@@ -100,7 +101,7 @@ impl Frame {
 }
 
 struct Interpreter {
-    /// Per node, the ranges it depends on that no `Vmapout` below it binds, sorted by id.
+    /// Per node, its free ranges (`uop::scope`: reached and not closed below it), sorted by id.
     free_ranges: HashMap<UOp, Rc<[UOp]>>,
     /// The current value of every range bound by an enclosing `Vmapout`.
     bindings: HashMap<UOp, usize>,
@@ -216,16 +217,8 @@ impl Interpreter {
             if self.free_ranges.contains_key(&node) {
                 continue;
             }
-            let mut ranges: Vec<UOp> = node
-                .src()
-                .iter()
-                .flat_map(|s| self.free_ranges[s].iter().cloned())
-                .collect();
-            match node.op() {
-                Op::Range => ranges.push(node.clone()),
-                Op::Vmapout => ranges.retain(|r| !node.src()[1..].contains(r)),
-                _ => {}
-            }
+            let operands = node.src().iter().map(|s| &self.free_ranges[s][..]);
+            let mut ranges = node_free_ranges(&node, operands);
             ranges.sort_by_key(UOp::id);
             ranges.dedup();
             let set = if ranges.is_empty() {

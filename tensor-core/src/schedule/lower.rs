@@ -26,6 +26,7 @@ use super::ScheduleItem;
 use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
 use super::realize::{CostModel, worth_realizing};
 use super::simplify::simplify_kernel;
+use crate::uop::scope::free_ranges;
 use crate::uop::shape::operand_values;
 use crate::uop::{Arg, AxisType, DType, Device, Op, UOp};
 use std::collections::{HashMap, HashSet};
@@ -64,38 +65,12 @@ impl IndexingContext {
         self.realized.insert(node.clone(), buffer);
     }
 
-    /// The forward `vmap_map` pass over `graph` (operands before users): a `Vmapin` adds its
-    /// `Range` vargs to its operand's ambient ranges, a `Vmapout` removes its own, every other
-    /// node varies with the union of its operands'. A node that does not depend on a `Vmapin`
-    /// (an index buffer, a constant) has none, so its buffer is not batched.
+    /// The forward `vmap_map` pass over `graph` (operands before users): each node's ambient
+    /// ranges are its free ranges (`uop::scope`): a `Vmapin` adds its `Range` vargs, a
+    /// `Vmapout` removes its own. A node that does not depend on a `Vmapin` (an index buffer,
+    /// a constant) has none, so its buffer is not batched.
     pub fn track_ambient_ranges(&mut self, graph: &[UOp]) {
-        for x in graph {
-            let mut ranges: Vec<UOp> = Vec::new();
-            for s in x.src() {
-                for r in self.ambient.get(s).into_iter().flatten() {
-                    if !ranges.contains(r) {
-                        ranges.push(r.clone());
-                    }
-                }
-            }
-            let vargs = x.src().iter().skip(1).filter(|a| a.op() == Op::Range);
-            match x.op() {
-                Op::Vmapin => ranges.extend(
-                    vargs
-                        .filter(|r| !ranges.contains(r))
-                        .cloned()
-                        .collect::<Vec<_>>(),
-                ),
-                Op::Vmapout => {
-                    let own: Vec<&UOp> = vargs.collect();
-                    ranges.retain(|r| !own.contains(&r));
-                }
-                _ => {}
-            }
-            if !ranges.is_empty() {
-                self.ambient.insert(x.clone(), ranges);
-            }
-        }
+        self.ambient = free_ranges(graph);
     }
 
     /// The ambient vmap ranges `node`'s value varies with (empty outside a vmap scope).

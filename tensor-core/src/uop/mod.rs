@@ -10,6 +10,7 @@ pub mod axis;
 pub mod dtype;
 pub mod minmax;
 pub mod op;
+pub mod scope;
 pub mod shape;
 pub mod spec;
 
@@ -453,6 +454,13 @@ impl UOp {
             vec![self.clone()],
             Arg::Reduce(op, axes),
         )
+    }
+    /// `Reduce(self, ranges...)`: `self` accumulated with `op` over every value of the
+    /// `Range`s (which it varies with); the shape is unchanged.
+    pub fn reduce_over(&self, op: ReduceOp, ranges: &[UOp]) -> UOp {
+        let mut src = vec![self.clone()];
+        src.extend(ranges.iter().cloned());
+        UOp::new(Op::Reduce, self.dtype(), src, Arg::Reduce(op, vec![]))
     }
     /// A node of `op` over `self` with no arg and the same dtype (markers, `Contiguous`).
     pub fn unary_marker(&self, op: Op) -> UOp {
