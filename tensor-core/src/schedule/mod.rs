@@ -49,6 +49,7 @@
 //!   a per-batch reduce stays fused into the `Vmapout` kernel.
 
 pub mod callify;
+pub mod collapse;
 pub mod index;
 pub mod lower;
 pub mod realize;
