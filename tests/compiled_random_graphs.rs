@@ -5,7 +5,7 @@
 mod common;
 
 use common::random_graph::{Rng, data, random_shape, step};
-use common::{interpreted, values};
+use common::{allclose, interpreted, values};
 use tensor::prelude::*;
 
 fn random_graph(seed: u64) -> Tensor {
@@ -23,13 +23,8 @@ fn random_graphs_compiled_equal_the_interpreter() {
         let graph = random_graph(seed);
         let expected = interpreted(&graph);
         let got = values(&graph);
-        let close = got.len() == expected.len()
-            && got
-                .iter()
-                .zip(&expected)
-                .all(|(g, e)| (g - e).abs() <= 1e-4 * (1.0 + e.abs()));
         assert!(
-            close,
+            allclose(&got, &expected, 1e-4, 1e-4),
             "seed {seed}: compiled {got:?} but the interpreter gives {expected:?} for {graph:?}"
         );
     }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::random_graph::{Rng, data, random_shape, step};
-use common::{interpreted, values};
+use common::{allclose, interpreted, values};
 use tensor::core::transform::{VmapMethod, vmap_with};
 use tensor::prelude::*;
 
@@ -46,13 +46,8 @@ fn random_functions_vmapped_by_every_method_equal_a_loop_over_samples() {
         ] {
             let batched = vmap_with(f.clone(), 0, 0, method).call1(std::slice::from_ref(&x));
             let got = values(&batched);
-            let close = got.len() == expected.len()
-                && got
-                    .iter()
-                    .zip(&expected)
-                    .all(|(g, e)| (g - e).abs() <= 1e-4 * (1.0 + e.abs()));
             assert!(
-                close,
+                allclose(&got, &expected, 1e-4, 1e-4),
                 "seed {seed}, vmap by {method:?}: compiled {got:?} but the loop gives {expected:?}"
             );
         }

@@ -418,3 +418,38 @@ fn jvp_sees_through_the_vmap_scope() {
     let got = tangent(VmapMethod::Range);
     assert!(close(&got, &by_rewrite), "{got:?} != {by_rewrite:?}");
 }
+
+#[test]
+fn an_unmapped_result_with_out_axes_none_stays_unbatched_with_every_method() {
+    let (x, w) = (data(&[BATCH, 4], 8), data(&[4], 9));
+    let f = |x: &Tensor, w: &Tensor| (x * w, w.sum_all());
+    for method in METHODS {
+        let out =
+            vmap_with(f, [Some(0), None], [Some(0), None], method).call(&[x.clone(), w.clone()]);
+        assert_eq!(out[0].shape(), vec![BATCH, 4], "by {method:?}");
+        assert_eq!(out[1].shape(), Vec::<usize>::new(), "by {method:?}");
+        assert!(
+            close(&values(&out[1]), &values(&w.sum_all())),
+            "by {method:?}"
+        );
+    }
+}
+
+#[test]
+fn a_mapped_result_with_out_axes_none_is_an_error_with_every_method() {
+    for method in METHODS {
+        let outcome = std::panic::catch_unwind(|| {
+            vmap_with(|x: &Tensor| x * 2.0, 0, None::<i32>, method).call1(&[data(&[BATCH, 2], 1)])
+        });
+        let message = outcome
+            .err()
+            .and_then(|e| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        assert!(
+            message.contains(
+                "out_axes is None for result 0, but that result depends on the mapped arguments"
+            ),
+            "by {method:?}: {message:?}"
+        );
+    }
+}

@@ -6,12 +6,11 @@
 //! ordinary ops whose operands vary with a range; the scheduler needs no scope ops for it.
 
 use crate::tensor::Tensor;
-use crate::transform::func::{Func, transform_error};
-use crate::transform::vmap::axes::{InAxes, OutAxes, normalize_axis, resolve_in_axes};
-use crate::transform::vmap::move_axis;
+use crate::transform::func::Func;
+use crate::transform::vmap::axes::{InAxes, OutAxes, resolve_in_axes};
 use crate::transform::vmap::range::batch_range;
+use crate::transform::vmap::{batch_axis_to, unbatched_result};
 use crate::uop::UOp;
-use crate::uop::scope::free_ranges;
 
 /// One call of `f` under a pad+reduce vmap.
 pub(crate) fn vmapped_call_by_pad_reduce(
@@ -38,7 +37,7 @@ pub(crate) fn vmapped_call_by_pad_reduce(
         .enumerate()
         .map(|(i, (result, axis))| match axis {
             Some(axis) => Tensor::from_uop(stacked(result, &r, size, axis, i)),
-            None => unbatched(result, &r, i),
+            None => unbatched_result(result, &r, i),
         })
         .collect()
 }
@@ -47,24 +46,5 @@ pub(crate) fn vmapped_call_by_pad_reduce(
 fn stacked(result: &Tensor, r: &UOp, size: usize, axis: isize, index: usize) -> UOp {
     let placed = result.unsqueeze(0).pad_at(0, r, size);
     let batched = placed.sum_over_ranges(std::slice::from_ref(r)).uop();
-    let target = normalize_axis(axis, batched.ndim()).unwrap_or_else(|| {
-        transform_error(&format!(
-            "vmap: out_axes {axis} is out of range for result {index} of rank {}",
-            batched.ndim()
-        ))
-    });
-    move_axis(&batched, 0, target)
-}
-
-/// A result kept without a batch axis (`out_axes` None): it must not vary with the samples.
-fn unbatched(result: &Tensor, r: &UOp, index: usize) -> Tensor {
-    let varies = free_ranges(&result.uop().toposort())
-        .get(&result.uop())
-        .is_some_and(|ranges| ranges.contains(r));
-    if varies {
-        transform_error(&format!(
-            "vmap: out_axes is None for result {index}, but that result depends on the mapped arguments"
-        ));
-    }
-    result.clone()
+    batch_axis_to(&batched, axis, index)
 }

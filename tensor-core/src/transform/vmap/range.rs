@@ -5,8 +5,8 @@
 
 use crate::tensor::Tensor;
 use crate::transform::func::Func;
-use crate::transform::vmap::axes::{InAxes, OutAxes, normalize_axis, resolve_in_axes};
-use crate::transform::vmap::move_axis;
+use crate::transform::vmap::axes::{InAxes, OutAxes, resolve_in_axes};
+use crate::transform::vmap::{batch_axis_to, unbatched_result};
 use crate::uop::{AxisType, UOp};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -54,22 +54,14 @@ pub(crate) fn vmapped_call_by_range(
         .zip(out_axes)
         .enumerate()
         .map(|(i, (result, axis))| {
+            let Some(axis) = axis else {
+                return unbatched_result(result, &range, i);
+            };
             let vargs: Vec<UOp> = std::iter::once(range.clone())
                 .chain((0..result.ndim()).map(|_| UOp::index(0)))
                 .collect();
             let batched = result.vmapout(&vargs).uop();
-            let axis = axis.unwrap_or_else(|| {
-                crate::transform::func::transform_error(&format!(
-                    "vmap: out_axes None (result {i}) is not supported by the range method"
-                ))
-            });
-            let target = normalize_axis(axis, batched.ndim()).unwrap_or_else(|| {
-                crate::transform::func::transform_error(&format!(
-                    "vmap: out_axes {axis} is out of range for result {i} of rank {}",
-                    batched.ndim()
-                ))
-            });
-            Tensor::from_uop(move_axis(&batched, 0, target))
+            Tensor::from_uop(batch_axis_to(&batched, axis, i))
         })
         .collect()
 }
