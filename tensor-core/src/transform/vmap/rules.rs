@@ -5,6 +5,7 @@
 //! batched operands from the context. Unbatched operands are broadcast along the batch.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::func::transform_error;
 use crate::uop::{Arg, Op, UOp};
 use std::collections::HashMap;
@@ -115,9 +116,12 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
                 Some(source(m, ctx).shrink(&begins, &ends))
             })
             .rule(UPat::op(Op::Reduce), |m, ctx| match m.root().arg() {
+                _ if is_reduce_over_ranges(m.root()) => Some(same_op_on_source(m, ctx)),
                 Arg::Reduce(op, axes) => Some(source(m, ctx).reduce(*op, &shifted(axes))),
                 _ => None,
             })
+            // vmap scopes: the batch axis is one more kept axis (a Const(0) varg) in front
+            .rule(UPat::ops(Op::VMAP), |m, ctx| Some(scope_rule(m, ctx)))
             .rule(UPat::op(Op::Stack), |m, ctx| {
                 Some(stack_rule(m.root(), ctx))
             })
@@ -151,6 +155,23 @@ fn batched_operand(m: &Captures, ctx: &BatchCtx, i: usize) -> Vec<usize> {
 /// Operand `i` of the root (a constant shape), with 0 in front (no padding or offset).
 fn unbatched_operand(m: &Captures, i: usize) -> Vec<usize> {
     [vec![0], operand(m.root(), i)].concat()
+}
+
+/// The root over the batched image of its first operand, its other operands unchanged.
+fn same_op_on_source(m: &Captures, ctx: &BatchCtx) -> UOp {
+    let mut src = m.root().src().to_vec();
+    src[0] = source(m, ctx);
+    m.root().with_src(src)
+}
+
+/// `Vmapin(x, vargs)` / `Vmapout(y, vargs)` of a batched operand: the same scope op with a
+/// `Const(0)` varg for the leading batch axis, which it keeps in front.
+fn scope_rule(m: &Captures, ctx: &BatchCtx) -> UOp {
+    let node = m.root();
+    let vargs = &node.src()[1..];
+    let mut src = vec![source(m, ctx), UOp::index(0)];
+    src.extend(vargs.iter().cloned());
+    node.with_src(src)
 }
 
 /// Elementwise: every operand broadcast along the batch, the same op.
