@@ -6,27 +6,414 @@
 mod transform_common;
 
 use tensor_core::Tensor;
-use tensor_core::transform::{Func, VmapMethod, grad, vmap_with};
+use tensor_core::transform::{
+    Func, IntoFunc, VmapMethod, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap_with,
+};
 use transform_common::*;
 
 const EPS: f64 = 1e-6;
+const RANGE: VmapMethod = VmapMethod::Range;
+const REWRITE: VmapMethod = VmapMethod::Rewrite;
 
-/// `Σ_i per_sample(w, x_i)` over the rows of `x`, the per-sample losses from a vmap by `method`.
-fn summed_loss(method: VmapMethod) -> Func {
-    let per_sample = |w: &Tensor, x: &Tensor| x.matmul(w).tanh().sum_all();
-    let batched = vmap_with(per_sample, [None, Some(0)], 0, method);
-    Func::new(Some(2), move |args: &[Tensor]| {
-        vec![batched.call1(args).sum_all()]
+/// `per_sample` mapped over axis 0 of its last argument by `method` (the others unmapped), the
+/// per-sample results reduced to a scalar by `total`.
+fn batched_loss(
+    method: VmapMethod,
+    per_sample: impl Fn(&[Tensor]) -> Tensor + Send + Sync + 'static,
+    total: fn(&Tensor) -> Tensor,
+) -> Func {
+    let per_sample = Func::new(None, move |args: &[Tensor]| vec![per_sample(args)]);
+    Func::new(None, move |args: &[Tensor]| {
+        let mut in_axes = vec![None; args.len()];
+        in_axes[args.len() - 1] = Some(0);
+        let losses = vmap_with(per_sample.clone(), in_axes, 0, method).call1(args);
+        vec![total(&losses)]
     })
 }
 
+/// A small MLP loss of one sample `x`: weights `w1`, `w2` and bias `b` are unmapped.
+fn mlp_loss(args: &[Tensor]) -> Tensor {
+    let (w1, b, w2, x) = (&args[0], &args[1], &args[2], &args[3]);
+    let hidden = (x.matmul(w1) + b).tanh();
+    (hidden.matmul(w2) - 0.5).square().sum_all()
+}
+
+/// Panics unless the gradient of `loss(method)` with respect to every argument is the same by
+/// both methods and matches central finite differences.
+#[track_caller]
+fn assert_grads_agree(what: &str, loss: impl Fn(VmapMethod) -> Func, args: &[Tensor]) {
+    for argnum in 0..args.len() {
+        let fd = fd_gradient(&loss(REWRITE), args, argnum, EPS);
+        for method in [RANGE, REWRITE] {
+            let g = grad(loss(method), argnum).call1(args);
+            assert_eq!(g.shape(), args[argnum].shape(), "{what}: gradient shape");
+            let name = format!("{what}: d/d arg {argnum} by {method:?} vs finite differences");
+            assert_values_close(&name, &values(&g), &fd, 1e-6, 1e-7);
+        }
+    }
+}
+
+fn mlp_args() -> Vec<Tensor> {
+    vec![
+        randf64(&[3, 4], 1),
+        randf64(&[4], 2),
+        randf64(&[4, 2], 3),
+        randf64(&[5, 3], 4),
+    ]
+}
+
 #[test]
-fn grad_of_summed_per_sample_losses_matches_rewrite_and_finite_differences() {
-    let args = [randf64(&[3, 2], 1), randf64(&[4, 3], 2)];
+fn grad_of_summed_per_sample_losses_with_a_weight_inside_the_scope() {
+    let loss = |m| batched_loss(m, mlp_loss, Tensor::sum_all);
+    assert_grads_agree("summed mlp", loss, &mlp_args());
+}
+
+#[test]
+fn grad_of_meaned_per_sample_losses() {
+    let loss = |m| batched_loss(m, mlp_loss, Tensor::mean_all);
+    assert_grads_agree("meaned mlp", loss, &mlp_args());
+}
+
+#[test]
+fn grad_where_the_per_sample_results_are_combined_after_the_scope() {
+    // The stacked losses are weighted outside the scope: the cotangent entering Vmapout
+    // differs per sample.
+    let weighted = |l: &Tensor| (l * l.sin()).sum_all();
+    let loss = move |m| batched_loss(m, mlp_loss, weighted);
+    assert_grads_agree("weighted mlp", loss, &mlp_args());
+}
+
+#[test]
+fn grad_of_a_constant_computed_outside_the_scope_and_captured_inside() {
+    // `scale` depends on `w` but is computed once, outside the scope, and captured by the body.
+    let loss = |method| {
+        Func::new(Some(2), move |args: &[Tensor]| {
+            let scale = args[0].exp();
+            let body = move |x: &Tensor| (x * &scale).sin().sum_all();
+            let per_sample = vmap_with(body, 0, 0, method).call1(&args[1..]);
+            vec![per_sample.square().sum_all()]
+        })
+    };
+    assert_grads_agree(
+        "captured constant",
+        loss,
+        &[randf64(&[3], 5), randf64(&[4, 3], 6)],
+    );
+}
+
+#[test]
+fn grad_of_a_reduction_inside_the_scope_over_an_unmapped_argument_only() {
+    // A per-sample value that does not depend on the sample at all: its cotangent from every
+    // sample still adds up into the unmapped argument.
+    let loss = |method| {
+        let body = |w: &Tensor, x: &Tensor| w.max(0, false).sum_all() * 2.0 + x.sum_all();
+        let batched = vmap_with(body, [None, Some(0)], 0, method);
+        Func::new(Some(2), move |args: &[Tensor]| {
+            vec![batched.call1(args).sum_all()]
+        })
+    };
+    assert_grads_agree(
+        "unmapped only",
+        loss,
+        &[distinct_f64(&[3, 2], 7), randf64(&[4, 2], 8)],
+    );
+}
+
+#[test]
+fn grad_through_nested_range_vmaps() {
+    // Two scopes: rows of `x` in the outer, their entries in the inner; `w` is used in both.
+    let loss = |method| {
+        let inner = vmap_with(
+            |w: &Tensor, v: &Tensor| (v * w).sin().sum_all(),
+            [None, Some(0)],
+            0,
+            method,
+        );
+        let outer_body = {
+            let inner = inner.clone();
+            move |w: &Tensor, row: &Tensor| {
+                (inner.call1(&[w.clone(), row.clone()]) * w.sum_all()).sum_all()
+            }
+        };
+        let outer = vmap_with(outer_body, [None, Some(0)], 0, method);
+        Func::new(Some(2), move |args: &[Tensor]| {
+            vec![outer.call1(args).square().sum_all()]
+        })
+    };
+    assert_grads_agree("nested", loss, &[randf64(&[2], 9), randf64(&[3, 4, 2], 10)]);
+}
+
+#[test]
+fn value_and_grad_with_several_argnums() {
+    let args = mlp_args();
+    let loss = |m| batched_loss(m, mlp_loss, Tensor::mean_all);
+    let by = |m| value_and_grad(loss(m), vec![0, 2, 3]).call(&args);
+    let (range, rewrite) = (by(RANGE), by(REWRITE));
+    assert_eq!(range.len(), 4, "the value and three gradients");
+    assert_close(
+        "value",
+        &range[0],
+        &loss(REWRITE).call1(&args),
+        1e-12,
+        1e-12,
+    );
+    for (k, (a, b)) in range.iter().zip(&rewrite).enumerate() {
+        assert_close(&format!("entry {k} range vs rewrite"), a, b, 1e-10, 1e-12);
+    }
+    let fd = fd_gradient(&loss(REWRITE), &args, 3, EPS);
+    assert_values_close(
+        "d/dx vs finite differences",
+        &values(&range[3]),
+        &fd,
+        1e-6,
+        1e-7,
+    );
+}
+
+/// A batched (non-scalar) function: per-sample `tanh(x W) * |x|²`, stacked at axis `out`.
+fn batched_map(method: VmapMethod, out: isize) -> Func {
+    let body = |w: &Tensor, x: &Tensor| x.matmul(w).tanh() * x.square().sum_all();
+    vmap_with(body, [None, Some(1)], out, method)
+}
+
+#[test]
+fn vjp_of_a_batched_function_matches_the_dot_product_test_and_the_rewrite_method() {
+    let primals = [randf64(&[3, 2], 11), randf64(&[3, 4], 12)];
+    for out in [0, 1] {
+        let (outputs, pullback) = vjp(batched_map(RANGE, out), &primals);
+        let (ref_outputs, ref_pullback) = vjp(batched_map(REWRITE, out), &primals);
+        assert_close("outputs", &outputs[0], &ref_outputs[0], 1e-12, 1e-12);
+        let u = random_like(&outputs, 13);
+        let (cts, ref_cts) = (pullback.call(&u), ref_pullback.call(&u));
+        for (k, (c, r)) in cts.iter().zip(&ref_cts).enumerate() {
+            assert_close(
+                &format!("cotangent {k}, out_axes {out}"),
+                c,
+                r,
+                1e-10,
+                1e-12,
+            );
+        }
+        // <vjp(u), v> == <u, jvp(v)>
+        let v = random_like(&primals, 14);
+        let (_, tangents) = jvp(batched_map(RANGE, out), &primals, &v);
+        let (lhs, rhs) = (inner(&cts, &v), inner(&u, &tangents));
+        assert!(
+            (lhs - rhs).abs() < 1e-9 * (1.0 + rhs.abs()),
+            "{lhs} != {rhs}"
+        );
+    }
+}
+
+/// Panics unless `jac(f)` is the same for `f` built with both methods and matches the
+/// Jacobian by finite differences, column by column.
+#[track_caller]
+fn assert_jacobians_agree(
+    what: &str,
+    jac: fn(Func, usize) -> Func,
+    f: impl Fn(VmapMethod) -> Func,
+    args: &[Tensor],
+    argnum: usize,
+) {
+    let range = jac(f(RANGE), argnum).call1(args);
+    let rewrite = jac(f(REWRITE), argnum).call1(args);
+    assert_close(
+        &format!("{what}: range vs rewrite"),
+        &range,
+        &rewrite,
+        1e-9,
+        1e-12,
+    );
+    let x = &args[argnum];
+    let reference = f(REWRITE);
+    let out_numel = reference.call1(args).numel();
+    let columns: Vec<Vec<f64>> = (0..x.numel())
+        .map(|k| {
+            let mut e = vec![0.0; x.numel()];
+            e[k] = 1.0;
+            let tangents: Vec<Tensor> = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    if i == argnum {
+                        host_tensor(&e, &a.shape(), a.dtype())
+                    } else {
+                        a.zeros_like()
+                    }
+                })
+                .collect();
+            fd_directional(&reference, args, &tangents, EPS).remove(0)
+        })
+        .collect();
+    let fd: Vec<f64> = (0..out_numel)
+        .flat_map(|o| columns.iter().map(move |c| c[o]).collect::<Vec<_>>())
+        .collect();
+    assert_values_close(
+        &format!("{what}: range vs fd"),
+        &values(&range),
+        &fd,
+        1e-6,
+        1e-7,
+    );
+}
+
+fn jacrev_f(f: Func, argnum: usize) -> Func {
+    jacrev(f, argnum)
+}
+
+fn jacfwd_f(f: Func, argnum: usize) -> Func {
+    jacfwd(f, argnum)
+}
+
+#[test]
+fn jacrev_and_jacfwd_of_a_batched_function() {
+    let args = [randf64(&[3, 2], 15), randf64(&[3, 4], 16)];
     for argnum in [0, 1] {
-        let by = |m| values(&grad(summed_loss(m), argnum).call1(&args));
-        let fd = fd_gradient(&summed_loss(VmapMethod::Rewrite), &args, argnum, EPS);
-        assert_values_close("range vs fd", &by(VmapMethod::Range), &fd, 1e-6, 1e-7);
-        assert_values_close("rewrite vs fd", &by(VmapMethod::Rewrite), &fd, 1e-6, 1e-7);
+        let f = |m| batched_map(m, 0);
+        assert_jacobians_agree("jacrev", jacrev_f, f, &args, argnum);
+        assert_jacobians_agree("jacfwd", jacfwd_f, f, &args, argnum);
+    }
+}
+
+#[test]
+fn hessian_of_a_loss_with_a_range_vmap_inside() {
+    // Hessian = jacfwd(jacrev): the rewrite vmap and jvp both run over the backward graph of
+    // the scopes.
+    let loss = |method| {
+        let body = |w: &Tensor, x: &Tensor| (x * w).tanh().sum_all().square();
+        let batched = vmap_with(body, [None, Some(0)], 0, method);
+        Func::new(Some(2), move |args: &[Tensor]| {
+            vec![batched.call1(args).sum_all()]
+        })
+    };
+    let args = [randf64(&[3], 17), randf64(&[4, 3], 18)];
+    let gradient = |m| grad(loss(m), 0);
+    for argnum in [0, 1] {
+        let h = |m| hessian(loss(m), argnum).call1(&args);
+        let (range, rewrite) = (h(RANGE), h(REWRITE));
+        assert_close(
+            &format!("hessian {argnum}: range vs rewrite"),
+            &range,
+            &rewrite,
+            1e-9,
+            1e-12,
+        );
+    }
+    // d/dw of the gradient, by finite differences of the gradient.
+    let range = hessian(loss(RANGE), 0).call1(&args);
+    let fd: Vec<f64> = (0..3)
+        .flat_map(|k| {
+            let mut e = vec![0.0; 3];
+            e[k] = 1.0;
+            let tangents = [host_tensor(&e, &[3], args[0].dtype()), args[1].zeros_like()];
+            fd_directional(&gradient(REWRITE), &args, &tangents, 1e-5).remove(0)
+        })
+        .collect();
+    // fd gives column k = d grad / d w_k; the Hessian is symmetric.
+    assert_values_close("hessian vs fd of grad", &values(&range), &fd, 1e-5, 1e-6);
+}
+
+#[test]
+fn per_sample_gradients_by_either_method_over_either_method() {
+    // vmap(grad(loss)) with the loss itself containing no vmap, and grad inside a range scope:
+    // the range is open around the differentiated function and must not be summed over.
+    let per_sample = |w: &Tensor, x: &Tensor| (x.matmul(w).tanh() - 0.25).square().sum_all();
+    let args = [randf64(&[3, 2], 19), randf64(&[5, 3], 20)];
+    let expected = loop_stack(5, |i| {
+        grad(per_sample, 0).call1(&[args[0].clone(), sample(&args[1], 0, i)])
+    });
+    for method in [RANGE, REWRITE] {
+        let g = vmap_with(grad(per_sample, 0), [None, Some(0)], 0, method).call1(&args);
+        assert_close(
+            &format!("per-sample grads by {method:?}"),
+            &g,
+            &expected,
+            1e-10,
+            1e-12,
+        );
+    }
+}
+
+#[test]
+fn vmapped_pullback_with_the_cotangent_mapped_by_range() {
+    // The cotangent enters the pullback from an enclosing range scope: every cotangent varies
+    // with that range, which the backward pass must leave open.
+    let f = |m| batched_map(m, 0);
+    let primals = [randf64(&[3, 2], 21), randf64(&[3, 4], 22)];
+    let (outputs, pullback) = vjp(f(RANGE), &primals);
+    let cts = randf64(&[[2].as_slice(), &outputs[0].shape()].concat(), 23);
+    let expected = loop_stack(2, |i| pullback.call(&[sample(&cts, 0, i)])[0].clone());
+    for method in [RANGE, REWRITE] {
+        let batched = vmap_with(pullback.clone(), 0, 0, method).call(&[cts.clone()]);
+        assert_close(
+            &format!("vmapped pullback by {method:?}"),
+            &batched[0],
+            &expected,
+            1e-10,
+            1e-12,
+        );
+    }
+}
+
+/// `f` vmapped over axis 0 of every argument, once per method of `methods` (outermost
+/// first), compared with the nested loop over the samples.
+#[track_caller]
+fn assert_nested_matches_loop<M>(f: impl IntoFunc<M>, methods: &[VmapMethod], args: &[Tensor]) {
+    let f: Func = f.into_func();
+    let nargs = args.len();
+    let batched = methods
+        .iter()
+        .rev()
+        .fold(f.clone(), |g, &m| vmap_with(g, vec![Some(0); nargs], 0, m));
+    let levels = vec![vec![Some(0); nargs]; methods.len()];
+    let expected = nested_loop(&f, &levels, args);
+    let got = batched.call(args);
+    assert_close(&format!("{methods:?}"), &got[0], &expected[0], 1e-12, 1e-12);
+}
+
+#[test]
+fn rewrite_vmaps_of_range_vmaps_and_back_match_loops() {
+    let f = |x: &Tensor, y: &Tensor| x.matmul(y).relu().sum(0, false) + x.max(1, false).sum_all();
+    let args = |batch: &[usize]| {
+        let x = randf64(&[batch, &[2, 4]].concat(), 24);
+        let y = randf64(&[batch, &[4, 2]].concat(), 25);
+        [x, y]
+    };
+    for methods in [[REWRITE, RANGE], [RANGE, REWRITE]] {
+        assert_nested_matches_loop(f, &methods, &args(&[2, 3]));
+    }
+    for methods in [
+        [REWRITE, RANGE, REWRITE],
+        [RANGE, REWRITE, RANGE],
+        [REWRITE, REWRITE, RANGE],
+        [RANGE, RANGE, REWRITE],
+    ] {
+        assert_nested_matches_loop(f, &methods, &args(&[2, 3, 2]));
+    }
+}
+
+#[test]
+fn grad_of_mixed_nested_vmaps() {
+    // A rewrite vmap around a range vmap and the other way round, under grad.
+    let loss = |outer: VmapMethod, inner: VmapMethod| {
+        let body = vmap_with(
+            |w: &Tensor, v: &Tensor| (v.matmul(w)).sin().sum_all(),
+            [None, Some(0)],
+            0,
+            inner,
+        );
+        let batched = vmap_with(body, [None, Some(0)], 0, outer);
+        Func::new(Some(2), move |args: &[Tensor]| {
+            vec![batched.call1(args).square().sum_all()]
+        })
+    };
+    let args = [randf64(&[3, 2], 26), randf64(&[2, 4, 3], 27)];
+    for argnum in [0, 1] {
+        let fd = fd_gradient(&loss(REWRITE, REWRITE), &args, argnum, EPS);
+        for (outer, inner) in [(REWRITE, RANGE), (RANGE, REWRITE), (RANGE, RANGE)] {
+            let g = grad(loss(outer, inner), argnum).call1(&args);
+            let what = format!("d/d arg {argnum}, {outer:?} of {inner:?}");
+            assert_values_close(&what, &values(&g), &fd, 1e-6, 1e-7);
+        }
     }
 }
