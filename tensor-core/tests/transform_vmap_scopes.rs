@@ -344,7 +344,7 @@ fn vmapped_pullback_with_the_cotangent_mapped_by_range() {
     let cts = randf64(&[[2].as_slice(), &outputs[0].shape()].concat(), 23);
     let expected = loop_stack(2, |i| pullback.call(&[sample(&cts, 0, i)])[0].clone());
     for method in [RANGE, REWRITE] {
-        let batched = vmap_with(pullback.clone(), 0, 0, method).call(&[cts.clone()]);
+        let batched = vmap_with(pullback.clone(), 0, 0, method).call(std::slice::from_ref(&cts));
         assert_close(
             &format!("vmapped pullback by {method:?}"),
             &batched[0],
