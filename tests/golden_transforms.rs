@@ -158,6 +158,11 @@ fn every_golden_case_matches_jax_with_vmap_by_range() {
     check_all_cases(VmapMethod::Range);
 }
 
+#[test]
+fn every_golden_case_matches_jax_with_vmap_by_pad_reduce() {
+    check_all_cases(VmapMethod::PadReduce);
+}
+
 fn check_all_cases(method: VmapMethod) {
     METHOD.set(method);
     golden::check_all_cases(&format!("(vmap by {method:?})"), run_case);

@@ -34,8 +34,8 @@ fn sample(x: &Tensor, i: usize) -> Tensor {
     x.slice(0, i as isize, i as isize + 1).squeeze(0)
 }
 
-/// `f` vmapped over axis 0 of every argument by both methods, and looped over the samples:
-/// all three agree.
+/// `f` vmapped over axis 0 of every argument by every method, and looped over the samples:
+/// all agree.
 fn assert_range_matches<M>(name: &str, f: impl IntoFunc<M>, shapes: &[&[usize]]) {
     let f: Func = f.into_func();
     let args: Vec<Tensor> = shapes
@@ -43,23 +43,32 @@ fn assert_range_matches<M>(name: &str, f: impl IntoFunc<M>, shapes: &[&[usize]])
         .enumerate()
         .map(|(k, s)| data(&[&[BATCH], *s].concat(), k))
         .collect();
-    let by_range = vmap_with(f.clone(), 0, 0, VmapMethod::Range).call1(&args);
-    let by_rewrite = vmap_with(f.clone(), 0, 0, VmapMethod::Rewrite).call1(&args);
     let looped: Vec<Tensor> = (0..BATCH)
         .map(|i| f.call1(&args.iter().map(|a| sample(a, i)).collect::<Vec<_>>()))
         .collect();
     let looped = Tensor::stack(&looped, 0);
-    assert_eq!(by_range.shape(), looped.shape(), "{name}: shape");
-    let (range, rewrite, looped) = (values(&by_range), values(&by_rewrite), values(&looped));
-    assert!(
-        close(&range, &looped),
-        "{name}: range {range:?} != loop {looped:?}"
-    );
-    assert!(
-        close(&rewrite, &looped),
-        "{name}: rewrite {rewrite:?} != loop {looped:?}"
-    );
+    let expected = values(&looped);
+    for method in METHODS {
+        let batched = vmap_with(f.clone(), 0, 0, method).call1(&args);
+        assert_eq!(
+            batched.shape(),
+            looped.shape(),
+            "{name} by {method:?}: shape"
+        );
+        let got = values(&batched);
+        assert!(
+            close(&got, &expected),
+            "{name}: by {method:?} {got:?} != loop {expected:?}"
+        );
+    }
 }
+
+/// Every vmap method.
+const METHODS: [VmapMethod; 3] = [
+    VmapMethod::Rewrite,
+    VmapMethod::Range,
+    VmapMethod::PadReduce,
+];
 
 #[test]
 fn basic_operations_match() {
@@ -348,17 +357,17 @@ fn y_shape_for(depth: usize) -> Vec<usize> {
 }
 
 #[test]
-fn nesting_to_depth_five_works_with_both_methods() {
+fn nesting_to_depth_five_works_with_every_method() {
     for depth in 1..=5 {
-        let (range, rewrite) = (
-            nested(depth, VmapMethod::Range),
-            nested(depth, VmapMethod::Rewrite),
-        );
-        assert_eq!(range.len(), 1 << depth);
-        assert!(
-            close(&range, &rewrite),
-            "depth {depth}: {range:?} != {rewrite:?}"
-        );
+        let rewrite = nested(depth, VmapMethod::Rewrite);
+        assert_eq!(rewrite.len(), 1 << depth);
+        for method in [VmapMethod::Range, VmapMethod::PadReduce] {
+            let got = nested(depth, method);
+            assert!(
+                close(&got, &rewrite),
+                "depth {depth} by {method:?}: {got:?} != {rewrite:?}"
+            );
+        }
     }
 }
 
@@ -371,9 +380,7 @@ fn jvp_sees_through_the_vmap_scope() {
         let f = vmap_with(per_sample, 0, 0, method);
         values(&jvp(f, std::slice::from_ref(&x), std::slice::from_ref(&t)).1[0])
     };
-    let (by_range, by_rewrite) = (tangent(VmapMethod::Range), tangent(VmapMethod::Rewrite));
-    assert!(
-        close(&by_range, &by_rewrite),
-        "{by_range:?} != {by_rewrite:?}"
-    );
+    let by_rewrite = tangent(VmapMethod::Rewrite);
+    let got = tangent(VmapMethod::Range);
+    assert!(close(&got, &by_rewrite), "{got:?} != {by_rewrite:?}");
 }

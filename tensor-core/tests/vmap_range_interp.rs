@@ -1,5 +1,5 @@
-//! The range method of vmap (Vmapin/Vmapout) gives the same values as the rewrite method,
-//! as the reference interpreter evaluates them.
+//! The range (Vmapin/Vmapout) and pad+reduce methods of vmap give the same values as the
+//! rewrite method, as the reference interpreter evaluates them.
 
 use tensor_core::Tensor;
 use tensor_core::interp::evaluate;
@@ -19,8 +19,15 @@ fn assert_methods_agree<M>(f: impl IntoFunc<M>, in_axes: impl Into<InAxes>, args
     let f: Func = f.into_func();
     let in_axes = in_axes.into();
     let by_rewrite = vmap_with(f.clone(), in_axes.clone(), 0, VmapMethod::Rewrite).call(args);
-    let by_range = vmap_with(f, in_axes, 0, VmapMethod::Range).call(args);
-    for (a, b) in by_rewrite.iter().zip(&by_range) {
+    for method in [VmapMethod::Range, VmapMethod::PadReduce] {
+        let batched = vmap_with(f.clone(), in_axes.clone(), 0, method).call(args);
+        assert_close(&by_rewrite, &batched);
+    }
+}
+
+fn assert_close(by_rewrite: &[Tensor], batched: &[Tensor]) {
+    assert_eq!(by_rewrite.len(), batched.len());
+    for (a, b) in by_rewrite.iter().zip(batched) {
         assert_eq!(a.shape(), b.shape());
         let (a, b) = (
             evaluate(&a.uop()).to_f64_vec(),
@@ -70,5 +77,14 @@ fn nested_range_vmaps_agree_with_nested_rewrites() {
         let out = outer.call(&[input(&[3, 4, 5], 4), input(&[4, 5], 5)]);
         evaluate(&out[0].uop()).to_f64_vec()
     };
-    assert_eq!(nested(VmapMethod::Range), nested(VmapMethod::Rewrite));
+    let by_rewrite = nested(VmapMethod::Rewrite);
+    assert_eq!(nested(VmapMethod::Range), by_rewrite);
+    let by_pad_reduce = nested(VmapMethod::PadReduce);
+    assert!(
+        by_pad_reduce
+            .iter()
+            .zip(&by_rewrite)
+            .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs())),
+        "{by_pad_reduce:?} != {by_rewrite:?}"
+    );
 }

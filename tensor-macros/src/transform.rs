@@ -151,8 +151,9 @@ pub fn vmap(tokens: TokenStream) -> syn::Result<TokenStream> {
     Ok(block(&target, checks, call))
 }
 
-/// `method = rewrite` (the batch is a graph dimension) or `method = range` (a loop in the
-/// kernels), as the variant of `VmapMethod` it names.
+/// `method = rewrite` (the batch is a graph dimension), `method = range` (a loop in the
+/// kernels, through vmap scopes) or `method = pad_reduce` (a loop in the kernels, through
+/// sliding windows summed over the range), as the variant of `VmapMethod` it names.
 fn vmap_method(expr: &Expr) -> syn::Result<TokenStream> {
     let name = match expr {
         Expr::Path(path) => path.path.get_ident().map(|i| i.to_string()),
@@ -161,10 +162,12 @@ fn vmap_method(expr: &Expr) -> syn::Result<TokenStream> {
     match name.as_deref() {
         Some("rewrite") => Ok(quote!(Rewrite)),
         Some("range") => Ok(quote!(Range)),
+        Some("pad_reduce") => Ok(quote!(PadReduce)),
         _ => Err(Error::new_spanned(
             expr,
-            "vmap!: method must be `rewrite` (the batch becomes a graph dimension) or `range` \
-             (the batch becomes a loop inside the kernels); write e.g. `method = range`",
+            "vmap!: method must be `rewrite` (the batch becomes a graph dimension), `range` \
+             (the batch becomes a loop inside the kernels) or `pad_reduce` (a loop built from \
+             sliding windows summed over it); write e.g. `method = range`",
         )),
     }
 }

@@ -308,6 +308,7 @@ impl Interpreter {
                 Arg::Axes(axes) => movement::replicated(&self.array(&src[0]), axes),
                 arg => panic!("interp Replicated: arg {arg:?} is not a list of axes"),
             },
+            Op::Reduce if src.len() > 1 => self.reduce_over(node),
             Op::Reduce => match node.arg() {
                 Arg::Reduce(op, axes) => arith::reduce(&self.array(&src[0]), *op, axes),
                 arg => panic!("interp Reduce: arg {arg:?} is not (op, axes)"),
@@ -391,7 +392,9 @@ impl Interpreter {
 
     fn range_value(&mut self, node: &UOp) -> HostArray {
         let Some(&value) = self.bindings.get(node) else {
-            panic!("interp: {node:?} is not bound: only a Vmapout binds a Range");
+            panic!(
+                "interp: {node:?} is not bound: only a Vmapout or a Reduce over it binds a Range"
+            );
         };
         HostArray::scalar(value, DType::Index)
     }
@@ -426,17 +429,58 @@ impl Interpreter {
             .map(|(a, _)| a)
             .collect();
         let batch_shape: Vec<usize> = bounds.iter().flatten().copied().collect();
+        let slices = self.for_each_binding(&ranges, &batch_shape, inner);
+        let inner_shape = match slices.first() {
+            Some(s) => s.shape.clone(),
+            None => inner.shape_vec(),
+        };
+        assemble_vmapout(node.dtype(), &bounds, &batch_shape, &inner_shape, &slices)
+    }
+
+    /// `Reduce(x, ranges...)`: `x` evaluated at every value of the ranges, combined with the
+    /// reduce op as a reduction over a leading axis of those values.
+    fn reduce_over(&mut self, node: &UOp) -> HostArray {
+        let Arg::Reduce(op, _) = node.arg() else {
+            panic!("interp Reduce: arg {:?} is not (op, axes)", node.arg());
+        };
+        let (inner, ranges) = (&node.src()[0], &node.src()[1..]);
+        let bounds: Vec<usize> = ranges
+            .iter()
+            .map(|r| {
+                scope_varg(r, "Reduce").expect("interp Reduce: operands after the first are Ranges")
+            })
+            .collect();
+        let refs: Vec<&UOp> = ranges.iter().collect();
+        let slices = self.for_each_binding(&refs, &bounds, inner);
+        let values: Vec<&HostArray> = slices.iter().map(|s| s.as_ref()).collect();
+        let shape = inner.shape_vec();
+        if values.is_empty() {
+            let identity = arith::identity(*op, node.dtype());
+            return HostArray::new(node.dtype(), &shape, vec![identity; shape.iter().product()]);
+        }
+        let reduced = arith::reduce(&movement::stack(&values), *op, &[0]);
+        movement::reshape(&reduced, &shape)
+    }
+
+    /// `inner` at every value of `ranges` (row-major over `bounds`), each evaluated with the
+    /// ranges bound to that value; the previous bindings are restored afterwards.
+    fn for_each_binding(
+        &mut self,
+        ranges: &[&UOp],
+        bounds: &[usize],
+        inner: &UOp,
+    ) -> Vec<Rc<HostArray>> {
         let shadowed: Vec<Option<usize>> = ranges
             .iter()
             .map(|r| self.bindings.get(*r).copied())
             .collect();
         let mut slices = Vec::new();
-        for_each_index(&batch_shape, |values| {
+        for_each_index(bounds, |values| {
             for (r, &v) in ranges.iter().zip(values) {
                 self.bindings.insert((*r).clone(), v);
             }
             slices.push(self.array(inner));
-            self.forget_values_depending_on(&ranges);
+            self.forget_values_depending_on(ranges);
         });
         for (r, old) in ranges.iter().zip(shadowed) {
             match old {
@@ -444,11 +488,7 @@ impl Interpreter {
                 None => self.bindings.remove(*r),
             };
         }
-        let inner_shape = match slices.first() {
-            Some(s) => s.shape.clone(),
-            None => inner.shape_vec(),
-        };
-        assemble_vmapout(node.dtype(), &bounds, &batch_shape, &inner_shape, &slices)
+        slices
     }
 
     /// `After(buf, deps...)`: the value of `buf` once its deps have run. A `Store` of a value
@@ -499,6 +539,7 @@ impl Interpreter {
 fn evaluated_operands(node: &UOp) -> &[UOp] {
     match node.op() {
         Op::Vmapout | Op::After => &[],
+        Op::Reduce if node.src().len() > 1 => &[],
         Op::Vmapin => &node.src()[..1],
         Op::Function | Op::Call => &node.src()[1..],
         _ => node.src(),

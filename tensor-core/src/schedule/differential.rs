@@ -306,3 +306,63 @@ fn empty_axes_schedule_to_empty_loops() {
         &[y.softmax(-1).add(x.sum(0, true).expand(&[2, 3]))],
     );
 }
+
+// ---- windows sliding with a range, reductions over ranges (vmap by pad+reduce) ----
+
+#[test]
+fn a_reduce_over_a_range_of_a_sliding_window_is_one_kernel() {
+    let x = data(&[5, 4], 18);
+    let r = batch_range(3, 0);
+    // Σ_r x[r : r + 2] * (r + 1): a window that slides down the rows, weighted by the range.
+    let window = x.shrink_at(0, &r, 2);
+    let weight = Tensor::from_uop(UOp::alu(
+        crate::uop::Op::Add,
+        vec![r.clone(), UOp::index(1)],
+    ))
+    .cast(DType::F32);
+    let out = window
+        .mul(&weight)
+        .sum_over_ranges(std::slice::from_ref(&r));
+    assert_eq!(check("sliding window sum", &[out]), 1);
+}
+
+#[test]
+fn pad_at_a_sliding_offset_stacks_the_samples() {
+    let x = data(&[3, 4], 19);
+    let r = batch_range(3, 0);
+    let sample = x.shrink_at(0, &r, 1).mul(2.0).exp();
+    let stacked = sample
+        .pad_at(0, &r, 3)
+        .sum_over_ranges(std::slice::from_ref(&r));
+    assert_eq!(check("pad+reduce stack", std::slice::from_ref(&stacked)), 1);
+    assert!(crate::interp::evaluate(&stacked.uop()).allclose(
+        &evaluate(&x.mul(2.0).exp().uop()),
+        1e-6,
+        1e-6
+    ));
+}
+
+#[test]
+fn an_intermediate_realized_under_a_sliding_range_gets_a_batched_buffer() {
+    let x = data(&[3, 4], 20);
+    let r = batch_range(3, 0);
+    let mid = x.shrink_at(0, &r, 1).reshape(&[4]).add(1.0).contiguous();
+    let body = mid.mul(mid.flip(0)).reshape(&[1, 4]);
+    let out = body
+        .pad_at(0, &r, 3)
+        .sum_over_ranges(std::slice::from_ref(&r));
+    let schedule = create_schedule(&[out.uop()]);
+    assert_eq!(schedule.items.len(), 2);
+    let intermediate = &schedule.items[0].buffers[0];
+    assert_eq!(intermediate.shape(), Some(&[12][..]), "3 samples of 4");
+    check("pad+reduce intermediate", &[out]);
+}
+
+#[test]
+fn a_max_over_a_range_matches_the_interpreter() {
+    let x = data(&[4, 3], 21);
+    let r = batch_range(4, 0);
+    let row = x.shrink_at(0, &r, 1);
+    let out = row.reduce_over_ranges(crate::uop::ReduceOp::Max, std::slice::from_ref(&r));
+    check("max over range", &[out]);
+}

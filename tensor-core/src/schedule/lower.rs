@@ -27,7 +27,7 @@ use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
 use super::realize::{CostModel, worth_realizing};
 use super::simplify::simplify_kernel;
 use crate::uop::scope::free_ranges;
-use crate::uop::shape::operand_values;
+use crate::uop::shape::operand_exprs;
 use crate::uop::{Arg, AxisType, DType, Device, Op, UOp};
 use std::collections::{HashMap, HashSet};
 
@@ -188,11 +188,6 @@ fn broadcast_index(idx: &[UOp], out: &[usize], src: &[usize]) -> Vec<UOp> {
         .collect()
 }
 
-fn shape_operand(u: &UOp, i: usize) -> Vec<usize> {
-    operand_values(u.s(i))
-        .unwrap_or_else(|| panic!("schedule: {} has a non-constant shape operand", u.op()))
-}
-
 struct KernelBuilder<'a> {
     ctx: &'a mut IndexingContext,
     kernel: usize,
@@ -256,7 +251,15 @@ impl KernelBuilder<'_> {
             shape.extend(x.shape_vec());
             return self.load(&buffer, flatten(&full_idx, &shape), gate);
         }
-        let key = (x.clone(), idx.to_vec(), gate.clone());
+        // A node that varies with ranges is a different value under each binding of them.
+        let mut key_idx: Vec<UOp> = self
+            .ctx
+            .ambient_of(x)
+            .iter()
+            .map(|r| self.bound(r))
+            .collect();
+        key_idx.extend(idx.iter().cloned());
+        let key = (x.clone(), key_idx, gate.clone());
         if let Some(v) = self.memo.get(&key) {
             return v.clone();
         }
@@ -290,13 +293,10 @@ impl KernelBuilder<'_> {
             }
             Op::Permute => self.lower_permute(x, idx, gate),
             Op::Flip => self.lower_flip(x, idx, gate),
+            Op::Range => self.bound(x),
             Op::Shrink => {
-                let begins = shape_operand(x, 1);
-                let src_idx: Vec<UOp> = idx
-                    .iter()
-                    .zip(&begins)
-                    .map(|(i, &b)| add(i, &int(b as i64)))
-                    .collect();
+                let begins = self.window_operand(x, 1);
+                let src_idx: Vec<UOp> = idx.iter().zip(&begins).map(|(i, b)| add(i, b)).collect();
                 self.lower(x.s(0), &src_idx, gate)
             }
             Op::Pad => self.lower_pad(x, idx, gate),
@@ -341,30 +341,43 @@ impl KernelBuilder<'_> {
     fn bound(&self, r: &UOp) -> UOp {
         match self.bindings.get(r) {
             Some(i) => i.clone(),
-            None => panic!("schedule: a Vmapin range is used outside its Vmapout"),
+            None => panic!(
+                "schedule: a Range is used outside the Vmapout or Reduce that closes it \
+                 (range bound {})",
+                range_size(r)
+            ),
         }
     }
 
-    /// `Vmapout(x, vargs)[i]`: bind each `Range` varg to its axis of `i`, ask `x` for the rest.
-    fn lower_vmapout(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
-        let mut inner_idx = Vec::new();
-        let mut bound = Vec::new();
-        for (a, i) in x.src()[1..].iter().zip(idx) {
-            if a.op() == Op::Range {
-                let previous = self.bindings.insert(a.clone(), i.clone());
-                bound.push((a.clone(), previous));
-            } else {
-                inner_idx.push(i.clone());
-            }
-        }
-        let v = self.lower(x.s(0), &inner_idx, gate);
-        for (r, previous) in bound {
-            match previous {
+    /// `f` lowered with each range of `pairs` bound to its index expression; the previous
+    /// bindings are restored afterwards.
+    fn with_bindings(&mut self, pairs: Vec<(UOp, UOp)>, f: impl FnOnce(&mut Self) -> UOp) -> UOp {
+        let previous: Vec<(UOp, Option<UOp>)> = pairs
+            .into_iter()
+            .map(|(r, i)| (r.clone(), self.bindings.insert(r, i)))
+            .collect();
+        let v = f(self);
+        for (r, p) in previous {
+            match p {
                 Some(p) => self.bindings.insert(r, p),
                 None => self.bindings.remove(&r),
             };
         }
         v
+    }
+
+    /// `Vmapout(x, vargs)[i]`: bind each `Range` varg to its axis of `i`, ask `x` for the rest.
+    fn lower_vmapout(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        let mut inner_idx = Vec::new();
+        let mut pairs = Vec::new();
+        for (a, i) in x.src()[1..].iter().zip(idx) {
+            if a.op() == Op::Range {
+                pairs.push((a.clone(), i.clone()));
+            } else {
+                inner_idx.push(i.clone());
+            }
+        }
+        self.with_bindings(pairs, |b| b.lower(x.s(0), &inner_idx, gate))
     }
 
     fn lower_buffer_view(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
@@ -433,22 +446,30 @@ impl KernelBuilder<'_> {
     }
 
     fn lower_pad(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
-        let (begins, ends) = (shape_operand(x, 1), shape_operand(x, 2));
+        let (begins, ends) = (self.window_operand(x, 1), self.window_operand(x, 2));
         let src_shape = x.s(0).shape_vec();
         let mut valid = None;
         let mut src_idx = Vec::with_capacity(idx.len());
         for (k, i) in idx.iter().enumerate() {
-            let (b, n) = (begins[k] as i64, src_shape[k] as i64);
-            src_idx.push(add(i, &int(-b)));
-            if b > 0 {
-                valid = and(valid, Some(less(&int(b - 1), i)));
+            let (b, n) = (&begins[k], int(src_shape[k] as i64));
+            src_idx.push(add(i, &mul(b, &int(-1))));
+            if b.vmax().as_i64() > 0 {
+                valid = and(valid, Some(less(&add(b, &int(-1)), i)));
             }
-            if ends[k] > 0 {
-                valid = and(valid, Some(less(i, &int(b + n))));
+            if ends[k].vmax().as_i64() > 0 {
+                valid = and(valid, Some(less(i, &add(b, &n))));
             }
         }
         let v = self.lower(x.s(0), &src_idx, and(gate, valid.clone()));
         gated_value(valid, v)
+    }
+
+    /// The begins (`i = 1`) or ends (`i = 2`) of a `Pad`/`Shrink` as index expressions of this
+    /// kernel (an entry that slides with a range reads what the range is bound to).
+    fn window_operand(&mut self, x: &UOp, i: usize) -> Vec<UOp> {
+        let exprs = operand_exprs(x.s(i))
+            .unwrap_or_else(|| panic!("schedule: {} has a malformed window operand", x.op()));
+        exprs.iter().map(|e| self.lower(e, &[], None)).collect()
     }
 
     fn lower_stack(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
@@ -513,9 +534,18 @@ impl KernelBuilder<'_> {
             }
             src_idx[a] = r;
         }
+        // A reduce over ranges (`reduce_over`) binds each to a fresh reduce loop.
+        let mut pairs = Vec::new();
+        for r in &x.src()[1..] {
+            let fresh = self.new_range(range_size(r), AxisType::Reduce);
+            if fresh.op() == Op::Range {
+                ranges.push(fresh.clone());
+            }
+            pairs.push((r.clone(), fresh));
+        }
         let depth = self.enclosing.len();
         self.enclosing.extend(ranges.iter().cloned());
-        let v = self.lower(x.s(0), &src_idx, gate);
+        let v = self.with_bindings(pairs, |b| b.lower(x.s(0), &src_idx, gate));
         self.enclosing.truncate(depth);
         if ranges.is_empty() {
             return v;

@@ -51,9 +51,11 @@ impl CostModel {
                 (Op::Buffer | Op::BufferView | Op::Const | Op::Vconst, _) => 1,
                 (Op::Reduce, Arg::Reduce(_, axes)) => {
                     let shape = u.s(0).shape().unwrap_or(&[]);
+                    let over_ranges = u.src()[1..].iter().map(|r| r.vmax().as_i64() as u64 + 1);
                     let n: u64 = axes
                         .iter()
                         .map(|&a| shape.get(a).copied().unwrap_or(1) as u64)
+                        .chain(over_ranges)
                         .product();
                     n.saturating_mul(self.cost(u.s(0), is_realized))
                         .saturating_add(1)
@@ -84,7 +86,7 @@ pub fn worth_realizing(cost: u64, redundancy: u64, requests: u64) -> bool {
 pub fn data_sources(u: &UOp) -> &[UOp] {
     match u.op() {
         Op::Reshape | Op::Expand | Op::Pad | Op::Shrink => &u.src()[..1],
-        Op::Vmapin | Op::Vmapout => &u.src()[..1],
+        Op::Vmapin | Op::Vmapout | Op::Reduce => &u.src()[..1],
         _ => u.src(),
     }
 }

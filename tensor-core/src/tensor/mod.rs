@@ -15,6 +15,7 @@ mod nn;
 mod operators;
 mod random;
 mod reduce;
+mod sliding;
 mod vmap_scope;
 
 pub use broadcast::{Dims, IntoAxes, Operand};

@@ -443,6 +443,13 @@ impl UOp {
         let src = vec![self.clone(), UOp::index_vec(begins), UOp::index_vec(ends)];
         UOp::new(Op::Shrink, self.dtype(), src, Arg::None)
     }
+    /// `Pad` (`op = Op::Pad`) or `Shrink` of `self` whose per-axis begins and ends are index
+    /// scalar expressions, which may vary with a `Range` (a window that slides with a loop).
+    pub fn window(&self, op: Op, begins: Vec<UOp>, ends: Vec<UOp>) -> UOp {
+        debug_assert!(matches!(op, Op::Pad | Op::Shrink));
+        let src = vec![self.clone(), UOp::stack(begins), UOp::stack(ends)];
+        UOp::new(op, self.dtype(), src, Arg::None)
+    }
     /// `Reduce(self)` with `op` over `axes` (kept as size 1).
     pub fn reduce(&self, op: ReduceOp, axes: &[usize]) -> UOp {
         let mut axes = axes.to_vec();

@@ -3,7 +3,8 @@
 //! `derive` never panics: a node whose operands do not fit its op has no shape, and
 //! `spec::check` says what is wrong with it.
 
-use super::{Arg, Op, Shape, UOp, tuple_body};
+use super::{Arg, DType, Op, Shape, UOp, tuple_body};
+use crate::symbolic::simplify;
 
 /// The values of a shape operand (an index `Vconst`, or an index `Const` for one axis).
 pub fn operand_values(u: &UOp) -> Option<Vec<usize>> {
@@ -15,6 +16,17 @@ pub fn operand_values(u: &UOp) -> Option<Vec<usize>> {
         (Op::Const, Arg::Const(v)) => usize::try_from(v.as_i64()).ok().map(|v| vec![v]),
         _ => None,
     }
+}
+
+/// The entries of a window operand (the begins or ends of a `Pad` or `Shrink`) as index
+/// expressions: the values of an index `Vconst` or `Const`, or the parts of a `Stack` of index
+/// scalars, which may vary with a `Range` (a window that slides with a loop).
+pub fn operand_exprs(u: &UOp) -> Option<Vec<UOp>> {
+    if let Some(values) = operand_values(u) {
+        return Some(values.into_iter().map(|v| UOp::index(v as i64)).collect());
+    }
+    let scalar_index = |p: &UOp| p.dtype() == DType::Index && p.shape() == Some(&[]);
+    (u.op() == Op::Stack && u.src().iter().all(scalar_index)).then(|| u.src().to_vec())
 }
 
 /// NumPy broadcasting: right-align, each axis equal or 1, take the larger.
@@ -63,32 +75,7 @@ pub fn derive(u: &UOp) -> Option<Shape> {
             Arg::Flags(f) if f.len() == src_shape(0)?.len() => src_shape(0),
             _ => None,
         },
-        Op::Pad => {
-            let s = src_shape(0)?;
-            let (b, e) = (
-                operand_values(u.src().get(1)?)?,
-                operand_values(u.src().get(2)?)?,
-            );
-            (b.len() == s.len() && e.len() == s.len()).then(|| {
-                s.iter()
-                    .zip(b.iter().zip(&e))
-                    .map(|(d, (b, e))| d + b + e)
-                    .collect()
-            })
-        }
-        Op::Shrink => {
-            let s = src_shape(0)?;
-            let (b, e) = (
-                operand_values(u.src().get(1)?)?,
-                operand_values(u.src().get(2)?)?,
-            );
-            let fits = b.len() == s.len()
-                && e.len() == s.len()
-                && s.iter()
-                    .zip(b.iter().zip(&e))
-                    .all(|(d, (b, e))| b <= e && e <= d);
-            fits.then(|| b.iter().zip(&e).map(|(b, e)| e - b).collect())
-        }
+        Op::Pad | Op::Shrink => window(u),
         Op::Index => index(u),
         Op::Stack => {
             let first = src_shape(0)?;
@@ -142,6 +129,60 @@ pub fn derive(u: &UOp) -> Option<Shape> {
         }
         _ => None,
     }
+}
+
+/// The shape of `Pad(x, b, e)` (each axis grows by `b + e`) or `Shrink(x, b, e)` (each axis
+/// keeps `[b, e)`). Entries that vary with a range must still give every value of the range
+/// the same size, and stay within the axis (`Shrink`) or be non-negative (`Pad`).
+fn window(u: &UOp) -> Option<Shape> {
+    let from = u.src().first()?.shape()?.to_vec();
+    let (Some(begins), Some(ends)) = (
+        operand_values(u.src().get(1)?),
+        operand_values(u.src().get(2)?),
+    ) else {
+        return sliding_window(u, &from);
+    };
+    if begins.len() != from.len() || ends.len() != from.len() {
+        return None;
+    }
+    let axes = from.iter().zip(begins.iter().zip(&ends));
+    if u.op() == Op::Pad {
+        return Some(axes.map(|(d, (b, e))| d + b + e).collect());
+    }
+    let fits = axes.clone().all(|(d, (b, e))| b <= e && e <= d);
+    fits.then(|| axes.map(|(_, (b, e))| e - b).collect())
+}
+
+/// `window` for entries that are index expressions (see [`operand_exprs`]).
+fn sliding_window(u: &UOp, from: &[usize]) -> Option<Shape> {
+    let begins = operand_exprs(u.src().get(1)?)?;
+    let ends = operand_exprs(u.src().get(2)?)?;
+    if begins.len() != from.len() || ends.len() != from.len() {
+        return None;
+    }
+    let non_negative = |x: &UOp| x.vmin().as_i64() >= 0;
+    from.iter()
+        .zip(begins.iter().zip(&ends))
+        .map(|(&d, (b, e))| match u.op() {
+            Op::Pad => {
+                let grows = constant_value(&UOp::alu(Op::Add, vec![b.clone(), e.clone()]))?;
+                (non_negative(b) && non_negative(e)).then_some(d + grows)
+            }
+            _ => {
+                let minus_b = UOp::alu(Op::Mul, vec![b.clone(), UOp::index(-1)]);
+                let size = constant_value(&UOp::alu(Op::Add, vec![e.clone(), minus_b]))?;
+                let inside = non_negative(b) && e.vmax().as_i64() <= d as i64;
+                inside.then_some(size)
+            }
+        })
+        .collect()
+}
+
+/// The non-negative value an index expression always has, if it simplifies to a constant.
+fn constant_value(x: &UOp) -> Option<usize> {
+    simplify(x)
+        .const_value()
+        .and_then(|v| usize::try_from(v.as_i64()).ok())
 }
 
 fn reshape(from: &[usize], to: &[usize]) -> Option<Shape> {

@@ -10,7 +10,7 @@
 //! `Program`) are "not part of the core specification" in tinyspec; only their dtype and the
 //! arg variant where they carry one are checked.
 
-use super::shape::{broadcast, operand_values};
+use super::shape::{broadcast, operand_exprs, operand_values};
 use super::{Arg, DType, Op, Scalar, UOp, tuple_body};
 use std::fmt;
 
@@ -326,6 +326,10 @@ fn expand(u: &UOp, from: &[usize]) -> Check {
 fn pad_or_shrink(u: &UOp, from: &[usize]) -> Check {
     src_count(u, &[3])?;
     no_arg(u)?;
+    let sliding = |i: usize| operand_values(u.s(i)).is_none() && operand_exprs(u.s(i)).is_some();
+    if sliding(1) || sliding(2) {
+        return sliding_window(u, from);
+    }
     let begins = shape_operand(u, 1, "begins")?;
     let ends = shape_operand(u, 2, "ends")?;
     require(
@@ -354,6 +358,32 @@ fn pad_or_shrink(u: &UOp, from: &[usize]) -> Check {
         ),
         None => Ok(()),
     }
+}
+
+/// A `Pad`/`Shrink` whose begins or ends vary with a range (`shape::operand_exprs`): one entry
+/// per axis, and a window of the same size for every value of the range inside the axis.
+fn sliding_window(u: &UOp, from: &[usize]) -> Check {
+    let entries = |i: usize| operand_exprs(u.s(i)).map_or(0, |e| e.len());
+    require(
+        u,
+        entries(1) == from.len() && entries(2) == from.len(),
+        || {
+            format!(
+                "{} begins and {} ends for the {} axes of {from:?}",
+                entries(1),
+                entries(2),
+                from.len()
+            )
+        },
+    )?;
+    require(u, u.shape().is_some(), || {
+        let what = if u.op() == Op::Pad {
+            "padding is negative or its total varies with the range"
+        } else {
+            "window leaves the axis or its size varies with the range"
+        };
+        format!("the {what} (input {from:?})")
+    })
 }
 
 /// True for the kernel-level memory a flat `Index` addresses (a buffer argument or a register).

@@ -4,6 +4,7 @@
 //! samples is ever built: the scheduler sees one graph with one more dimension.
 
 pub mod axes;
+pub mod pad_reduce;
 pub mod range;
 pub mod rules;
 
@@ -25,6 +26,10 @@ pub enum VmapMethod {
     Rewrite,
     /// Bracket the function with `Vmapin`/`Vmapout`: the batch becomes a loop in the kernels.
     Range,
+    /// Slice each sample out with a window sliding with a loop `Range`, put each result back
+    /// with a pad at that offset, and sum over the range (seed section 7): only ordinary
+    /// tensor ops whose operands vary with the range, no scope ops.
+    PadReduce,
 }
 
 /// `f` mapped over the `in_axes` of its arguments, with the batch placed at `out_axes` of its
@@ -37,7 +42,7 @@ pub fn vmap<M>(
     vmap_with(f, in_axes, out_axes, VmapMethod::Rewrite)
 }
 
-/// `vmap` with a choice of method; both give the same values.
+/// `vmap` with a choice of method; all give the same values.
 pub fn vmap_with<M>(
     f: impl IntoFunc<M>,
     in_axes: impl Into<InAxes>,
@@ -49,6 +54,9 @@ pub fn vmap_with<M>(
     Func::new(f.arity(), move |args: &[Tensor]| match method {
         VmapMethod::Rewrite => vmapped_call(&f, args, &in_axes, &out_axes),
         VmapMethod::Range => range::vmapped_call_by_range(&f, args, &in_axes, &out_axes),
+        VmapMethod::PadReduce => {
+            pad_reduce::vmapped_call_by_pad_reduce(&f, args, &in_axes, &out_axes)
+        }
     })
 }
 

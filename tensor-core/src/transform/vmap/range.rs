@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const VMAP_RANGE_ID_BASE: usize = 1 << 30;
 
 /// A fresh batch loop of `size` iterations (a distinct id per vmap, so nested vmaps nest).
-fn batch_range(size: usize) -> UOp {
+pub fn batch_range(size: usize) -> UOp {
     static NEXT: AtomicUsize = AtomicUsize::new(VMAP_RANGE_ID_BASE);
     UOp::range(size, NEXT.fetch_add(1, Ordering::Relaxed), AxisType::Loop)
 }

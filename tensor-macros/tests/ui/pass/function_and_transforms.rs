@@ -41,6 +41,9 @@ fn main() {
     let by_range: Tensor =
         vmap!(grad!(loss, argnums = 0), in_axes = (None, 0, 0), method = range)(&w, &xs, &ys);
     assert_eq!(by_range.to_vec::<f32>().unwrap(), per_sample.to_vec::<f32>().unwrap());
+    let by_pad_reduce: Tensor =
+        vmap!(grad!(loss, argnums = 0), in_axes = (None, 0, 0), method = pad_reduce)(&w, &xs, &ys);
+    assert_close(&by_pad_reduce, &per_sample);
     assert_eq!(per_sample.shape(), vec![4, 3]);
 
     // grad with several argnums returns a tuple; value_and_grad a (value, grads) pair.
