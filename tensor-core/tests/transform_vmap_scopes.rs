@@ -5,10 +5,12 @@
 
 mod transform_common;
 
-use tensor_core::Tensor;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tensor_core::transform::vmap;
 use tensor_core::transform::{
     Func, IntoFunc, VmapMethod, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap_with,
 };
+use tensor_core::{AxisType, ReduceOp, Tensor, UOp};
 use transform_common::*;
 
 const EPS: f64 = 1e-6;
@@ -416,4 +418,111 @@ fn grad_of_mixed_nested_vmaps() {
             assert_values_close(&what, &values(&g), &fd, 1e-6, 1e-7);
         }
     }
+}
+
+/// A fresh loop range of `size` (ids far from the ones vmap and the scheduler hand out).
+fn fresh_range(size: usize) -> UOp {
+    static NEXT: AtomicUsize = AtomicUsize::new(1 << 35);
+    UOp::range(size, NEXT.fetch_add(1, Ordering::Relaxed), AxisType::Loop)
+}
+
+/// `g` applied to every row of `x` in a scope over a fresh range, reduced with `op` over that
+/// range (`reduce_over`): what `op`-reducing `g(x)` over axis 0 computes, without leaving the
+/// scope through `Vmapout`.
+fn reduced_over_rows(op: ReduceOp, g: fn(&Tensor) -> Tensor) -> Func {
+    Func::new(Some(1), move |args: &[Tensor]| {
+        let x = &args[0];
+        let r = fresh_range(x.shape()[0]);
+        let row = x.vmapin(&[r.clone(), UOp::index(0)]);
+        vec![g(&row).reduce_over_ranges(op, &[r])]
+    })
+}
+
+fn reduced_over_axis(op: ReduceOp, g: fn(&Tensor) -> Tensor) -> Func {
+    Func::new(Some(1), move |args: &[Tensor]| {
+        let mapped = g(&args[0]);
+        vec![match op {
+            ReduceOp::Add => mapped.sum(0, false),
+            ReduceOp::Max => mapped.max(0, false),
+            ReduceOp::Mul => mapped.prod(0, false),
+        }]
+    })
+}
+
+#[test]
+fn reduce_over_ranges_has_the_derivatives_of_the_reduce_over_the_axis() {
+    let g: fn(&Tensor) -> Tensor = |v| v.sin() * 2.0 + v;
+    let x = distinct_f64(&[4, 3], 28);
+    let v = randf64(&[4, 3], 29);
+    let u = randf64(&[3], 30);
+    for op in [ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul] {
+        let (by_ranges, by_axis) = (reduced_over_rows(op, g), reduced_over_axis(op, g));
+        assert_close(
+            &format!("{op:?} value"),
+            &by_ranges.call1(std::slice::from_ref(&x)),
+            &by_axis.call1(std::slice::from_ref(&x)),
+            1e-12,
+            1e-12,
+        );
+        let tangent = |f: &Func| {
+            jvp(f, std::slice::from_ref(&x), std::slice::from_ref(&v))
+                .1
+                .remove(0)
+        };
+        assert_close(
+            &format!("{op:?} jvp"),
+            &tangent(&by_ranges),
+            &tangent(&by_axis),
+            1e-10,
+            1e-12,
+        );
+        let cotangent = |f: &Func| {
+            vjp(f, std::slice::from_ref(&x))
+                .1
+                .call(std::slice::from_ref(&u))
+                .remove(0)
+        };
+        assert_close(
+            &format!("{op:?} vjp"),
+            &cotangent(&by_ranges),
+            &cotangent(&by_axis),
+            1e-10,
+            1e-12,
+        );
+        // A rewrite vmap of the reduce over ranges (and of its gradient) over a stack of xs.
+        let xs = distinct_f64(&[2, 4, 3], 31);
+        assert_vmap_matches_loop(by_ranges.clone(), &[Some(0)], std::slice::from_ref(&xs));
+        let summed = Func::new(Some(1), {
+            let by_ranges = by_ranges.clone();
+            move |a: &[Tensor]| vec![by_ranges.call1(a).sum_all()]
+        });
+        assert_vmap_matches_loop(grad(summed, 0), &[Some(0)], std::slice::from_ref(&xs));
+    }
+}
+
+#[test]
+fn rewrite_vmap_keeps_the_batch_through_a_scope_of_a_batched_value() {
+    // The batched image of Vmapin keeps the rewrite batch in front; Vmapout puts it back in
+    // front of the range's axis: vmap(f) of a range-vmapped f places both axes as a loop would.
+    let f = vmap_with(|v: &Tensor| v.exp().sum_all() * v, 0, 0, RANGE);
+    let xs = randf64(&[2, 3, 4], 32);
+    let got = vmap(f.clone(), 0, 0).call1(std::slice::from_ref(&xs));
+    assert_eq!(got.shape(), vec![2, 3, 4]);
+    assert_close(
+        "rewrite of range",
+        &got,
+        &loop_stack(2, |i| f.call1(&[sample(&xs, 0, i)])),
+        1e-12,
+        1e-12,
+    );
+    // Mapped along axis 1 of the outer argument and out at axis 2.
+    let got = vmap(f.clone(), 1, 2).call1(std::slice::from_ref(&xs));
+    let looped = loop_stack(3, |i| f.call1(&[sample(&xs, 1, i)]));
+    assert_close(
+        "in_axes 1, out_axes 2",
+        &got,
+        &batch_axis_to(&looped, 2),
+        1e-12,
+        1e-12,
+    );
 }

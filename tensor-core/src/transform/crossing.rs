@@ -74,18 +74,10 @@ impl Crossing {
     }
 }
 
-/// `Σ` of `share` over every value of `ranges` (listed outermost first): a value that no
-/// longer varies with them, of the same shape.
+/// `Σ` of `share` over every value of `ranges`: a value that no longer varies with them, of
+/// the same shape.
 pub(crate) fn sum_over_ranges(share: &UOp, ranges: &[UOp]) -> UOp {
-    ranges.iter().rev().fold(share.clone(), |acc, r| {
-        let vargs: Vec<UOp> = std::iter::once(r.clone())
-            .chain((0..acc.ndim()).map(|_| UOp::index(0)))
-            .collect();
-        let shape = acc.shape_vec();
-        acc.vmapout(&vargs)
-            .reduce(ReduceOp::Add, &[0])
-            .reshape(&shape)
-    })
+    share.reduce_over(ReduceOp::Add, ranges)
 }
 
 /// True for a `Reduce` over ranges (`UOp::reduce_over`) rather than over axes.
