@@ -41,11 +41,22 @@ fn assert_close(what: &str, actual: &Tensor, expected: &[f64]) {
     );
 }
 
-/// Panics unless each result of `build(RANGE)` compiled equals `build(REWRITE)` compiled and
-/// the interpreter's value of the range graph.
+/// Panics unless each result of `build(RANGE)` (and of `build(PadReduce)`) compiled equals
+/// `build(REWRITE)` compiled and the interpreter's value of the same graph.
 #[track_caller]
 fn assert_methods_agree(what: &str, build: impl Fn(VmapMethod) -> Vec<Tensor>) {
-    let (range, rewrite) = (build(RANGE), build(REWRITE));
+    assert_method_matches_rewrite(what, RANGE, &build);
+    assert_method_matches_rewrite(what, VmapMethod::PadReduce, &build);
+}
+
+#[track_caller]
+fn assert_method_matches_rewrite(
+    what: &str,
+    method: VmapMethod,
+    build: &impl Fn(VmapMethod) -> Vec<Tensor>,
+) {
+    let what = format!("{what} by {method:?}");
+    let (range, rewrite) = (build(method), build(REWRITE));
     assert_eq!(range.len(), rewrite.len(), "{what}: number of results");
     for (k, (a, b)) in range.iter().zip(&rewrite).enumerate() {
         assert_eq!(a.shape(), b.shape(), "{what}: shape of result {k}");

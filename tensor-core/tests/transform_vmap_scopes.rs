@@ -1,7 +1,8 @@
 //! Every transform composes with vmap by range (`Vmapin`/`Vmapout` scopes) as it does with vmap
 //! by rewrite: gradients, pullbacks, Jacobians and Hessians of functions that contain a range
 //! vmap, and rewrite vmaps of range vmaps (and back), checked with the reference interpreter
-//! against the rewrite method, central finite differences and loops over the samples.
+//! against the rewrite method, central finite differences and loops over the samples. The
+//! pad+reduce method (windows sliding with a range, a reduce over ranges) is checked alongside.
 
 mod transform_common;
 
@@ -16,6 +17,9 @@ use transform_common::*;
 const EPS: f64 = 1e-6;
 const RANGE: VmapMethod = VmapMethod::Range;
 const REWRITE: VmapMethod = VmapMethod::Rewrite;
+const PAD_REDUCE: VmapMethod = VmapMethod::PadReduce;
+/// The loop methods under test; the rewrite method is the reference.
+const LOOPED: [VmapMethod; 2] = [RANGE, PAD_REDUCE];
 
 /// `per_sample` mapped over axis 0 of its last argument by `method` (the others unmapped), the
 /// per-sample results reduced to a scalar by `total`.
@@ -46,7 +50,7 @@ fn mlp_loss(args: &[Tensor]) -> Tensor {
 fn assert_grads_agree(what: &str, loss: impl Fn(VmapMethod) -> Func, args: &[Tensor]) {
     for argnum in 0..args.len() {
         let fd = fd_gradient(&loss(REWRITE), args, argnum, EPS);
-        for method in [RANGE, REWRITE] {
+        for method in [RANGE, PAD_REDUCE, REWRITE] {
             let g = grad(loss(method), argnum).call1(args);
             assert_eq!(g.shape(), args[argnum].shape(), "{what}: gradient shape");
             let name = format!("{what}: d/d arg {argnum} by {method:?} vs finite differences");
@@ -152,6 +156,16 @@ fn value_and_grad_with_several_argnums() {
     let by = |m| value_and_grad(loss(m), vec![0, 2, 3]).call(&args);
     let (range, rewrite) = (by(RANGE), by(REWRITE));
     assert_eq!(range.len(), 4, "the value and three gradients");
+    let pad_reduce = by(PAD_REDUCE);
+    for (k, (a, b)) in pad_reduce.iter().zip(&rewrite).enumerate() {
+        assert_close(
+            &format!("entry {k} pad+reduce vs rewrite"),
+            a,
+            b,
+            1e-10,
+            1e-12,
+        );
+    }
     assert_close(
         "value",
         &range[0],
@@ -181,8 +195,8 @@ fn batched_map(method: VmapMethod, out: isize) -> Func {
 #[test]
 fn vjp_of_a_batched_function_matches_the_dot_product_test_and_the_rewrite_method() {
     let primals = [randf64(&[3, 2], 11), randf64(&[3, 4], 12)];
-    for out in [0, 1] {
-        let (outputs, pullback) = vjp(batched_map(RANGE, out), &primals);
+    for (method, out) in [(RANGE, 0), (RANGE, 1), (PAD_REDUCE, 0), (PAD_REDUCE, 1)] {
+        let (outputs, pullback) = vjp(batched_map(method, out), &primals);
         let (ref_outputs, ref_pullback) = vjp(batched_map(REWRITE, out), &primals);
         assert_close("outputs", &outputs[0], &ref_outputs[0], 1e-12, 1e-12);
         let u = random_like(&outputs, 13);
@@ -198,7 +212,7 @@ fn vjp_of_a_batched_function_matches_the_dot_product_test_and_the_rewrite_method
         }
         // <vjp(u), v> == <u, jvp(v)>
         let v = random_like(&primals, 14);
-        let (_, tangents) = jvp(batched_map(RANGE, out), &primals, &v);
+        let (_, tangents) = jvp(batched_map(method, out), &primals, &v);
         let (lhs, rhs) = (inner(&cts, &v), inner(&u, &tangents));
         assert!(
             (lhs - rhs).abs() < 1e-9 * (1.0 + rhs.abs()),
@@ -207,7 +221,7 @@ fn vjp_of_a_batched_function_matches_the_dot_product_test_and_the_rewrite_method
     }
 }
 
-/// Panics unless `jac(f)` is the same for `f` built with both methods and matches the
+/// Panics unless `jac(f)` is the same for `f` built with every method and matches the
 /// Jacobian by finite differences, column by column.
 #[track_caller]
 fn assert_jacobians_agree(
@@ -217,15 +231,18 @@ fn assert_jacobians_agree(
     args: &[Tensor],
     argnum: usize,
 ) {
-    let range = jac(f(RANGE), argnum).call1(args);
     let rewrite = jac(f(REWRITE), argnum).call1(args);
-    assert_close(
-        &format!("{what}: range vs rewrite"),
-        &range,
-        &rewrite,
-        1e-9,
-        1e-12,
-    );
+    for method in LOOPED {
+        let by = jac(f(method), argnum).call1(args);
+        assert_close(
+            &format!("{what}: {method:?} vs rewrite"),
+            &by,
+            &rewrite,
+            1e-9,
+            1e-12,
+        );
+    }
+    let range = jac(f(RANGE), argnum).call1(args);
     let x = &args[argnum];
     let reference = f(REWRITE);
     let out_numel = reference.call1(args).numel();
@@ -292,14 +309,11 @@ fn hessian_of_a_loss_with_a_range_vmap_inside() {
     let gradient = |m| grad(loss(m), 0);
     for argnum in [0, 1] {
         let h = |m| hessian(loss(m), argnum).call1(&args);
-        let (range, rewrite) = (h(RANGE), h(REWRITE));
-        assert_close(
-            &format!("hessian {argnum}: range vs rewrite"),
-            &range,
-            &rewrite,
-            1e-9,
-            1e-12,
-        );
+        let rewrite = h(REWRITE);
+        for method in LOOPED {
+            let what = format!("hessian {argnum}: {method:?} vs rewrite");
+            assert_close(&what, &h(method), &rewrite, 1e-9, 1e-12);
+        }
     }
     // d/dw of the gradient, by finite differences of the gradient.
     let range = hessian(loss(RANGE), 0).call1(&args);
@@ -324,7 +338,7 @@ fn per_sample_gradients_by_either_method_over_either_method() {
     let expected = loop_stack(5, |i| {
         grad(per_sample, 0).call1(&[args[0].clone(), sample(&args[1], 0, i)])
     });
-    for method in [RANGE, REWRITE] {
+    for method in [RANGE, PAD_REDUCE, REWRITE] {
         let g = vmap_with(grad(per_sample, 0), [None, Some(0)], 0, method).call1(&args);
         assert_close(
             &format!("per-sample grads by {method:?}"),
@@ -345,7 +359,7 @@ fn vmapped_pullback_with_the_cotangent_mapped_by_range() {
     let (outputs, pullback) = vjp(f(RANGE), &primals);
     let cts = randf64(&[[2].as_slice(), &outputs[0].shape()].concat(), 23);
     let expected = loop_stack(2, |i| pullback.call(&[sample(&cts, 0, i)])[0].clone());
-    for method in [RANGE, REWRITE] {
+    for method in [RANGE, PAD_REDUCE, REWRITE] {
         let batched = vmap_with(pullback.clone(), 0, 0, method).call(std::slice::from_ref(&cts));
         assert_close(
             &format!("vmapped pullback by {method:?}"),
@@ -381,7 +395,13 @@ fn rewrite_vmaps_of_range_vmaps_and_back_match_loops() {
         let y = randf64(&[batch, &[4, 2]].concat(), 25);
         [x, y]
     };
-    for methods in [[REWRITE, RANGE], [RANGE, REWRITE]] {
+    for methods in [
+        [REWRITE, RANGE],
+        [RANGE, REWRITE],
+        [REWRITE, PAD_REDUCE],
+        [PAD_REDUCE, RANGE],
+        [RANGE, PAD_REDUCE],
+    ] {
         assert_nested_matches_loop(f, &methods, &args(&[2, 3]));
     }
     for methods in [
@@ -389,6 +409,8 @@ fn rewrite_vmaps_of_range_vmaps_and_back_match_loops() {
         [RANGE, REWRITE, RANGE],
         [REWRITE, REWRITE, RANGE],
         [RANGE, RANGE, REWRITE],
+        [PAD_REDUCE, REWRITE, RANGE],
+        [REWRITE, PAD_REDUCE, PAD_REDUCE],
     ] {
         assert_nested_matches_loop(f, &methods, &args(&[2, 3, 2]));
     }
@@ -412,7 +434,14 @@ fn grad_of_mixed_nested_vmaps() {
     let args = [randf64(&[3, 2], 26), randf64(&[2, 4, 3], 27)];
     for argnum in [0, 1] {
         let fd = fd_gradient(&loss(REWRITE, REWRITE), &args, argnum, EPS);
-        for (outer, inner) in [(REWRITE, RANGE), (RANGE, REWRITE), (RANGE, RANGE)] {
+        for (outer, inner) in [
+            (REWRITE, RANGE),
+            (RANGE, REWRITE),
+            (RANGE, RANGE),
+            (REWRITE, PAD_REDUCE),
+            (PAD_REDUCE, RANGE),
+            (RANGE, PAD_REDUCE),
+        ] {
             let g = grad(loss(outer, inner), argnum).call1(&args);
             let what = format!("d/d arg {argnum}, {outer:?} of {inner:?}");
             assert_values_close(&what, &values(&g), &fd, 1e-6, 1e-7);

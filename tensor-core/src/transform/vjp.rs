@@ -11,7 +11,7 @@ use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, zeros_like};
 use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
-use crate::uop::shape::operand_values;
+use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
 use std::f64::consts::LN_2;
@@ -412,16 +412,20 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
         }
         (Op::Permute, Arg::Permutation(p)) => ct.permute(&inverse_permutation(p)),
         (Op::Flip, Arg::Flags(f)) => ct.flip(f),
-        (Op::Pad, _) => {
-            let begins = operand_values(node.s(1))?;
-            let ends: Vec<usize> = begins.iter().zip(&in_shape).map(|(b, n)| b + n).collect();
-            ct.shrink(&begins, &ends)
-        }
-        (Op::Shrink, _) => {
-            let (begins, ends) = (operand_values(node.s(1))?, operand_values(node.s(2))?);
-            let after: Vec<usize> = ends.iter().zip(&in_shape).map(|(e, n)| n - e).collect();
-            ct.pad(&begins, &after)
-        }
+        (Op::Pad, _) => match operand_values(node.s(1)) {
+            Some(begins) => {
+                let ends: Vec<usize> = begins.iter().zip(&in_shape).map(|(b, n)| b + n).collect();
+                ct.shrink(&begins, &ends)
+            }
+            None => sliding_pad_share(node, &ct)?,
+        },
+        (Op::Shrink, _) => match (operand_values(node.s(1)), operand_values(node.s(2))) {
+            (Some(begins), Some(ends)) => {
+                let after: Vec<usize> = ends.iter().zip(&in_shape).map(|(e, n)| n - e).collect();
+                ct.pad(&begins, &after)
+            }
+            _ => sliding_shrink_share(node, &ct)?,
+        },
         (Op::Stack, _) => return stack_rule(node, c),
         (op, _) => transform_error(&format!("vjp: no gradient rule for the movement op {op}")),
     };
@@ -429,6 +433,40 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
         .chain(node.src()[1..].iter().map(|_| None))
         .collect();
     c.give(shares)
+}
+
+/// A pad whose offsets are index expressions (they may slide with a range): the window of
+/// `ct` at `[begin, begin + n)` on each axis of size `n`.
+fn sliding_pad_share(node: &UOp, ct: &UOp) -> Option<UOp> {
+    let begins = operand_exprs(node.s(1))?;
+    let ends = begins
+        .iter()
+        .zip(node.s(0).shape_vec())
+        .map(|(b, n)| index_add(b, n as i64))
+        .collect();
+    Some(ct.window(Op::Shrink, begins, ends))
+}
+
+/// A shrink whose bounds are index expressions: `ct` padded back to `x`'s shape, `begin` in
+/// front and `n - end` behind on each axis of size `n`.
+fn sliding_shrink_share(node: &UOp, ct: &UOp) -> Option<UOp> {
+    let (begins, ends) = (operand_exprs(node.s(1))?, operand_exprs(node.s(2))?);
+    let after = ends
+        .iter()
+        .zip(node.s(0).shape_vec())
+        .map(|(e, n)| {
+            index_add(
+                &UOp::alu(Op::Mul, vec![e.clone(), UOp::index(-1)]),
+                n as i64,
+            )
+        })
+        .collect();
+    Some(ct.window(Op::Pad, begins, after))
+}
+
+/// The index expression `e + k`.
+fn index_add(e: &UOp, k: i64) -> UOp {
+    UOp::alu(Op::Add, vec![e.clone(), UOp::index(k)])
 }
 
 /// Stack: part `i` gets slice `i` of the cotangent.

@@ -7,6 +7,7 @@
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::func::transform_error;
+use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -107,6 +108,10 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
                 Arg::Flags(f) => Some(source(m, ctx).flip(&[vec![false], f.clone()].concat())),
                 _ => None,
             })
+            // windows sliding with a range (index expressions, not constants) first
+            .rule(UPat::ops(&[Op::Pad, Op::Shrink]), |m, ctx| {
+                sliding_window_rule(m, ctx)
+            })
             .rule(UPat::op(Op::Pad), |m, ctx| {
                 let (begins, ends) = (unbatched_operand(m, 1), unbatched_operand(m, 2));
                 Some(source(m, ctx).pad(&begins, &ends))
@@ -155,6 +160,24 @@ fn batched_operand(m: &Captures, ctx: &BatchCtx, i: usize) -> Vec<usize> {
 /// Operand `i` of the root (a constant shape), with 0 in front (no padding or offset).
 fn unbatched_operand(m: &Captures, i: usize) -> Vec<usize> {
     [vec![0], operand(m.root(), i)].concat()
+}
+
+/// A `Pad` or `Shrink` whose window is given by index expressions (it may slide with a
+/// range): the same window with the whole batch axis in front (no pad; the full extent).
+/// `None` for constant windows, which the constant rules take.
+fn sliding_window_rule(m: &Captures, ctx: &BatchCtx) -> Option<UOp> {
+    let node = m.root();
+    if operand_values(node.s(1)).is_some() && operand_values(node.s(2)).is_some() {
+        return None;
+    }
+    let (begins, ends) = (operand_exprs(node.s(1))?, operand_exprs(node.s(2))?);
+    let batch_end = match node.op() {
+        Op::Shrink => ctx.size() as i64,
+        _ => 0,
+    };
+    let begins = [vec![UOp::index(0)], begins].concat();
+    let ends = [vec![UOp::index(batch_end)], ends].concat();
+    Some(source(m, ctx).window(node.op(), begins, ends))
 }
 
 /// The root over the batched image of its first operand, its other operands unchanged.
