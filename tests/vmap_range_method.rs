@@ -271,6 +271,40 @@ fn a_vmapped_elementwise_and_reduce_function_is_one_kernel_with_the_batch_outerm
     assert_eq!(bound(&loops[0]), 7, "the batch is the outermost loop");
 }
 
+/// The kernel ASTs of the schedule of `out`.
+fn kernel_asts(out: &Tensor) -> Vec<UOp> {
+    create_schedule(&[out.uop()])
+        .items
+        .iter()
+        .map(|item| item.ast.clone())
+        .collect()
+}
+
+#[test]
+fn pad_reduce_collapses_to_the_kernels_of_the_rewrite_method() {
+    // Σ_r pad_at(f(x[r]), r) reads one sample per output position: the reduce collapse turns
+    // the O(batch²) loop into the kernel the rewrite method builds.
+    let x = data(&[7, 4], 3);
+    let w = data(&[4], 4);
+    let elementwise = |x: &Tensor| (x * 2.0).exp2() + 1.0;
+    let reduce = |x: &Tensor| (x * 2.0).exp2().sum_all() + 1.0;
+    let weighted = |x: &Tensor, w: &Tensor| (x * w).sum_all();
+    let by = |f: Func, method, args: &[Tensor]| {
+        let in_axes: Vec<Option<i32>> = (0..args.len()).map(|k| (k == 0).then_some(0)).collect();
+        kernel_asts(&vmap_with(f, in_axes, 0, method).call1(args))
+    };
+    let cases: [(&str, Func, Vec<Tensor>); 3] = [
+        ("elementwise", elementwise.into_func(), vec![x.clone()]),
+        ("reduce", reduce.into_func(), vec![x.clone()]),
+        ("unmapped weight", weighted.into_func(), vec![x.clone(), w]),
+    ];
+    for (name, f, args) in cases {
+        let rewrite = by(f.clone(), VmapMethod::Rewrite, &args);
+        let pad_reduce = by(f, VmapMethod::PadReduce, &args);
+        assert_eq!(pad_reduce, rewrite, "{name}: the kernels differ");
+    }
+}
+
 #[test]
 fn an_intermediate_realized_inside_the_scope_is_batched() {
     let x = data(&[4, BATCH], 2);

@@ -3,6 +3,7 @@
 
 pub mod golden;
 pub mod json;
+pub mod random_graph;
 
 use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;

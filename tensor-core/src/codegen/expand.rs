@@ -9,9 +9,10 @@
 //!
 //! The result is simplified with the `symbolic` rules (substituted constants fold away).
 
-use super::opt::{range_axis_type, range_size, substitute};
+use super::opt::{range_axis_type, range_size};
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::symbolic::simplify;
+use crate::uop::substitute;
 use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;

@@ -10,6 +10,7 @@
 //! and records the core count; the renderer gives each core its bounds.
 
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
+use crate::uop::substitute;
 use crate::uop::{Arg, AxisType, Op, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -237,26 +238,6 @@ fn split_range(ast: &UOp, range: &UOp, outer: &UOp, inner: &UOp) -> UOp {
         value,
     };
     graph_rewrite(ast, split_rules(), &mut ctx)
-}
-
-/// `root` with every node in `map` replaced by its image (operands rebuilt bottom-up).
-pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
-    let mut memo: HashMap<UOp, UOp> = HashMap::new();
-    for node in root.toposort() {
-        let new = match map.get(&node) {
-            Some(image) => image.clone(),
-            None => {
-                let src: Vec<UOp> = node.src().iter().map(|s| memo[s].clone()).collect();
-                if src.iter().zip(node.src()).all(|(a, b)| a == b) {
-                    node.clone()
-                } else {
-                    node.with_src(src)
-                }
-            }
-        };
-        memo.insert(node, new);
-    }
-    memo[root].clone()
 }
 
 #[cfg(test)]

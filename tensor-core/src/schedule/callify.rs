@@ -17,7 +17,7 @@
 
 use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
 use crate::transform::function::{Schedule, schedule_of};
-use crate::transform::trace::substitute;
+use crate::uop::substitute;
 use crate::uop::{Arg, Op, UOp, tuple_body};
 use std::collections::HashMap;
 use std::sync::OnceLock;

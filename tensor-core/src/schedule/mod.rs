@@ -47,8 +47,21 @@
 //!   outer scope's batch axes.
 //! - The redundancy test of the reduce cost model counts a reduce's ambient ranges as used, so
 //!   a per-batch reduce stays fused into the `Vmapout` kernel.
+//!
+//! # Ranges in ordinary ops (vmap by pad+reduce, seed §7)
+//!
+//! - A `Pad`/`Shrink` whose begins or ends are index expressions of a `Range`
+//!   (`shape::operand_exprs`) lowers like any window, with the range read as what it is bound
+//!   to; a `Range` met directly reads its binding too.
+//! - `Reduce(x, ranges...)` binds each range to a fresh `Reduce` loop while `x` is lowered.
+//! - Ambient ranges are the free ranges of `uop::scope`, so a node realized under a sliding
+//!   range gets a batched buffer exactly as one inside a `Vmapout` does, and lowerings are
+//!   memoized per binding of the ranges a node varies with.
+//! - The kernel rules ([`simplify`], [`collapse`]) turn `Σ_r where(r == g, v(r), 0)` into
+//!   `v(g)`: summing a sample placed at offset `r` over `r` reads one sample per position.
 
 pub mod callify;
+pub mod collapse;
 pub mod index;
 pub mod lower;
 pub mod realize;

@@ -1,25 +1,61 @@
-//! The rule table applied to every kernel AST: the `symbolic` rules plus the reassociation of
-//! chained float constants that `symbolic` leaves alone because it is not exact.
+//! The rule table applied to every kernel AST: the `symbolic` rules, the reassociation of
+//! chained float constants that `symbolic` leaves alone because it is not exact, and the
+//! collapse of a sum over a range that only one value of the range contributes to.
 //!
 //! ```text
 //! (x + c1) + c2  =>  x + (c1 + c2)      float dtypes
 //! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes
+//! Σ_r where(r == g, v(r), 0)  =>  where(0 <= g < n, v(g), 0)      (see `collapse`)
+//! Index(buf, flat, true)  =>  Index(buf, flat)
 //! ```
 //!
 //! Like tinygrad's scheduler (and C compilers under fast-math), a kernel folds `(a + 4) + 3`
 //! into `a + 7`; the result may differ from the unfused graph in the last bit.
 
+use super::collapse::collapse_reduce;
 use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
 use crate::symbolic::symbolic;
 use crate::uop::alu::exec;
-use crate::uop::{DType, Op, UOp};
+use crate::uop::{Arg, DType, Op, UOp, substitute};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];
 
-/// `ast` rewritten to a fixpoint with the kernel rule table.
+/// `ast` rewritten to a fixpoint with the kernel rule table, its range ids then counted from
+/// 0 again (a collapsed reduce leaves a gap) so equal kernels stay equal ASTs.
 pub fn simplify_kernel(ast: &UOp) -> UOp {
-    graph_rewrite(ast, kernel_rules(), &mut ())
+    renumber_ranges(&graph_rewrite(ast, kernel_rules(), &mut ()))
+}
+
+/// `ast` with its ranges numbered `0..n` in the order of their ids.
+fn renumber_ranges(ast: &UOp) -> UOp {
+    let mut ranges: Vec<(usize, UOp)> = ast
+        .toposort()
+        .into_iter()
+        .filter_map(|u| match u.arg() {
+            Arg::Range { id, .. } if u.op() == Op::Range => Some((*id, u.clone())),
+            _ => None,
+        })
+        .collect();
+    ranges.sort_by_key(|(id, _)| *id);
+    let renumbered: HashMap<UOp, UOp> = ranges
+        .into_iter()
+        .enumerate()
+        .filter(|(k, (id, _))| k != id)
+        .map(|(k, (_, r))| {
+            let Arg::Range { axis_type, .. } = r.arg() else {
+                unreachable!("filtered to ranges")
+            };
+            let arg = Arg::Range {
+                id: k,
+                axis_type: *axis_type,
+            };
+            let image = UOp::new(Op::Range, r.dtype(), r.src().to_vec(), arg);
+            (r, image)
+        })
+        .collect();
+    substitute(ast, &renumbered)
 }
 
 fn kernel_rules() -> &'static PatternMatcher<()> {
@@ -34,10 +70,20 @@ fn kernel_rules() -> &'static PatternMatcher<()> {
                 })
                 .rule(((x() * c1()) * c2()).dtypes(FLOATS), |m, _| {
                     merge_constants(m, Op::Mul)
-                }),
+                })
+                .rule(UPat::op(Op::Reduce), |m, _| collapse_reduce(m.root()))
+                .rule(UPat::op(Op::Index), |m, _| drop_true_gate(m.root())),
         );
         rules
     })
+}
+
+/// `Index(buf, flat, true)  =>  Index(buf, flat)`: a gate that always holds guards nothing.
+fn drop_true_gate(index: &UOp) -> Option<UOp> {
+    let gate = index.src().get(2)?;
+    gate.const_value()
+        .is_some_and(|g| g.as_bool())
+        .then(|| index.with_src(index.src()[..2].to_vec()))
 }
 
 fn merge_constants(m: &Captures, op: Op) -> Option<UOp> {

@@ -10,6 +10,10 @@ use crate::uop::{Arg, DType, Device, Op, UOp, tuple_body};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::uop::rebuild;
+/// Substitution of nodes in a traced graph (the one definition lives in `uop`).
+pub use crate::uop::substitute;
+
 /// Slots of placeholders start here, far above the slots `#[function]` gives its parameters.
 const PLACEHOLDER_SLOT_BASE: usize = 1 << 40;
 
@@ -45,36 +49,6 @@ pub fn trace(f: &Func, inputs: Vec<UOp>) -> Traced {
         .map(|t| inline_functions(&t.uop()))
         .collect();
     Traced { inputs, outputs }
-}
-
-/// `root` with every node in `map` replaced by its image (memoized, operands first).
-pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
-    if map.is_empty() {
-        return root.clone();
-    }
-    let mut done: HashMap<UOp, UOp> = HashMap::new();
-    for node in root.toposort() {
-        let image = match map.get(&node) {
-            Some(image) => image.clone(),
-            None => rebuild(&node, &done),
-        };
-        done.insert(node, image);
-    }
-    done.remove(root).expect("root is in its own toposort")
-}
-
-/// `node` over the images of its operands (itself when none changed).
-fn rebuild(node: &UOp, images: &HashMap<UOp, UOp>) -> UOp {
-    let src: Vec<UOp> = node
-        .src()
-        .iter()
-        .map(|s| images.get(s).unwrap_or(s).clone())
-        .collect();
-    if src.iter().zip(node.src()).all(|(a, b)| a == b) {
-        node.clone()
-    } else {
-        node.with_src(src)
-    }
 }
 
 /// `root` with every `GetTuple(Function(Tuple(body), args), i)` replaced by `body[i]` with

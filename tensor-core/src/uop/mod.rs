@@ -28,6 +28,38 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// A shape: the size of each axis, outermost first.
 pub type Shape = Vec<usize>;
 
+/// `root` with every node in `map` replaced by its image, the nodes above rebuilt over their
+/// operands' images (memoized, operands first; an unchanged node is kept as it is).
+pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
+    if map.is_empty() {
+        return root.clone();
+    }
+    let mut images: HashMap<UOp, UOp> = HashMap::new();
+    for node in root.toposort() {
+        let image = match map.get(&node) {
+            Some(image) => image.clone(),
+            None => rebuild(&node, &images),
+        };
+        images.insert(node, image);
+    }
+    images.remove(root).expect("root is in its own toposort")
+}
+
+/// `node` over the images of its operands (an operand without an image stays; `node` itself
+/// when none changed).
+pub fn rebuild(node: &UOp, images: &HashMap<UOp, UOp>) -> UOp {
+    let src: Vec<UOp> = node
+        .src()
+        .iter()
+        .map(|s| images.get(s).unwrap_or(s).clone())
+        .collect();
+    if src.iter().zip(node.src()).all(|(a, b)| a == b) {
+        node.clone()
+    } else {
+        node.with_src(src)
+    }
+}
+
 /// A handle on an interned node. Cloning is cheap (a reference count).
 #[derive(Clone)]
 pub struct UOp(Arc<UOpNode>);
