@@ -7,6 +7,7 @@
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::Tensor;
+use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::func::{IntoFunc, transform_error};
 use crate::transform::trace::{placeholder_like, substitute, trace};
 use crate::uop::{Arg, Op, ReduceOp, UOp};
@@ -227,7 +228,7 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
                 )
             })
             // d sum(x) = sum(dx);  d max(x) = mean of dx over the maximal positions;
-            // d prod(x) = prod(x) * sum(dx / x)
+            // d prod(x) = prod(x) * sum(dx / x); over axes or over ranges alike
             .rule(UPat::op(Op::Reduce), |m, c| reduce_tangent(m.root(), c))
     })
 }
@@ -263,32 +264,37 @@ fn same_op_on_tangent(node: &UOp, c: &TangentCtx) -> UOp {
 }
 
 fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<UOp> {
-    let Arg::Reduce(op, axes) = node.arg() else {
+    let Arg::Reduce(op, _) = node.arg() else {
         return None;
     };
     let x = node.s(0);
     let dx = c.dot(x).uop();
+    let sum = |u: Tensor| same_reduce(node, ReduceOp::Add, &u.uop());
     let tangent = match op {
-        ReduceOp::Add => dx.reduce(ReduceOp::Add, axes),
-        ReduceOp::Max => {
-            let share = argmax_share(&t(x), &t(node));
-            (t(&dx) * share).uop().reduce(ReduceOp::Add, axes)
-        }
-        ReduceOp::Mul => {
-            let ratio = (t(&dx) / t(x)).uop().reduce(ReduceOp::Add, axes);
-            (t(node) * t(&ratio)).uop()
-        }
+        ReduceOp::Add => sum(t(&dx)),
+        ReduceOp::Max => sum(t(&dx) * argmax_share(&t(x), &t(node))),
+        ReduceOp::Mul => (t(node) * t(&sum(t(&dx) / t(x)))).uop(),
     };
     Some(tangent)
 }
 
-/// For a max-reduce `m` of `x`: `1/k` at each of the `k` positions holding the maximum, else 0.
+/// For a max-reduce `m` of `x` (over axes or over ranges): `1/k` at each of the `k`
+/// positions (or samples) holding the maximum, else 0.
 pub(crate) fn argmax_share(x: &Tensor, m: &Tensor) -> Tensor {
     let shape = x.shape();
     let at_max = x.eq(m.expand(&shape)).cast(x.dtype());
-    let Arg::Reduce(_, axes) = m.uop().arg().clone() else {
-        unreachable!("argmax_share takes a Reduce node")
-    };
-    let count = t(&at_max.uop().reduce(ReduceOp::Add, &axes));
+    let count = t(&same_reduce(&m.uop(), ReduceOp::Add, &at_max.uop()));
     at_max / count.expand(&shape)
+}
+
+/// The reduce `like` (over the same axes or ranges) with `op`, applied to `x`.
+fn same_reduce(like: &UOp, op: ReduceOp, x: &UOp) -> UOp {
+    let Arg::Reduce(_, axes) = like.arg() else {
+        unreachable!("same_reduce takes a Reduce node")
+    };
+    if is_reduce_over_ranges(like) {
+        x.reduce_over(op, &like.src()[1..])
+    } else {
+        x.reduce(op, axes)
+    }
 }

@@ -1,6 +1,7 @@
 //! Function transforms, all graph to graph and all composable: `vmap` (by rewrite), and the
 //! machinery they share: [`Func`], tracing on placeholders, substitution.
 
+pub mod crossing;
 pub mod func;
 pub mod function;
 pub mod jacobian;

@@ -7,10 +7,11 @@
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::Tensor;
+use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, zeros_like};
 use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
-use crate::uop::shape::operand_values;
+use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
 use std::f64::consts::LN_2;
@@ -178,6 +179,7 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
     let root = UOp::sink(traced.outputs.clone());
     let order = root.toposort();
     let active = nodes_depending_on(&order, &traced.inputs);
+    let mut crossing = Crossing::of_forward(&order);
     let mut ctx = CotangentCtx::default();
     for (out, ct) in traced.outputs.iter().zip(cotangents) {
         ctx.accumulate(out, ct.cast(out.dtype()).uop());
@@ -200,7 +202,7 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
             // Integer and bool values have no cotangent (zero, JAX's float0), even when a
             // cast makes a float of them.
             if let Some(share) = share.filter(|_| active.contains(src) && src.dtype().is_float()) {
-                ctx.accumulate(src, share);
+                ctx.accumulate(src, crossing.settle(share, src));
             }
         }
     }
@@ -350,6 +352,15 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
                 })
             })
             .rule(UPat::ops(Op::MOVEMENT), movement_rule)
+            // Vmapout(y, vargs): the slice of ct at the current sample;
+            // Vmapin(x, vargs): the per-sample ct stacked over the samples
+            .rule(UPat::op(Op::Vmapout), |m, c| {
+                scope_rule(m.root(), c, UOp::vmapin)
+            })
+            .rule(UPat::op(Op::Vmapin), |m, c| {
+                scope_rule(m.root(), c, UOp::vmapout)
+            })
+            .rule(UPat::op(Op::Reduce), reduce_over_ranges_rule)
             .rule(UPat::op(Op::Reduce), reduce_rule)
     })
 }
@@ -401,16 +412,20 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
         }
         (Op::Permute, Arg::Permutation(p)) => ct.permute(&inverse_permutation(p)),
         (Op::Flip, Arg::Flags(f)) => ct.flip(f),
-        (Op::Pad, _) => {
-            let begins = operand_values(node.s(1))?;
-            let ends: Vec<usize> = begins.iter().zip(&in_shape).map(|(b, n)| b + n).collect();
-            ct.shrink(&begins, &ends)
-        }
-        (Op::Shrink, _) => {
-            let (begins, ends) = (operand_values(node.s(1))?, operand_values(node.s(2))?);
-            let after: Vec<usize> = ends.iter().zip(&in_shape).map(|(e, n)| n - e).collect();
-            ct.pad(&begins, &after)
-        }
+        (Op::Pad, _) => match operand_values(node.s(1)) {
+            Some(begins) => {
+                let ends: Vec<usize> = begins.iter().zip(&in_shape).map(|(b, n)| b + n).collect();
+                ct.shrink(&begins, &ends)
+            }
+            None => sliding_pad_share(node, &ct)?,
+        },
+        (Op::Shrink, _) => match (operand_values(node.s(1)), operand_values(node.s(2))) {
+            (Some(begins), Some(ends)) => {
+                let after: Vec<usize> = ends.iter().zip(&in_shape).map(|(e, n)| n - e).collect();
+                ct.pad(&begins, &after)
+            }
+            _ => sliding_shrink_share(node, &ct)?,
+        },
         (Op::Stack, _) => return stack_rule(node, c),
         (op, _) => transform_error(&format!("vjp: no gradient rule for the movement op {op}")),
     };
@@ -418,6 +433,40 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
         .chain(node.src()[1..].iter().map(|_| None))
         .collect();
     c.give(shares)
+}
+
+/// A pad whose offsets are index expressions (they may slide with a range): the window of
+/// `ct` at `[begin, begin + n)` on each axis of size `n`.
+fn sliding_pad_share(node: &UOp, ct: &UOp) -> Option<UOp> {
+    let begins = operand_exprs(node.s(1))?;
+    let ends = begins
+        .iter()
+        .zip(node.s(0).shape_vec())
+        .map(|(b, n)| index_add(b, n as i64))
+        .collect();
+    Some(ct.window(Op::Shrink, begins, ends))
+}
+
+/// A shrink whose bounds are index expressions: `ct` padded back to `x`'s shape, `begin` in
+/// front and `n - end` behind on each axis of size `n`.
+fn sliding_shrink_share(node: &UOp, ct: &UOp) -> Option<UOp> {
+    let (begins, ends) = (operand_exprs(node.s(1))?, operand_exprs(node.s(2))?);
+    let after = ends
+        .iter()
+        .zip(node.s(0).shape_vec())
+        .map(|(e, n)| {
+            index_add(
+                &UOp::alu(Op::Mul, vec![e.clone(), UOp::index(-1)]),
+                n as i64,
+            )
+        })
+        .collect();
+    Some(ct.window(Op::Pad, begins, after))
+}
+
+/// The index expression `e + k`.
+fn index_add(e: &UOp, k: i64) -> UOp {
+    UOp::alu(Op::Add, vec![e.clone(), UOp::index(k)])
 }
 
 /// Stack: part `i` gets slice `i` of the cotangent.
@@ -433,6 +482,40 @@ fn stack_rule(node: &UOp, c: &mut CotangentCtx) -> Option<UOp> {
             ends[0] = i + 1;
             Some(t(&ct.shrink(&begins, &ends).reshape(&part_shape)))
         })
+        .collect();
+    c.give(shares)
+}
+
+/// A scope op's operand gets `ct` through the opposite scope op with the same vargs (they
+/// get nothing): leaving a scope slices, entering one stacks.
+fn scope_rule(node: &UOp, c: &mut CotangentCtx, opposite: fn(&UOp, &[UOp]) -> UOp) -> Option<UOp> {
+    let vargs = &node.src()[1..];
+    let share = opposite(&c.ct().uop(), vargs);
+    let shares = std::iter::once(Some(t(&share)))
+        .chain(vargs.iter().map(|_| None))
+        .collect();
+    c.give(shares)
+}
+
+/// A reduce over ranges (`UOp::reduce_over`): the result does not vary with the ranges and
+/// has `x`'s shape, so `ct` reaches every sample as it is (sum), weighted by the maximal
+/// samples (max), or by `prod / x` (prod). Reduces over axes are left to `reduce_rule`.
+fn reduce_over_ranges_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
+    let node = m.root();
+    let Arg::Reduce(op, _) = node.arg() else {
+        return None;
+    };
+    if !is_reduce_over_ranges(node) {
+        return None;
+    }
+    let (x, ct) = (t(node.s(0)), c.ct());
+    let share = match op {
+        ReduceOp::Add => ct,
+        ReduceOp::Max => ct * argmax_share(&x, &t(node)),
+        ReduceOp::Mul => ct * t(node) / x,
+    };
+    let shares = std::iter::once(Some(share))
+        .chain(node.src()[1..].iter().map(|_| None))
         .collect();
     c.give(shares)
 }

@@ -5,7 +5,9 @@
 //! batched operands from the context. Unbatched operands are broadcast along the batch.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::func::transform_error;
+use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -106,6 +108,10 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
                 Arg::Flags(f) => Some(source(m, ctx).flip(&[vec![false], f.clone()].concat())),
                 _ => None,
             })
+            // windows sliding with a range (index expressions, not constants) first
+            .rule(UPat::ops(&[Op::Pad, Op::Shrink]), |m, ctx| {
+                sliding_window_rule(m, ctx)
+            })
             .rule(UPat::op(Op::Pad), |m, ctx| {
                 let (begins, ends) = (unbatched_operand(m, 1), unbatched_operand(m, 2));
                 Some(source(m, ctx).pad(&begins, &ends))
@@ -115,9 +121,12 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
                 Some(source(m, ctx).shrink(&begins, &ends))
             })
             .rule(UPat::op(Op::Reduce), |m, ctx| match m.root().arg() {
+                _ if is_reduce_over_ranges(m.root()) => Some(same_op_on_source(m, ctx)),
                 Arg::Reduce(op, axes) => Some(source(m, ctx).reduce(*op, &shifted(axes))),
                 _ => None,
             })
+            // vmap scopes: the batch axis is one more kept axis (a Const(0) varg) in front
+            .rule(UPat::ops(Op::VMAP), |m, ctx| Some(scope_rule(m, ctx)))
             .rule(UPat::op(Op::Stack), |m, ctx| {
                 Some(stack_rule(m.root(), ctx))
             })
@@ -151,6 +160,41 @@ fn batched_operand(m: &Captures, ctx: &BatchCtx, i: usize) -> Vec<usize> {
 /// Operand `i` of the root (a constant shape), with 0 in front (no padding or offset).
 fn unbatched_operand(m: &Captures, i: usize) -> Vec<usize> {
     [vec![0], operand(m.root(), i)].concat()
+}
+
+/// A `Pad` or `Shrink` whose window is given by index expressions (it may slide with a
+/// range): the same window with the whole batch axis in front (no pad; the full extent).
+/// `None` for constant windows, which the constant rules take.
+fn sliding_window_rule(m: &Captures, ctx: &BatchCtx) -> Option<UOp> {
+    let node = m.root();
+    if operand_values(node.s(1)).is_some() && operand_values(node.s(2)).is_some() {
+        return None;
+    }
+    let (begins, ends) = (operand_exprs(node.s(1))?, operand_exprs(node.s(2))?);
+    let batch_end = match node.op() {
+        Op::Shrink => ctx.size() as i64,
+        _ => 0,
+    };
+    let begins = [vec![UOp::index(0)], begins].concat();
+    let ends = [vec![UOp::index(batch_end)], ends].concat();
+    Some(source(m, ctx).window(node.op(), begins, ends))
+}
+
+/// The root over the batched image of its first operand, its other operands unchanged.
+fn same_op_on_source(m: &Captures, ctx: &BatchCtx) -> UOp {
+    let mut src = m.root().src().to_vec();
+    src[0] = source(m, ctx);
+    m.root().with_src(src)
+}
+
+/// `Vmapin(x, vargs)` / `Vmapout(y, vargs)` of a batched operand: the same scope op with a
+/// `Const(0)` varg for the leading batch axis, which it keeps in front.
+fn scope_rule(m: &Captures, ctx: &BatchCtx) -> UOp {
+    let node = m.root();
+    let vargs = &node.src()[1..];
+    let mut src = vec![source(m, ctx), UOp::index(0)];
+    src.extend(vargs.iter().cloned());
+    node.with_src(src)
 }
 
 /// Elementwise: every operand broadcast along the batch, the same op.
