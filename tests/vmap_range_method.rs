@@ -406,7 +406,7 @@ fn nesting_to_depth_five_works_with_every_method() {
 }
 
 #[test]
-fn jvp_sees_through_the_vmap_scope() {
+fn jvp_sees_through_the_vmap_scope_and_the_sliding_windows() {
     let x = data(&[BATCH, 4], 6);
     let t = data(&[BATCH, 4], 7);
     let per_sample = |x: &Tensor| (x.sin() * x.flip(0)).sum_all();
@@ -415,8 +415,13 @@ fn jvp_sees_through_the_vmap_scope() {
         values(&jvp(f, std::slice::from_ref(&x), std::slice::from_ref(&t)).1[0])
     };
     let by_rewrite = tangent(VmapMethod::Rewrite);
-    let got = tangent(VmapMethod::Range);
-    assert!(close(&got, &by_rewrite), "{got:?} != {by_rewrite:?}");
+    for method in [VmapMethod::Range, VmapMethod::PadReduce] {
+        let got = tangent(method);
+        assert!(
+            close(&got, &by_rewrite),
+            "by {method:?}: {got:?} != {by_rewrite:?}"
+        );
+    }
 }
 
 #[test]
