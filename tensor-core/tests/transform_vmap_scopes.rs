@@ -555,3 +555,52 @@ fn rewrite_vmap_keeps_the_batch_through_a_scope_of_a_batched_value() {
         1e-12,
     );
 }
+
+// ---- the sliding-window rows of the rule tables, directly ----
+
+/// `Σ_r (x[r : r + 2] * c(r)).sum()` over the 3 positions of a window sliding down the 4 rows
+/// of `x`, weighted by `c(r) = r + 1`, padded back into place and squared: a function whose
+/// every op is a sliding window, a reduce over the range, or ordinary arithmetic.
+fn sliding_function(x: &Tensor) -> Tensor {
+    let r = tensor_core::transform::vmap::range::batch_range(3);
+    let weight = Tensor::from_uop(UOp::alu(
+        tensor_core::Op::Add,
+        vec![r.clone(), UOp::index(1)],
+    ))
+    .cast(x.dtype());
+    let window = x.shrink_at(0, &r, 2) * weight;
+    let placed = window.pad_at(0, &r, 4);
+    placed.sum_over_ranges(std::slice::from_ref(&r)).square()
+}
+
+#[test]
+fn sliding_windows_have_gradients_and_tangents_that_match_finite_differences() {
+    let x = randf64(&[4, 2], 71);
+    let loss = (|x: &Tensor| sliding_function(x).sum_all()).into_func();
+    let fd = fd_gradient(&loss, std::slice::from_ref(&x), 0, EPS);
+    let g = grad(loss.clone(), 0).call1(std::slice::from_ref(&x));
+    assert_values_close("grad of sliding windows", &values(&g), &fd, 1e-6, 1e-7);
+    let t = randf64(&[4, 2], 72);
+    let f = (|x: &Tensor| sliding_function(x)).into_func();
+    let (_, tangent) = jvp(
+        f.clone(),
+        std::slice::from_ref(&x),
+        std::slice::from_ref(&t),
+    );
+    let fd = fd_directional(&f, std::slice::from_ref(&x), std::slice::from_ref(&t), EPS);
+    assert_values_close(
+        "jvp of sliding windows",
+        &values(&tangent[0]),
+        &fd[0],
+        1e-6,
+        1e-7,
+    );
+}
+
+#[test]
+fn sliding_windows_batch_by_rewrite_like_a_loop_over_samples() {
+    let xs = randf64(&[5, 4, 2], 73);
+    assert_vmap_matches_loop(sliding_function, &[Some(0)], std::slice::from_ref(&xs));
+    let xs = randf64(&[4, 5, 2], 74);
+    assert_vmap_matches_loop(sliding_function, &[Some(1)], std::slice::from_ref(&xs));
+}
