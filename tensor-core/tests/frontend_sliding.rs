@@ -3,7 +3,7 @@
 //! for windows that do not fit.
 
 use tensor_core::interp::evaluate;
-use tensor_core::transform::vmap::range::batch_range;
+use tensor_core::transform::vmap::looped::batch_range;
 use tensor_core::uop::spec;
 use tensor_core::{Op, ReduceOp, Tensor, UOp};
 

@@ -562,7 +562,7 @@ fn rewrite_vmap_keeps_the_batch_through_a_scope_of_a_batched_value() {
 /// of `x`, weighted by `c(r) = r + 1`, padded back into place and squared: a function whose
 /// every op is a sliding window, a reduce over the range, or ordinary arithmetic.
 fn sliding_function(x: &Tensor) -> Tensor {
-    let r = tensor_core::transform::vmap::range::batch_range(3);
+    let r = tensor_core::transform::vmap::looped::batch_range(3);
     let weight = Tensor::from_uop(UOp::alu(
         tensor_core::Op::Add,
         vec![r.clone(), UOp::index(1)],

@@ -4,6 +4,7 @@
 //! samples is ever built: the scheduler sees one graph with one more dimension.
 
 pub mod axes;
+pub mod looped;
 pub mod pad_reduce;
 pub mod range;
 pub mod rules;
@@ -14,8 +15,7 @@ use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::trace::{placeholder, trace};
 use crate::uop::UOp;
-use crate::uop::scope::free_ranges;
-use axes::{normalize_axis, resolve_in_axes};
+use axes::resolve_in_axes;
 use rules::BatchCtx;
 use std::collections::HashMap;
 
@@ -54,9 +54,11 @@ pub fn vmap_with<M>(
     let (in_axes, out_axes) = (in_axes.into(), out_axes.into());
     Func::new(f.arity(), move |args: &[Tensor]| match method {
         VmapMethod::Rewrite => vmapped_call(&f, args, &in_axes, &out_axes),
-        VmapMethod::Range => range::vmapped_call_by_range(&f, args, &in_axes, &out_axes),
+        VmapMethod::Range => {
+            looped::vmapped_call_in_loop(&range::ByRange, &f, args, &in_axes, &out_axes)
+        }
         VmapMethod::PadReduce => {
-            pad_reduce::vmapped_call_by_pad_reduce(&f, args, &in_axes, &out_axes)
+            looped::vmapped_call_in_loop(&pad_reduce::ByPadReduce, &f, args, &in_axes, &out_axes)
         }
     })
 }
@@ -110,18 +112,7 @@ fn place_batch(ctx: &BatchCtx, out: &UOp, axis: Option<isize>, index: usize) -> 
         return out.clone();
     };
     let batched = ctx.broadcast_to(out, &out.shape_vec());
-    batch_axis_to(&batched, axis, index)
-}
-
-/// Result `index`, batched along axis 0, with its batch axis moved to `out_axes` entry `axis`.
-pub(crate) fn batch_axis_to(batched: &UOp, axis: isize, index: usize) -> UOp {
-    let ndim = batched.ndim();
-    let target = normalize_axis(axis, ndim).unwrap_or_else(|| {
-        transform_error(&format!(
-            "vmap: out_axes {axis} is out of range for result {index} of rank {ndim} (with the batch axis)"
-        ))
-    });
-    move_axis(batched, 0, target)
+    looped::batch_axis_to(&batched, axis, index)
 }
 
 /// `u` with axis `from` moved to position `to`, the others keeping their order.
@@ -132,18 +123,4 @@ pub fn move_axis(u: &UOp, from: usize, to: usize) -> UOp {
     let mut perm: Vec<usize> = (0..u.ndim()).filter(|&a| a != from).collect();
     perm.insert(to, from);
     u.permute(&perm)
-}
-
-/// A result of a loop method (range, pad+reduce) kept without a batch axis (`out_axes`
-/// None): it must not vary with the batch range `r`.
-pub(crate) fn unbatched_result(result: &Tensor, r: &UOp, index: usize) -> Tensor {
-    let varies = free_ranges(&result.uop().toposort())
-        .get(&result.uop())
-        .is_some_and(|ranges| ranges.contains(r));
-    if varies {
-        transform_error(&format!(
-            "vmap: out_axes is None for result {index}, but that result depends on the mapped arguments"
-        ));
-    }
-    result.clone()
 }

@@ -4,64 +4,24 @@
 //! turns the range into a loop inside the kernels.
 
 use crate::tensor::Tensor;
-use crate::transform::func::Func;
-use crate::transform::vmap::axes::{InAxes, OutAxes, resolve_in_axes};
-use crate::transform::vmap::{batch_axis_to, unbatched_result};
-use crate::uop::{AxisType, UOp};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::transform::vmap::looped::LoopMethod;
+use crate::uop::UOp;
 
-/// Range ids of vmap loops start here, apart from the ids the scheduler gives kernel loops.
-const VMAP_RANGE_ID_BASE: usize = 1 << 30;
+/// The range method: samples enter a `Vmapin` scope and results leave through `Vmapout`.
+pub(crate) struct ByRange;
 
-/// A fresh batch loop of `size` iterations (a distinct id per vmap, so nested vmaps nest).
-pub fn batch_range(size: usize) -> UOp {
-    static NEXT: AtomicUsize = AtomicUsize::new(VMAP_RANGE_ID_BASE);
-    UOp::range(size, NEXT.fetch_add(1, Ordering::Relaxed), AxisType::Loop)
-}
+impl LoopMethod for ByRange {
+    fn sample(&self, arg: &Tensor, axis: usize, r: &UOp) -> Tensor {
+        let vargs: Vec<UOp> = (0..arg.ndim())
+            .map(|a| if a == axis { r.clone() } else { UOp::index(0) })
+            .collect();
+        arg.vmapin(&vargs)
+    }
 
-/// One call of `f` under a range vmap.
-pub(crate) fn vmapped_call_by_range(
-    f: &Func,
-    args: &[Tensor],
-    in_axes: &InAxes,
-    out_axes: &OutAxes,
-) -> Vec<Tensor> {
-    let (axes, size) = resolve_in_axes(args, in_axes);
-    let range = batch_range(size);
-    let inner: Vec<Tensor> = args
-        .iter()
-        .zip(&axes)
-        .map(|(arg, axis)| match axis {
-            Some(axis) => {
-                let vargs: Vec<UOp> = (0..arg.ndim())
-                    .map(|a| {
-                        if a == *axis {
-                            range.clone()
-                        } else {
-                            UOp::index(0)
-                        }
-                    })
-                    .collect();
-                arg.vmapin(&vargs)
-            }
-            None => arg.clone(),
-        })
-        .collect();
-    let results = f.call(&inner);
-    let out_axes = out_axes.per_result(results.len());
-    results
-        .iter()
-        .zip(out_axes)
-        .enumerate()
-        .map(|(i, (result, axis))| {
-            let Some(axis) = axis else {
-                return unbatched_result(result, &range, i);
-            };
-            let vargs: Vec<UOp> = std::iter::once(range.clone())
-                .chain((0..result.ndim()).map(|_| UOp::index(0)))
-                .collect();
-            let batched = result.vmapout(&vargs).uop();
-            Tensor::from_uop(batch_axis_to(&batched, axis, i))
-        })
-        .collect()
+    fn stack(&self, result: &Tensor, r: &UOp, _size: usize) -> UOp {
+        let vargs: Vec<UOp> = std::iter::once(r.clone())
+            .chain((0..result.ndim()).map(|_| UOp::index(0)))
+            .collect();
+        result.vmapout(&vargs).uop()
+    }
 }
