@@ -458,3 +458,28 @@ fn a_mapped_result_with_out_axes_none_is_an_error_with_every_method() {
         );
     }
 }
+
+#[function(precompile)]
+fn precompiled_softplus(x: &Tensor) -> Tensor {
+    (x.exp() + 1.0).log()
+}
+
+#[function]
+fn traced_body(x: &Tensor, w: &Tensor) -> Tensor {
+    (precompiled_softplus(x) * w).sum_all()
+}
+
+#[test]
+fn functions_and_precompiled_bodies_inside_every_vmap_method_match_a_loop() {
+    let w = data(&[4], 5);
+    assert_range_matches(
+        "#[function] with a precompiled call",
+        move |x: &Tensor| traced_body(x, &w),
+        &[&[4]],
+    );
+    assert_range_matches(
+        "precompiled call alone",
+        |x: &Tensor| precompiled_softplus(x),
+        &[&[2, 3]],
+    );
+}
