@@ -1,11 +1,13 @@
 //! Per-sample gradients of a 784-128-10 ReLU MLP's cross-entropy loss for a batch of 256:
 //! `vmap!(grad!(loss, ...), in_axes = (params: None, x: 0, y: 0))`, checked against a loop of
-//! single-sample `grad!` calls, with the time and the number of kernels each way.
+//! single-sample `grad!` calls, with the time and the number of kernels each way; then the
+//! same gradients by the two loop methods of vmap (range and pad+reduce).
 //!
 //! Run: `cargo run --release --example per_sample_grads`
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tensor::core::schedule::create_schedule;
+use tensor::core::transform::{VmapMethod, vmap_with};
 use tensor::prelude::*;
 use tensor::runtime::realize::{realize, to_vec};
 
@@ -43,18 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .chain([x.clone(), y.clone()])
         .collect();
 
-    let per_sample = vmap(
-        grad(loss, [0, 1, 2, 3]),
-        [None, None, None, None, Some(0), Some(0)],
-        0,
-    );
-    let started = Instant::now();
-    let grads = per_sample.call(&args);
-    let vmap_kernels = create_schedule(&grads.iter().map(|g| g.uop()).collect::<Vec<_>>())
-        .items
-        .len();
-    realize(&grads.iter().collect::<Vec<_>>())?;
-    let vmap_time = started.elapsed();
+    let (grads, vmap_time, vmap_kernels) = per_sample_grads(&args, VmapMethod::Rewrite)?;
 
     let single = grad!(loss, argnums = (0, 1, 2, 3));
     let started = Instant::now();
@@ -97,5 +88,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if worst > 1e-4 {
         return Err(format!("vmap and the loop disagree by {worst}").into());
     }
+    println!("the other vmap methods (the batch as a loop inside the kernels):");
+    for method in [VmapMethod::Range, VmapMethod::PadReduce] {
+        let (other, time, kernels) = per_sample_grads(&args, method)?;
+        let mut differs = 0.0f32;
+        for (a, b) in other.iter().zip(&grads) {
+            let (a, b) = (to_vec::<f32>(a)?, to_vec::<f32>(b)?);
+            differs = a
+                .iter()
+                .zip(&b)
+                .map(|(a, b)| (a - b).abs())
+                .fold(differs, f32::max);
+        }
+        println!(
+            "  {:<20} {time:>10.3?}  {kernels:>5} kernels, largest difference {differs:.3e}",
+            format!("{method:?}:")
+        );
+        if differs > 1e-4 {
+            return Err(format!("vmap by {method:?} disagrees by {differs}").into());
+        }
+    }
     Ok(())
+}
+
+/// The per-sample gradients by `method`, the time to compute them and their kernel count.
+fn per_sample_grads(
+    args: &[Tensor],
+    method: VmapMethod,
+) -> Result<(Vec<Tensor>, Duration, usize), Box<dyn std::error::Error>> {
+    let per_sample = vmap_with(
+        grad(loss, [0, 1, 2, 3]),
+        [None, None, None, None, Some(0), Some(0)],
+        0,
+        method,
+    );
+    let started = Instant::now();
+    let grads = per_sample.call(args);
+    let kernels = create_schedule(&grads.iter().map(|g| g.uop()).collect::<Vec<_>>())
+        .items
+        .len();
+    realize(&grads.iter().collect::<Vec<_>>())?;
+    Ok((grads, started.elapsed(), kernels))
 }
