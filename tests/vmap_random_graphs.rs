@@ -1,6 +1,7 @@
 //! Property test: random per-sample functions (elementwise, movement, reduce, matmul ops,
 //! unmapped constants, realized intermediates) vmapped by every method, compiled and run on
-//! the CPU, equal the reference interpreter's loop over the samples. The generator is seeded,
+//! the CPU, equal the reference interpreter's loop over the samples, and gradients through them
+//! agree across the methods. The generator is seeded,
 //! so a failure names a seed that reproduces it.
 
 mod common;
@@ -49,6 +50,38 @@ fn random_functions_vmapped_by_every_method_equal_a_loop_over_samples() {
             assert!(
                 allclose(&got, &expected, 1e-4, 1e-4),
                 "seed {seed}, vmap by {method:?}: compiled {got:?} but the loop gives {expected:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gradients_through_random_vmapped_functions_agree_across_methods() {
+    for seed in 0..30 {
+        let (shape, f) = random_function(seed);
+        let x = data(
+            &[&[BATCH], shape.as_slice()].concat(),
+            &mut Rng(seed + 2000),
+        );
+        let gradient = |method| {
+            let f = f.clone();
+            let loss = move |x: &Tensor| {
+                let per_sample = vmap_with(f.clone(), 0, 0, method).call1(std::slice::from_ref(x));
+                (&per_sample * &per_sample).sum_all()
+            };
+            grad(loss, 0).call1(std::slice::from_ref(&x))
+        };
+        let by_rewrite = gradient(VmapMethod::Rewrite);
+        let expected = interpreted(&by_rewrite);
+        assert!(
+            allclose(&values(&by_rewrite), &expected, 1e-4, 1e-4),
+            "seed {seed}: the compiled rewrite gradient differs from the interpreter"
+        );
+        for method in [VmapMethod::Range, VmapMethod::PadReduce] {
+            let got = values(&gradient(method));
+            assert!(
+                allclose(&got, &expected, 1e-4, 1e-4),
+                "seed {seed}, grad through vmap by {method:?}: {got:?} but the rewrite method gives {expected:?}"
             );
         }
     }
