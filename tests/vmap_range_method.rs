@@ -483,3 +483,117 @@ fn functions_and_precompiled_bodies_inside_every_vmap_method_match_a_loop() {
         &[&[2, 3]],
     );
 }
+
+/// The loads of buffer `slot` in C `source`: the index expression inside each `data{slot}[..]`.
+fn load_indices(source: &str, slot: usize) -> Vec<String> {
+    let needle = format!("data{slot}[");
+    source
+        .match_indices(&needle)
+        .map(|(at, _)| {
+            let rest = &source[at + needle.len()..];
+            let mut depth = 1;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '[' => 1,
+                        ']' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(rest.len(), |(i, _)| i);
+            rest[..end].to_string()
+        })
+        .collect()
+}
+
+/// `expr` with every `int` local of `source` it mentions replaced by its definition, until
+/// only loop variables and constants are left.
+fn expand_locals(source: &str, expr: &str) -> String {
+    let locals: Vec<(String, String)> = source
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.trim().strip_prefix("int ")?.split_once(" = ")?;
+            Some((
+                name.to_string(),
+                format!("({})", value.trim_end_matches(';')),
+            ))
+        })
+        .collect();
+    let mut expanded = expr.to_string();
+    for _ in 0..locals.len() {
+        for (name, value) in &locals {
+            expanded = replace_word(&expanded, name, value);
+        }
+    }
+    expanded
+}
+
+/// `text` with the identifier `word` (not part of a longer identifier) replaced by `by`.
+fn replace_word(text: &str, word: &str, by: &str) -> String {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let before = rest[..at].chars().last();
+        let after = rest[at + word.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if before.is_some_and(is_ident) || after.is_some_and(is_ident) {
+            out.push_str(word);
+        } else {
+            out.push_str(by);
+        }
+        rest = &rest[at + word.len()..];
+    }
+    out + rest
+}
+
+#[test]
+fn the_generated_c_indexes_the_intermediate_buffer_by_the_batch_loop() {
+    // seeds/vmap-vmapin-vmapout.md §5.3: the kernel filling the intermediate stores at
+    // `batch * 2 + k`, and the kernel reading it loads at its own batch loop.
+    use tensor::core::codegen::{CodegenOptions, compile_kernel};
+    use tensor::core::render::c::range_name;
+    let x = data(&[4, BATCH], 4);
+    let idx = Tensor::from_vec(vec![1i32, 0], &[2]);
+    let f = move |x: &Tensor| {
+        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0)
+            .contiguous();
+        z.take(&idx, 0)
+    };
+    let out = vmap_with(f, 1, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
+    let schedule = create_schedule(&[out.uop()]);
+    let (producer, consumer) = (&schedule.items[0], &schedule.items[1]);
+    let intermediate = &producer.buffers[0];
+    let options = CodegenOptions {
+        optimize: false,
+        threads: 1,
+    };
+    let sizes = |item: &tensor::core::schedule::ScheduleItem| -> Vec<usize> {
+        item.buffers.iter().map(|b| b.shape_vec()[0]).collect()
+    };
+    for (item, slot) in [
+        (producer, 0),
+        (
+            consumer,
+            consumer
+                .buffers
+                .iter()
+                .position(|b| b == intermediate)
+                .unwrap(),
+        ),
+    ] {
+        let batch_loop = range_name(&ranges(&item.ast)[0]);
+        let source = compile_kernel(&item.ast, &sizes(item), &options).source;
+        let indices: Vec<String> = load_indices(&source, slot)
+            .iter()
+            .map(|i| expand_locals(&source, i))
+            .collect();
+        assert!(!indices.is_empty(), "no access to data{slot} in\n{source}");
+        assert!(
+            indices.iter().all(|i| i.contains(&batch_loop)),
+            "data{slot} is not indexed by the batch loop {batch_loop}: {indices:?}\n{source}"
+        );
+    }
+}
