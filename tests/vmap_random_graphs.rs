@@ -1,8 +1,8 @@
 //! Property test: random per-sample functions (elementwise, movement, reduce, matmul ops,
 //! unmapped constants, realized intermediates) vmapped by every method, compiled and run on
-//! the CPU, equal the reference interpreter's loop over the samples, and gradients through them
-//! agree across the methods. The generator is seeded,
-//! so a failure names a seed that reproduces it.
+//! the CPU, equal the reference interpreter's loop over the samples, and gradients through
+//! them agree across the methods. The generator is seeded, so a failure names a seed that
+//! reproduces it.
 
 mod common;
 
