@@ -597,3 +597,36 @@ fn the_generated_c_indexes_the_intermediate_buffer_by_the_batch_loop() {
         );
     }
 }
+
+#[function(precompile)]
+fn batched_by_range(xs: &Tensor) -> Tensor {
+    vmap_with(|x: &Tensor| x.softmax(0), 0, 0, VmapMethod::Range).call1(std::slice::from_ref(xs))
+}
+
+#[function(precompile)]
+fn batched_by_pad_reduce(xs: &Tensor) -> Tensor {
+    vmap_with(|x: &Tensor| x.softmax(0), 0, 0, VmapMethod::PadReduce)
+        .call1(std::slice::from_ref(xs))
+}
+
+#[test]
+fn a_loop_vmap_inside_a_precompiled_function_matches_the_rewrite_method() {
+    let xs = data(&[BATCH, 5], 6);
+    let expected = values(
+        &vmap_with(|x: &Tensor| x.softmax(0), 0, 0, VmapMethod::Rewrite)
+            .call1(std::slice::from_ref(&xs)),
+    );
+    for (name, got) in [
+        ("range", batched_by_range(&xs)),
+        ("pad+reduce", batched_by_pad_reduce(&xs)),
+    ] {
+        assert!(close(&values(&got), &expected), "{name}");
+        assert!(
+            close(
+                &values(&(got * 2.0)),
+                &expected.iter().map(|v| v * 2.0).collect::<Vec<_>>()
+            ),
+            "{name}, used after the call"
+        );
+    }
+}

@@ -445,7 +445,8 @@ fn stack(u: &UOp) -> Check {
 
 // ---- reduce ----
 
-/// Tensor-level `Reduce(T)` over axes, or kernel-level `Reduce(value, ranges...)`.
+/// `Reduce(T)` over axes, or `Reduce(value, ranges...)` over every value of its ranges (in a
+/// kernel, or at the tensor level where the value varies with a vmap range).
 fn reduce(u: &UOp) -> Check {
     src_at_least(u, 1)?;
     dtype_of_operand(u, 0)?;
@@ -454,7 +455,7 @@ fn reduce(u: &UOp) -> Check {
     };
     if u.src().len() > 1 {
         require(u, axes.is_empty(), || {
-            format!("a kernel reduce over ranges takes no axes, got {axes:?}")
+            format!("a reduce over ranges takes no axes, got {axes:?}")
         })?;
         return match u.src()[1..].iter().position(|r| r.op() != Op::Range) {
             Some(i) => fail(
