@@ -8,10 +8,13 @@ mod common;
 
 use common::random_graph::{Rng, data, random_shape, step};
 use common::{allclose, interpreted, values};
+use tensor::core::schedule::create_schedule;
 use tensor::core::transform::{VmapMethod, vmap_with};
+use tensor::core::{Arg, AxisType, Op};
 use tensor::prelude::*;
 
-const BATCH: usize = 3;
+/// Prime and larger than any axis of a sample, so a loop of this size is a loop over the batch.
+const BATCH: usize = 7;
 
 /// The per-sample input shape of seed `seed`, and a random function of one sample (the same
 /// graph at every call, so tracing it more than once is harmless).
@@ -26,6 +29,24 @@ fn random_function(seed: u64) -> (Vec<usize>, impl Fn(&Tensor) -> Tensor + Clone
         y
     };
     (shape, body)
+}
+
+/// True when some kernel of `t`'s schedule has a reduce loop over the batch: pad+reduce that
+/// the reduce-collapse rule did not turn into one read per sample (an O(batch²) kernel).
+fn reduces_over_the_batch(t: &Tensor) -> bool {
+    create_schedule(&[t.uop()]).items.iter().any(|item| {
+        item.ast.toposort().iter().any(|u| {
+            u.op() == Op::Range
+                && matches!(
+                    u.arg(),
+                    Arg::Range {
+                        axis_type: AxisType::Reduce,
+                        ..
+                    }
+                )
+                && u.vmax().as_i64() + 1 == BATCH as i64
+        })
+    })
 }
 
 #[test]
@@ -46,6 +67,10 @@ fn random_functions_vmapped_by_every_method_equal_a_loop_over_samples() {
             VmapMethod::PadReduce,
         ] {
             let batched = vmap_with(f.clone(), 0, 0, method).call1(std::slice::from_ref(&x));
+            assert!(
+                !reduces_over_the_batch(&batched),
+                "seed {seed}, vmap by {method:?}: a kernel sums over the batch"
+            );
             let got = values(&batched);
             assert!(
                 allclose(&got, &expected, 1e-4, 1e-4),
