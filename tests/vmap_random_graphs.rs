@@ -103,7 +103,12 @@ fn gradients_through_random_vmapped_functions_agree_across_methods() {
             "seed {seed}: the compiled rewrite gradient differs from the interpreter"
         );
         for method in [VmapMethod::Range, VmapMethod::PadReduce] {
-            let got = values(&gradient(method));
+            let gradient = gradient(method);
+            assert!(
+                !reduces_over_the_batch(&gradient),
+                "seed {seed}, grad through vmap by {method:?}: a kernel sums over the batch"
+            );
+            let got = values(&gradient);
             assert!(
                 allclose(&got, &expected, 1e-4, 1e-4),
                 "seed {seed}, grad through vmap by {method:?}: {got:?} but the rewrite method gives {expected:?}"
