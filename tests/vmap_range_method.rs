@@ -1,12 +1,13 @@
-//! vmap by range (Vmapin/Vmapout through rangeify), compiled: every construct of the table in
-//! seeds/vmap-vmapin-vmapout.md §6 against the rewrite method and against a loop over samples,
-//! the intermediate-realization case of §5, kernel structure, and nesting to depth 5.
+//! vmap by range (Vmapin/Vmapout through rangeify) and by pad+reduce (windows sliding with a
+//! range, summed over it), compiled: every construct of the table in seeds/vmap-vmapin-vmapout.md
+//! §6 against the rewrite method and against a loop over samples, the intermediate-realization
+//! case of §5 (values, buffer size, generated C), kernel structure, and nesting to depth 5.
 
 mod common;
 
 use common::values;
 use tensor::core::schedule::create_schedule;
-use tensor::core::transform::{Func, IntoFunc, VmapMethod, vmap_with};
+use tensor::core::transform::{Func, InAxes, IntoFunc, VmapMethod, vmap_with};
 use tensor::core::{Arg, Op, UOp};
 use tensor::prelude::*;
 
@@ -186,7 +187,6 @@ fn indexing_matches() {
 fn operations_after_the_vmap_match() {
     let x = data(&[BATCH, 3, 2], 1);
     let inner = |x: &Tensor| x * 2.0 + 1.0;
-    let by_range = vmap_with(inner, 0, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
     let reference = &x * 2.0 + 1.0;
     let after = |t: &Tensor| {
         vec![
@@ -202,30 +202,53 @@ fn operations_after_the_vmap_match() {
             Tensor::cat(&[t.clone(), data(&[1, 3, 2], 6)], 0),
         ]
     };
-    for (k, (a, b)) in after(&by_range).iter().zip(after(&reference)).enumerate() {
-        assert!(close(&values(a), &values(&b)), "post-vmap operation {k}");
+    for method in METHODS {
+        let batched = vmap_with(inner, 0, 0, method).call1(std::slice::from_ref(&x));
+        for (k, (a, b)) in after(&batched).iter().zip(after(&reference)).enumerate() {
+            assert!(
+                close(&values(a), &values(&b)),
+                "post-vmap operation {k} by {method:?}"
+            );
+        }
     }
 }
 
 #[test]
 fn mixed_mapped_and_unmapped_inputs_match() {
-    let w = data(&[4, 3], 2);
-    let x = data(&[5, 3], 3);
+    let (w, x) = (data(&[4, 3], 2), data(&[5, 3], 3));
     let f = |w: &Tensor, x: &Tensor| w.matmul(x).relu();
-    let by_range =
-        vmap_with(f, [None, Some(0)], 0, VmapMethod::Range).call1(&[w.clone(), x.clone()]);
-    let by_rewrite = vmap_with(f, [None, Some(0)], 0, VmapMethod::Rewrite).call1(&[w, x]);
-    assert!(close(&values(&by_range), &values(&by_rewrite)));
-    let a = data(&[3, 5], 4);
-    let b = data(&[5, 3], 5);
+    let (a, b) = (data(&[3, 5], 4), data(&[5, 3], 5));
     let g = |a: &Tensor, b: &Tensor| a * b;
-    let by_range =
-        vmap_with(g, [Some(1), Some(0)], 0, VmapMethod::Range).call1(&[a.clone(), b.clone()]);
-    let by_rewrite = vmap_with(g, [Some(1), Some(0)], 0, VmapMethod::Rewrite).call1(&[a, b]);
-    assert!(
-        close(&values(&by_range), &values(&by_rewrite)),
-        "different axes per input"
-    );
+    let (c, d) = (data(&[5, 2], 6), data(&[5, 2], 7));
+    let h = |c: &Tensor, d: &Tensor| (c - d).square().sum_all();
+    let cases: [(&str, Func, InAxes, Vec<Tensor>); 3] = [
+        (
+            "broadcast weight",
+            f.into_func(),
+            [None, Some(0)].into(),
+            vec![w, x],
+        ),
+        (
+            "different axes per input",
+            g.into_func(),
+            [Some(1), Some(0)].into(),
+            vec![a, b],
+        ),
+        (
+            "same axis for all inputs",
+            h.into_func(),
+            0.into(),
+            vec![c, d],
+        ),
+    ];
+    for (name, f, in_axes, args) in cases {
+        let by_rewrite =
+            values(&vmap_with(f.clone(), in_axes.clone(), 0, VmapMethod::Rewrite).call1(&args));
+        for method in [VmapMethod::Range, VmapMethod::PadReduce] {
+            let got = values(&vmap_with(f.clone(), in_axes.clone(), 0, method).call1(&args));
+            assert!(close(&got, &by_rewrite), "{name} by {method:?}");
+        }
+    }
 }
 
 #[test]
