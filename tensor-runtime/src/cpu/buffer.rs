@@ -11,6 +11,7 @@
 //! is not counted, never locked (nothing writes it), and refuses copies in; the launch checks
 //! that no kernel stores into it.
 
+use super::recycle::Recycler;
 use crate::error::{Result, RuntimeError};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,6 +50,8 @@ enum Memory {
     Allocated {
         words: Mutex<Vec<u128>>,
         live: Arc<LiveBuffers>,
+        /// Where the memory goes when the buffer is dropped (`None`: back to the system).
+        recycler: Option<Arc<Recycler>>,
     },
     /// A tensor's host elements in native layout, read in place.
     Host(Arc<dyn HostData>),
@@ -65,14 +68,36 @@ impl std::fmt::Debug for CpuBuffer {
 }
 
 impl CpuBuffer {
-    /// `len` zero bytes, counted in `live` until dropped.
+    /// `len` zero bytes, counted in `live` until dropped, freed when dropped.
+    #[cfg(test)]
     pub(crate) fn zeroed(len: usize, live: Arc<LiveBuffers>) -> CpuBuffer {
+        CpuBuffer::counted(vec![0u128; len.div_ceil(WORD)], len, live, None)
+    }
+
+    /// `len` zero bytes taken from `recycler` (reusing freed memory of the same length when
+    /// it holds some) and given back to it when dropped; counted in `live` until then.
+    pub(crate) fn recycled(
+        len: usize,
+        live: Arc<LiveBuffers>,
+        recycler: &Arc<Recycler>,
+    ) -> CpuBuffer {
+        let words = recycler.take(len.div_ceil(WORD));
+        CpuBuffer::counted(words, len, live, Some(recycler.clone()))
+    }
+
+    fn counted(
+        words: Vec<u128>,
+        len: usize,
+        live: Arc<LiveBuffers>,
+        recycler: Option<Arc<Recycler>>,
+    ) -> CpuBuffer {
         live.count.fetch_add(1, Ordering::Relaxed);
         live.bytes.fetch_add(len, Ordering::Relaxed);
         CpuBuffer {
             memory: Memory::Allocated {
-                words: Mutex::new(vec![0u128; len.div_ceil(WORD)]),
+                words: Mutex::new(words),
                 live,
+                recycler,
             },
             len,
         }
@@ -192,9 +217,18 @@ impl CpuBuffer {
 
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
-        if let Memory::Allocated { live, .. } = &self.memory {
+        if let Memory::Allocated {
+            words,
+            live,
+            recycler,
+        } = &mut self.memory
+        {
             live.count.fetch_sub(1, Ordering::Relaxed);
             live.bytes.fetch_sub(self.len, Ordering::Relaxed);
+            if let Some(recycler) = recycler {
+                let words = words.get_mut().unwrap_or_else(PoisonError::into_inner);
+                recycler.give(std::mem::take(words));
+            }
         }
     }
 }

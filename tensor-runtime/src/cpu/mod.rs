@@ -14,6 +14,7 @@ mod buffer;
 mod compiler;
 mod pool;
 mod program;
+mod recycle;
 mod scratch;
 
 pub use buffer::{CpuBuffer, LiveBuffers};
@@ -27,11 +28,15 @@ use crate::stats::{CompileCounts, CompileStats};
 use crate::warn;
 use pool::WorkerPool;
 use program::{LoadedLibrary, load_library};
+use recycle::Recycler;
 use scratch::ScratchDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use tensor_core::uop::HostData;
+
+/// How much freed buffer memory a device keeps for reuse (see `recycle`).
+const RECYCLED_BYTES_LIMIT: usize = 1 << 30;
 
 /// Everything that decides how the CPU device compiles and runs kernels.
 #[derive(Clone, Debug)]
@@ -96,6 +101,7 @@ struct CpuDeviceState {
     loaded: Mutex<HashMap<u128, Arc<LoadedLibrary>>>,
     stats: CompileStats,
     live: Arc<LiveBuffers>,
+    recycler: Arc<Recycler>,
     pool: WorkerPool,
 }
 
@@ -110,6 +116,7 @@ impl CpuDevice {
                 loaded: Mutex::new(HashMap::new()),
                 stats: CompileStats::default(),
                 live: Arc::new(LiveBuffers::default()),
+                recycler: Arc::new(Recycler::new(RECYCLED_BYTES_LIMIT)),
                 pool: WorkerPool::new(config.threads.max(1) - 1),
             }),
         }
@@ -149,6 +156,12 @@ impl CpuDevice {
     /// Buffers of this device that are still alive.
     pub fn live_buffers(&self) -> &LiveBuffers {
         &self.inner.live
+    }
+
+    /// Bytes of freed buffers this device keeps to hand out again (zeroed) for allocations of
+    /// the same size, sparing the page faults of fresh memory.
+    pub fn recycled_bytes(&self) -> usize {
+        self.inner.recycler.held_bytes()
     }
 
     /// The loaded library for `source`: from memory, else from disk, else freshly compiled.
@@ -229,7 +242,11 @@ impl Device for CpuDevice {
     }
 
     fn allocate(&self, bytes: usize) -> Result<CpuBuffer> {
-        Ok(CpuBuffer::zeroed(bytes, self.inner.live.clone()))
+        Ok(CpuBuffer::recycled(
+            bytes,
+            self.inner.live.clone(),
+            &self.inner.recycler,
+        ))
     }
 
     fn bind_host(&self, data: Arc<dyn HostData>) -> Option<CpuBuffer> {
