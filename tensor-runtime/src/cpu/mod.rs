@@ -12,6 +12,7 @@
 
 mod buffer;
 mod compiler;
+mod huge_pages;
 mod pool;
 mod program;
 mod recycle;

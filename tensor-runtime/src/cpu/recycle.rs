@@ -3,9 +3,10 @@
 //! that memory back zeroed costs one memset, where fresh memory costs a page fault per 4 KiB
 //! page on first touch (the OS zeroes and maps each one), several times slower than writing it.
 //!
-//! Only large allocations are kept (the system allocator already recycles small ones quickly),
+//! Fresh large allocations ask for huge pages (`huge_pages`). Only large allocations are kept (the system allocator already recycles small ones quickly),
 //! and only up to a byte limit, so an idle device holds a bounded amount of freed memory.
 
+use super::huge_pages;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
@@ -49,7 +50,11 @@ impl Recycler {
                 memory.fill(0);
                 memory
             }
-            None => vec![0u128; words],
+            None => {
+                let memory = vec![0u128; words];
+                huge_pages::advise(&memory);
+                memory
+            }
         }
     }
 
