@@ -98,6 +98,14 @@ fn cases() -> Vec<(&'static str, Tensor)> {
             floats(&[2, 3, 4], 8).matmul(&floats(&[4, 2], 9)),
         ),
         ("matvec", a.matmul(&row)),
+        (
+            "matmul with a 4x16 register tile",
+            floats(&[8, 12], 10).matmul(&floats(&[12, 48], 11)),
+        ),
+        (
+            "batched matmul with a 4x16 register tile",
+            floats(&[3, 4, 5], 12).matmul(&floats(&[5, 32], 13)),
+        ),
         ("softmax", a.softmax(-1)),
         ("log_softmax", a.log_softmax(0)),
         ("logsumexp", a.logsumexp(1, false)),

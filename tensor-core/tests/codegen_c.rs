@@ -217,6 +217,27 @@ fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
 }
 
 #[test]
+fn a_wide_matmul_gets_a_four_by_sixteen_register_tile_with_the_same_result() {
+    let (m, k, n) = (8, 6, 32);
+    let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.29).sin()).collect();
+    let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.13).cos()).collect();
+    for threads in [1, 2] {
+        let kern = compile_kernel(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(threads));
+        assert_eq!(
+            kern.source.matches("float acc").count(),
+            64,
+            "{}",
+            kern.source
+        );
+        assert_eq!(kern.source.matches("data1[").count(), 4, "{}", kern.source);
+        assert_eq!(kern.source.matches("data2[").count(), 16, "{}", kern.source);
+        let mut bufs = vec![zeros(m * n), floats(&a), floats(&b)];
+        run(&kern, &mut bufs);
+        assert_eq!(as_f64(&bufs[0]), matmul_reference(&a, &b, m, k, n));
+    }
+}
+
+#[test]
 fn upcast_matmul_shares_one_reduce_loop_between_the_lanes() {
     let kern = compile_kernel(&matmul(3, 5, 8), &[24, 15, 40], &opt(1));
     assert_eq!(

@@ -2,10 +2,12 @@
 //!
 //! 1. UPCAST by 4 the innermost output axis that the stores walk contiguously, when 4 divides
 //!    it: four neighbouring elements per iteration, which the C compiler turns into one SIMD
-//!    operation.
+//!    operation. In a kernel with a reduce the axis is upcast by 16 when 16 divides it: sixteen
+//!    accumulators in a row fill two 8-wide vector registers, and a value loaded once per
+//!    reduce step (the row element of a matmul) is used sixteen times.
 //! 2. In a kernel with a reduce, also UPCAST by 4 an output axis that some load does not
-//!    depend on: each loaded value is then reused by four accumulators (a 4x4 register tile
-//!    for a matmul).
+//!    depend on: each loaded value is then reused by four accumulators (a 4x16 register tile
+//!    for a matmul whose output rows are a multiple of 16 long, 4x4 otherwise).
 //! 3. THREAD the outermost output axis across the cores when the kernel does enough work to
 //!    pay for waking them.
 
@@ -20,6 +22,9 @@ pub const MIN_WORK_PER_THREADED_KERNEL: usize = 1 << 16;
 /// The width of an upcast.
 pub const UPCAST_WIDTH: usize = 4;
 
+/// The width of the contiguous upcast in a kernel with a reduce.
+pub const REDUCE_UPCAST_WIDTH: usize = 16;
+
 /// The opts for `ast` on a machine with `threads` cores.
 pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let mut opts = Vec::new();
@@ -27,10 +32,10 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         .into_iter()
         .filter(|r| range_axis_type(r) == AxisType::Loop)
         .collect();
-    if let Some(axis) = upcastable_axis(ast, &outputs) {
+    if let Some((axis, factor)) = upcastable_axis(ast, &outputs) {
         opts.push(Opt::Split {
             axis: range_id(&axis),
-            factor: UPCAST_WIDTH,
+            factor,
             target: AxisType::Upcast,
             top: false,
         });
@@ -53,11 +58,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         && let Some(outer) = outputs.first()
     {
         let mut size = range_size(outer).unwrap_or(1);
-        if opts
-            .iter()
-            .any(|o| matches!(o, Opt::Split { axis, .. } if *axis == range_id(outer)))
-        {
-            size /= UPCAST_WIDTH;
+        for opt in &opts {
+            if let Opt::Split { axis, factor, .. } = opt
+                && *axis == range_id(outer)
+            {
+                size /= factor;
+            }
         }
         // Cores write disjoint chunks only if every store's address depends on the range.
         let addressed = ast
@@ -77,18 +83,26 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
 }
 
 /// The innermost output range of constant size divisible by the upcast width along which
-/// every store's address advances by exactly one element.
-fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<UOp> {
+/// every store's address advances by exactly one element, with the factor to upcast it by.
+fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<(UOp, usize)> {
     let stores: Vec<&UOp> = ast.src().iter().filter(|s| s.op() == Op::Store).collect();
     if stores.is_empty() {
         return None;
     }
+    let widest = if ast.toposort().iter().any(is_kernel_reduce) {
+        REDUCE_UPCAST_WIDTH
+    } else {
+        UPCAST_WIDTH
+    };
     outputs.iter().rev().find_map(|r| {
         let size = range_size(r)?;
         let contiguous = stores
             .iter()
             .all(|s| index_stride(&s.s(0).src()[1], r) == Some(1));
-        (size >= UPCAST_WIDTH && size % UPCAST_WIDTH == 0 && contiguous).then(|| r.clone())
+        let factor = [widest, UPCAST_WIDTH]
+            .into_iter()
+            .find(|&w| size >= w && size % w == 0)?;
+        contiguous.then(|| (r.clone(), factor))
     })
 }
 
