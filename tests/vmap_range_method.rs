@@ -360,17 +360,22 @@ fn intermediate_sizes(out: &Tensor) -> Vec<usize> {
         .collect()
 }
 
+/// The seed's §5 example with the stacked sums forced into a buffer, re-indexed.
+fn stacked_sums_in_a_buffer() -> Func {
+    let idx = Tensor::from_vec(vec![1i32, 0], &[2]);
+    (move |x: &Tensor| {
+        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0)
+            .contiguous();
+        z.take(&idx, 0)
+    })
+    .into_func()
+}
+
 #[test]
 fn a_realized_intermediate_has_a_batch_times_two_buffer() {
     // The seed's example with the stacked sums forced into a buffer: without the vmap_map fix
     // the buffer would hold 2 values and only the last batch element would survive.
-    let x = data(&[4, BATCH], 4);
-    let idx = Tensor::from_vec(vec![1i32, 0], &[2]);
-    let f = move |x: &Tensor| {
-        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0)
-            .contiguous();
-        z.take(&idx, 0)
-    };
+    let (x, f) = (data(&[4, BATCH], 4), stacked_sums_in_a_buffer());
     let out = vmap_with(f.clone(), 1, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
     assert_eq!(intermediate_sizes(&out), vec![BATCH * 2]);
     let reference = vmap_with(f, 1, 0, VmapMethod::Rewrite).call1(&[x]);
@@ -578,13 +583,7 @@ fn the_generated_c_indexes_the_intermediate_buffer_by_the_batch_loop() {
     // `batch * 2 + k`, and the kernel reading it loads at its own batch loop.
     use tensor::core::codegen::{CodegenOptions, compile_kernel};
     use tensor::core::render::c::range_name;
-    let x = data(&[4, BATCH], 4);
-    let idx = Tensor::from_vec(vec![1i32, 0], &[2]);
-    let f = move |x: &Tensor| {
-        let z = Tensor::stack(&[x.slice(0, 0, 2).sum_all(), x.slice(0, 2, 4).sum_all()], 0)
-            .contiguous();
-        z.take(&idx, 0)
-    };
+    let (x, f) = (data(&[4, BATCH], 4), stacked_sums_in_a_buffer());
     let out = vmap_with(f, 1, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
     let schedule = create_schedule(&[out.uop()]);
     let (producer, consumer) = (&schedule.items[0], &schedule.items[1]);
