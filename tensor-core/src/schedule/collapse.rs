@@ -1,22 +1,25 @@
-//! Reduce collapse: a sum over a range of a value that is zero except where the range takes
-//! one value is that value at that index.
+//! Reduce collapse: a sum over a range whose gate bounds the range has a closed form.
 //!
 //! ```text
 //! Σ_{r < n} where(g <= r && r <= g && rest, v(r), 0)  =>  where(0 <= g < n, where(rest, v(g), 0), 0)
+//! Σ_{r < n} where(lo <= r && r <= hi && rest, c, 0)   =>  where(rest, c * count, 0)
+//!     count = max(min(hi, n - 1) - max(lo, 0) + 1, 0)
 //! ```
 //!
-//! `g` must not depend on `r`; the two clauses may be written in any linear form (`r - 1 < g`,
-//! `g < r + 1`, ...). The gate is a `Where` around the value or the gate of a load. Placing a
-//! sample at a sliding offset with `pad_at` and summing over the range (vmap by pad+reduce)
-//! lowers to exactly this, so the rule turns that method's `O(n²)` loop into `O(n)`.
+//! `g`, `lo`, `hi` and `c` must not depend on `r`; a bound may be written in any linear form
+//! (`r - 1 < g`, `g < r + 1`, `r == g`, ...). The gate is a `Where` around the value or, for
+//! the first rule, the gate of a load. Placing a sample at a sliding offset with `pad_at` and
+//! summing over the range (vmap by pad+reduce) lowers to the first form, and so does a gather
+//! (`take`: a one-hot mask summed), which becomes one load; the prefix sums behind `arange`
+//! are the second, so an arange is index arithmetic instead of a loop.
 
 use super::index::{and, int, less, truth};
 use crate::symbolic::simplify;
 use crate::uop::{Arg, DType, Op, ReduceOp, UOp, substitute};
 use std::collections::HashMap;
 
-/// `Reduce(value, ranges...)` with one range pinned by the value's gate, summed away (`None`
-/// when no range is pinned).
+/// `Reduce(value, ranges...)` with one range pinned or counted by the value's gate, summed
+/// away (`None` when no range has a closed form).
 pub fn collapse_reduce(reduce: &UOp) -> Option<UOp> {
     let Arg::Reduce(ReduceOp::Add, axes) = reduce.arg() else {
         return None;
@@ -27,37 +30,121 @@ pub fn collapse_reduce(reduce: &UOp) -> Option<UOp> {
     let (value, ranges) = (reduce.s(0), &reduce.src()[1..]);
     let clauses = conjuncts(&gate_of(value)?);
     ranges.iter().enumerate().find_map(|(k, r)| {
-        let (at, pinning) = pinned_value(&clauses, r)?;
         let others: Vec<UOp> = [&ranges[..k], &ranges[k + 1..]].concat();
-        Some(summed_at(value, r, &at, &pinning, &others))
+        let bounds = RangeBounds::of(&clauses, r)?;
+        let collapsed = match bounds.pinned() {
+            Some((at, pinning)) => pinned_sum(value, r, &at, &pinning),
+            None => counted_sum(value, r, &bounds)?,
+        };
+        Some(reduced_over(collapsed, &others))
     })
 }
 
-/// `value` with `r := at`, valid only where `at` is a value of `r`, reduced over `others`.
-fn summed_at(value: &UOp, r: &UOp, at: &UOp, pinning: &[UOp], others: &[UOp]) -> UOp {
-    let mut satisfied: HashMap<UOp, UOp> =
-        pinning.iter().map(|c| (c.clone(), truth(true))).collect();
-    let without_pinning = substitute(value, &satisfied);
-    satisfied.clear();
-    satisfied.insert(r.clone(), at.clone());
-    let image = substitute(&without_pinning, &satisfied);
-    let n = int(r.vmax().as_i64() + 1);
-    let in_range = and(Some(less(&int(-1), at)), Some(less(at, &n)));
-    let collapsed = match in_range {
-        Some(g) => UOp::alu(Op::Where, vec![g, image.clone(), zero_like(&image)]),
-        None => image,
-    };
+/// The bounds a gate's clauses put on a range, and the clauses that do not mention it.
+struct RangeBounds {
+    bounds: Vec<(Bound, UOp)>,
+    rest: Vec<UOp>,
+}
+
+impl RangeBounds {
+    /// `None` when a clause mentions `r` in a way that is not a linear bound.
+    fn of(clauses: &[UOp], r: &UOp) -> Option<RangeBounds> {
+        let mut bounds = Vec::new();
+        let mut rest = Vec::new();
+        for c in clauses {
+            if !c.toposort().contains(r) {
+                rest.push(c.clone());
+                continue;
+            }
+            for b in bounds_on(c, r)? {
+                bounds.push((b, c.clone()));
+            }
+        }
+        (!bounds.is_empty()).then_some(RangeBounds { bounds, rest })
+    }
+
+    /// The one value the range can take, if a lower and an upper bound agree, with the
+    /// clauses that say so.
+    fn pinned(&self) -> Option<(UOp, Vec<UOp>)> {
+        self.lowers().find_map(|(g, low)| {
+            self.uppers()
+                .find(|(h, _)| *h == g)
+                .map(|(_, high)| (g.clone(), vec![low.clone(), high.clone()]))
+        })
+    }
+
+    fn lowers(&self) -> impl Iterator<Item = (&UOp, &UOp)> {
+        self.bounds.iter().filter_map(|(b, c)| match b {
+            Bound::AtLeast(g) => Some((g, c)),
+            Bound::AtMost(_) => None,
+        })
+    }
+
+    fn uppers(&self) -> impl Iterator<Item = (&UOp, &UOp)> {
+        self.bounds.iter().filter_map(|(b, c)| match b {
+            Bound::AtMost(h) => Some((h, c)),
+            Bound::AtLeast(_) => None,
+        })
+    }
+}
+
+/// `Σ_r where(lo <= r <= hi && rest, c, 0)` for `c` free of `r`: `c` times the number of
+/// values of `r` in `[max(lo, 0), min(hi, n - 1)]`, where `rest` holds.
+fn counted_sum(value: &UOp, r: &UOp, bounds: &RangeBounds) -> Option<UOp> {
+    if value.op() != Op::Where || value.s(1).toposort().contains(r) {
+        return None;
+    }
+    let (mut lowers, mut uppers) = (bounds.lowers(), bounds.uppers());
+    let (lo, hi) = (lowers.next(), uppers.next());
+    if lowers.next().is_some() || uppers.next().is_some() {
+        return None;
+    }
+    let max = |a: UOp, b: UOp| UOp::alu(Op::Max, vec![a, b]);
+    let neg = |a: UOp| UOp::alu(Op::Mul, vec![a, int(-1)]);
+    let first = max(lo.map_or(int(0), |(g, _)| g.clone()), int(0));
+    let last_index = int(r.vmax().as_i64());
+    let last = neg(max(
+        neg(hi.map_or(last_index.clone(), |(h, _)| h.clone())),
+        neg(last_index),
+    ));
+    let span = UOp::alu(Op::Add, vec![last, neg(first)]);
+    let count = max(UOp::alu(Op::Add, vec![span, int(1)]), int(0));
+    let c = value.s(1);
+    let total = UOp::alu(Op::Mul, vec![c.clone(), count.cast(c.dtype())]);
+    Some(
+        match bounds
+            .rest
+            .iter()
+            .cloned()
+            .reduce(|a, b| UOp::alu(Op::And, vec![a, b]))
+        {
+            Some(rest) => UOp::alu(Op::Where, vec![rest, total, zero_like(c)]),
+            None => total,
+        },
+    )
+}
+
+/// `collapsed` reduced over the ranges `others` (itself when there are none).
+fn reduced_over(collapsed: UOp, others: &[UOp]) -> UOp {
     if others.is_empty() {
         return collapsed;
     }
+    let dtype = collapsed.dtype();
     let mut src = vec![collapsed];
     src.extend(others.iter().cloned());
-    UOp::new(
-        Op::Reduce,
-        value.dtype(),
-        src,
-        Arg::Reduce(ReduceOp::Add, vec![]),
-    )
+    UOp::new(Op::Reduce, dtype, src, Arg::Reduce(ReduceOp::Add, vec![]))
+}
+
+/// `value` with `r := at`, valid only where `at` is a value of `r`.
+fn pinned_sum(value: &UOp, r: &UOp, at: &UOp, pinning: &[UOp]) -> UOp {
+    let satisfied: HashMap<UOp, UOp> = pinning.iter().map(|c| (c.clone(), truth(true))).collect();
+    let without_pinning = substitute(value, &satisfied);
+    let image = substitute(&without_pinning, &HashMap::from([(r.clone(), at.clone())]));
+    let n = int(r.vmax().as_i64() + 1);
+    match and(Some(less(&int(-1), at)), Some(less(at, &n))) {
+        Some(g) => UOp::alu(Op::Where, vec![g, image.clone(), zero_like(&image)]),
+        None => image,
+    }
 }
 
 fn zero_like(u: &UOp) -> UOp {
@@ -85,58 +172,64 @@ fn conjuncts(gate: &UOp) -> Vec<UOp> {
     }
 }
 
-/// The one value `r` can take where every clause holds, if two clauses pin it from both
-/// sides (`r >= g` and `r <= g`), with those two clauses.
-fn pinned_value(clauses: &[UOp], r: &UOp) -> Option<(UOp, Vec<UOp>)> {
-    let bounds: Vec<(Bound, UOp)> = clauses
-        .iter()
-        .filter_map(|c| Some((bound_on(c, r)?, c.clone())))
-        .collect();
-    for (lower, low_clause) in &bounds {
-        let Bound::AtLeast(g) = lower else { continue };
-        for (upper, high_clause) in &bounds {
-            if matches!(upper, Bound::AtMost(h) if h == g) {
-                return Some((g.clone(), vec![low_clause.clone(), high_clause.clone()]));
-            }
-        }
-    }
-    None
-}
-
 /// A bound on a range read off one clause.
 enum Bound {
     AtLeast(UOp),
     AtMost(UOp),
 }
 
-/// `a < b` with `a - b = ±r + rest` (`rest` free of `r`): `r <= -rest - 1` or `r >= rest + 1`.
-fn bound_on(clause: &UOp, r: &UOp) -> Option<Bound> {
-    if clause.op() != Op::CmpLt || clause.s(0).dtype() != DType::Index {
-        return None;
-    }
+/// The bounds one clause puts on `r`: `a < b` with `a - b = ±r + rest` (`rest` free of `r`)
+/// gives `r <= -rest - 1` or `r >= rest + 1`; `a == b` (written `(a != b) != true`) gives
+/// both `r >= -rest` and `r <= -rest` (or `rest`, for `-r`). `None` for any other clause.
+fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
     let minus = |x: &UOp| UOp::alu(Op::Mul, vec![x.clone(), int(-1)]);
     let sum = |a: &UOp, b: &UOp| UOp::alu(Op::Add, vec![a.clone(), b.clone()]);
-    let diff = simplify(&sum(clause.s(0), &minus(clause.s(1))));
-    let coef = coefficient_of(&diff, r)?;
-    let rest = simplify(&substitute(&diff, &HashMap::from([(r.clone(), int(0))])));
-    match coef {
-        1 => Some(Bound::AtMost(simplify(&sum(&minus(&rest), &int(-1))))),
-        -1 => Some(Bound::AtLeast(simplify(&sum(&rest, &int(1))))),
+    let linear = |a: &UOp, b: &UOp| -> Option<(i64, UOp)> {
+        if a.dtype() != DType::Index && !a.dtype().is_signed_int() {
+            return None;
+        }
+        let diff = simplify(&sum(a, &minus(b)));
+        let coef = coefficient_of(&diff, r)?;
+        let rest = simplify(&substitute(&diff, &HashMap::from([(r.clone(), int(0))])));
+        Some((coef, rest))
+    };
+    match clause.op() {
+        Op::CmpLt => match linear(clause.s(0), clause.s(1))? {
+            (1, rest) => Some(vec![Bound::AtMost(simplify(&sum(&minus(&rest), &int(-1))))]),
+            (-1, rest) => Some(vec![Bound::AtLeast(simplify(&sum(&rest, &int(1))))]),
+            _ => None,
+        },
+        Op::CmpNe if is_true(clause.s(1)) && clause.s(0).op() == Op::CmpNe => {
+            let inner = clause.s(0);
+            let at = match linear(inner.s(0), inner.s(1))? {
+                (1, rest) => simplify(&minus(&rest)),
+                (-1, rest) => rest,
+                _ => return None,
+            };
+            Some(vec![Bound::AtLeast(at.clone()), Bound::AtMost(at)])
+        }
         _ => None,
     }
 }
 
-/// `c` when the sum `e` is `c·r + (terms free of r)`; `None` when `r` occurs in any other way.
+fn is_true(u: &UOp) -> bool {
+    u.dtype() == DType::Bool && u.const_value().is_some_and(|v| v.as_bool())
+}
+
+/// `c` when `e` is `c·r + (terms free of r)` (sums and constant multiples of sums are walked
+/// through); `None` when `r` occurs in any other way.
 fn coefficient_of(e: &UOp, r: &UOp) -> Option<i64> {
-    let mut coef = 0;
-    let mut terms = vec![e.clone()];
-    while let Some(term) = terms.pop() {
-        if term.op() == Op::Add {
-            terms.extend(term.src().iter().cloned());
-        } else if &term == r {
-            coef += 1;
-        } else if term.op() == Op::Mul && term.s(0) == r {
-            coef += term.s(1).const_value()?.as_i64();
+    let mut coef = 0i64;
+    let mut terms = vec![(e.clone(), 1i64)];
+    while let Some((term, scale)) = terms.pop() {
+        if &term == r {
+            coef = coef.checked_add(scale)?;
+        } else if term.op() == Op::Add {
+            terms.extend(term.src().iter().map(|t| (t.clone(), scale)));
+        } else if term.op() == Op::Mul
+            && let Some(c) = term.s(1).const_value()
+        {
+            terms.push((term.s(0).clone(), scale.checked_mul(c.as_i64())?));
         } else if term.toposort().contains(r) {
             return None;
         }
@@ -191,12 +284,63 @@ mod tests {
         assert!(collapse_reduce(&sum_over(gate_value(gate, &r), &r)).is_none());
     }
 
+    /// The value of a collapsed index expression at `g = v` (other ranges 0).
+    fn at(u: &UOp, g: &UOp, v: i64) -> i64 {
+        let fixed = substitute(u, &HashMap::from([(g.clone(), int(v))]));
+        simplify(&fixed).const_value().expect("a constant").as_i64()
+    }
+
+    #[test]
+    fn a_prefix_count_becomes_its_closed_form() {
+        // Σ_{r<5} where(r <= g, 1, 0) = g + 1 for g in 0..5 (an arange's prefix sum).
+        let g = UOp::range(5, 0, AxisType::Loop);
+        let r = UOp::range(5, 1, AxisType::Reduce);
+        let gate = less(&r, &UOp::alu(Op::Add, vec![g.clone(), int(1)]));
+        let one = UOp::constant(1i64, DType::I32);
+        let value = UOp::alu(Op::Where, vec![gate, one, UOp::constant(0i64, DType::I32)]);
+        let reduce = UOp::new(
+            Op::Reduce,
+            DType::I32,
+            vec![value, r.clone()],
+            Arg::Reduce(ReduceOp::Add, vec![]),
+        );
+        let collapsed = collapse_reduce(&reduce).expect("collapses");
+        assert!(!collapsed.toposort().contains(&r));
+        for v in 0..5 {
+            assert_eq!(at(&collapsed, &g, v), v + 1, "at g = {v}");
+        }
+    }
+
+    #[test]
+    fn an_equality_with_the_range_pins_it() {
+        // Σ_{r<6} where(r == g + 2, 2r, 0) = 2(g + 2) where g + 2 < 6, else 0.
+        let g = UOp::range(6, 0, AxisType::Loop);
+        let r = UOp::range(6, 1, AxisType::Reduce);
+        let target = UOp::alu(Op::Add, vec![g.clone(), int(2)]);
+        let differs = UOp::alu(Op::CmpNe, vec![r.clone(), target]);
+        let equal = UOp::alu(Op::CmpNe, vec![differs, truth(true)]);
+        let twice = UOp::alu(Op::Mul, vec![r.clone(), int(2)]);
+        let value = UOp::alu(Op::Where, vec![equal, twice, int(0)]);
+        let reduce = UOp::new(
+            Op::Reduce,
+            DType::Index,
+            vec![value, r.clone()],
+            Arg::Reduce(ReduceOp::Add, vec![]),
+        );
+        let collapsed = collapse_reduce(&reduce).expect("collapses");
+        assert!(!collapsed.toposort().contains(&r));
+        for v in 0..6 {
+            let want = if v + 2 < 6 { 2 * (v + 2) } else { 0 };
+            assert_eq!(at(&collapsed, &g, v), want, "at g = {v}");
+        }
+    }
+
     #[test]
     fn a_nonlinear_use_of_the_range_is_not_a_bound() {
         let g = UOp::range(3, 0, AxisType::Loop);
         let r = UOp::range(3, 1, AxisType::Reduce);
         let square = UOp::alu(Op::Mul, vec![r.clone(), r.clone()]);
-        assert!(bound_on(&less(&square, &g), &r).is_none());
-        assert!(bound_on(&less(&r, &g), &r).is_some());
+        assert!(bounds_on(&less(&square, &g), &r).is_none());
+        assert!(bounds_on(&less(&r, &g), &r).is_some());
     }
 }

@@ -366,3 +366,23 @@ fn a_max_over_a_range_matches_the_interpreter() {
     let out = row.reduce_over_ranges(crate::uop::ReduceOp::Max, std::slice::from_ref(&r));
     check("max over range", &[out]);
 }
+
+// ---- closed forms of reduces of pure index arithmetic ----
+
+#[test]
+fn an_arange_is_one_kernel_of_index_arithmetic() {
+    for n in [3, 10, 16, 100] {
+        let t = Tensor::arange(n);
+        assert_eq!(check(&format!("arange({n})"), std::slice::from_ref(&t)), 1);
+        let schedule = create_schedule(&[t.uop()]);
+        let ast = &schedule.items[0].ast;
+        assert!(
+            ast.toposort()
+                .iter()
+                .all(|u| u.op() != crate::uop::Op::Reduce),
+            "arange({n}) still reduces: {ast:?}"
+        );
+    }
+    check("eye", &[Tensor::eye(5)]);
+    check("arange_range", &[Tensor::arange_range(1.0f32, 4.0, 0.5)]);
+}

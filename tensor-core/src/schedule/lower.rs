@@ -23,6 +23,7 @@
 //! different expressions, which is how cheap elementwise work is recomputed instead of buffered.
 
 use super::ScheduleItem;
+use super::collapse::collapse_reduce;
 use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
 use super::realize::{CostModel, worth_realizing};
 use super::simplify::simplify_kernel;
@@ -517,10 +518,29 @@ impl KernelBuilder<'_> {
     }
 
     fn lower_reduce(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        // A reduce of pure index arithmetic (an arange's prefix sum) that has a closed form
+        // costs nothing inline, whatever the cost model would say.
+        if !self.reads_memory(x)
+            && let Some(closed) = collapse_reduce(&self.reduce_inline(x, idx, gate.clone()))
+        {
+            return closed;
+        }
         if self.should_realize(x, idx, &gate) {
             self.ctx.realize(x);
             return self.lower(x, idx, gate);
         }
+        self.reduce_inline(x, idx, gate)
+    }
+
+    /// True when computing `x` reads a buffer (a `Buffer` or a realized node).
+    fn reads_memory(&self, x: &UOp) -> bool {
+        x.s(0).toposort().iter().any(|u| {
+            matches!(u.op(), Op::Buffer | Op::BufferView) || self.ctx.realized.contains_key(u)
+        })
+    }
+
+    /// `x` lowered into this kernel: its operand inside a reduce over fresh loops.
+    fn reduce_inline(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
         let Arg::Reduce(op, axes) = x.arg() else {
             panic!("schedule: Reduce without a reduce arg")
         };

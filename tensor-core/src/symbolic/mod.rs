@@ -102,6 +102,19 @@ fn boolean(p: UPat) -> UPat {
     p.dtype(DType::Bool)
 }
 
+/// `Cast(inner)` to the root's dtype, when `inner` is index arithmetic over the captured
+/// `x` (and `y`), all `Index`, whose every value fits the root's dtype (so the cast of the
+/// whole equals the wrapping arithmetic on the casts).
+fn hoisted_cast(m: &Captures, inner: UOp) -> Option<UOp> {
+    let dtype = m.root().dtype();
+    let operands_are_index = ["x", "y"]
+        .iter()
+        .filter_map(|n| m.get(n))
+        .all(|u| u.dtype() == DType::Index);
+    let fits = dtype.min_value().as_i64() <= lo(&inner) && hi(&inner) <= dtype.max_value().as_i64();
+    (operands_are_index && inner.dtype() == DType::Index && fits).then(|| inner.cast(dtype))
+}
+
 /// The integer value of the constant captured as `name`.
 fn val(m: &Captures, name: &str) -> i64 {
     m[name].const_value().map_or(0, |v| v.as_i64())
@@ -204,6 +217,30 @@ fn build_table() -> PatternMatcher<()> {
     let pm = row(pm, signed((x() + c1()) * c2()), |m| {
         let k = val(m, "c1").checked_mul(val(m, "c2"))?;
         Some(add_c(mul(cap(m, "x"), cap(m, "c2")), k))
+    });
+
+    // ---- integer casts of index values move outward while nothing wraps ----
+    // cast(x) + cast(y) => cast(x + y),  cast(x) + c => cast(x + c),  cast(x) * c => cast(x * c)
+    let pm = row(pm, signed(x().cast() + y().cast()), |m| {
+        hoisted_cast(m, add(cap(m, "x"), cap(m, "y")))
+    });
+    let pm = row(pm, signed(x().cast() + c()), |m| {
+        hoisted_cast(m, add_c(cap(m, "x"), val(m, "c")))
+    });
+    let pm = row(pm, signed(x().cast() * c()), |m| {
+        hoisted_cast(m, mul_c(cap(m, "x"), val(m, "c")))
+    });
+
+    // ---- max decided by bounds: max(x, y) => x when y <= x always ----
+    let pm = row(pm, signed(x().max(y())), |m| {
+        let (x, y) = (cap(m, "x"), cap(m, "y"));
+        if hi(&y) <= lo(&x) {
+            Some(x)
+        } else if hi(&x) <= lo(&y) {
+            Some(y)
+        } else {
+            None
+        }
     });
 
     // ---- division and remainder ----

@@ -547,3 +547,37 @@ fn a_deep_sum_simplifies_without_overflowing_the_stack() {
     // 2_500 ones and 2_500 more copies of x.
     assert_eq!(simplify(&e), add(&mul(&x, &i(2_501)), &i(2_500)));
 }
+
+// ---- max by bounds, casts of index values ----
+
+#[test]
+fn max_is_decided_when_one_operand_is_never_below_the_other() {
+    let x = add(&r(4, 0), &i(5));
+    assert_eq!(simplify(&op2(Op::Max, &x, &i(2))), simplify(&x));
+    assert_eq!(simplify(&op2(Op::Max, &i(-1), &r(4, 0))), r(4, 0));
+    let undecided = op2(Op::Max, &r(4, 0), &r(4, 1));
+    assert_eq!(simplify(&undecided), undecided);
+}
+
+#[test]
+fn integer_casts_of_index_values_move_outward_while_nothing_wraps() {
+    let (a, b) = (r(8, 0), r(8, 1));
+    let cast = |u: &UOp| u.cast(DType::I32);
+    assert_eq!(
+        simplify(&add(&cast(&a), &cast(&b))),
+        simplify(&cast(&add(&a, &b)))
+    );
+    assert_eq!(
+        simplify(&add(
+            &mul(&cast(&a), &UOp::constant(3, DType::I32)),
+            &UOp::constant(-2, DType::I32)
+        )),
+        simplify(&cast(&add(&mul(&a, &i(3)), &i(-2))))
+    );
+    // In i8 the sum of two values up to 100 can wrap: the casts stay where they are.
+    let big = r(101, 2);
+    let wraps = simplify(&add(&big.cast(DType::I8), &r(101, 3).cast(DType::I8)));
+    assert_eq!(wraps.op(), Op::Add, "{wraps:?}");
+    let doubled = simplify(&mul(&big.cast(DType::I8), &UOp::constant(2, DType::I8)));
+    assert_eq!(doubled.op(), Op::Mul, "{doubled:?}");
+}
