@@ -536,13 +536,17 @@ fn load_indices(source: &str, slot: usize) -> Vec<String> {
         .collect()
 }
 
-/// `expr` with every `int` local of `source` it mentions replaced by its definition, until
+/// `expr` with every integer local of `source` it mentions replaced by its definition, until
 /// only loop variables and constants are left.
 fn expand_locals(source: &str, expr: &str) -> String {
     let locals: Vec<(String, String)> = source
         .lines()
         .filter_map(|line| {
-            let (name, value) = line.trim().strip_prefix("int ")?.split_once(" = ")?;
+            let line = line.trim();
+            let declaration = line
+                .strip_prefix("int ")
+                .or_else(|| line.strip_prefix("long long "))?;
+            let (name, value) = declaration.split_once(" = ")?;
             Some((
                 name.to_string(),
                 format!("({})", value.trim_end_matches(';')),

@@ -142,9 +142,30 @@ fn pinned_sum(value: &UOp, r: &UOp, at: &UOp, pinning: &[UOp]) -> UOp {
     let image = substitute(&without_pinning, &HashMap::from([(r.clone(), at.clone())]));
     let n = int(r.vmax().as_i64() + 1);
     match and(Some(less(&int(-1), at)), Some(less(at, &n))) {
-        Some(g) => UOp::alu(Op::Where, vec![g, image.clone(), zero_like(&image)]),
+        Some(valid) => {
+            // `r` only took in-range values; `at` may not, so its loads are gated too.
+            let guarded = gate_loads_at(&image, at, &valid);
+            UOp::alu(Op::Where, vec![valid, guarded, zero_like(&image)])
+        }
         None => image,
     }
+}
+
+/// `u` with `valid` added to the gate of every memory address computed from `at`.
+fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
+    let gated: HashMap<UOp, UOp> = u
+        .toposort()
+        .into_iter()
+        .filter(|n| n.op() == Op::Index && n.src().len() >= 2 && n.s(1).toposort().contains(at))
+        .map(|index| {
+            let gate = and(index.src().get(2).cloned(), Some(valid.clone()));
+            let mut src = index.src()[..2].to_vec();
+            src.extend(gate);
+            let image = index.with_src(src);
+            (index, image)
+        })
+        .collect();
+    substitute(u, &gated)
 }
 
 fn zero_like(u: &UOp) -> UOp {
@@ -181,8 +202,9 @@ enum Bound {
 /// The bounds one clause puts on `r`: `a < b` with `a - b = ±r + rest` (`rest` free of `r`)
 /// gives `r <= -rest - 1` or `r >= rest + 1`; `a == b` (written `(a != b) != true`) gives
 /// both `r >= -rest` and `r <= -rest` (or `rest`, for `-r`). `None` for any other clause.
+/// `r` may appear through an integer cast that holds all its values.
 fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
-    let minus = |x: &UOp| UOp::alu(Op::Mul, vec![x.clone(), int(-1)]);
+    let minus = |x: &UOp| UOp::alu(Op::Mul, vec![x.clone(), konst_like(x, -1)]);
     let sum = |a: &UOp, b: &UOp| UOp::alu(Op::Add, vec![a.clone(), b.clone()]);
     let linear = |a: &UOp, b: &UOp| -> Option<(i64, UOp)> {
         if a.dtype() != DType::Index && !a.dtype().is_signed_int() {
@@ -194,22 +216,55 @@ fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
         Some((coef, rest))
     };
     match clause.op() {
-        Op::CmpLt => match linear(clause.s(0), clause.s(1))? {
-            (1, rest) => Some(vec![Bound::AtMost(simplify(&sum(&minus(&rest), &int(-1))))]),
-            (-1, rest) => Some(vec![Bound::AtLeast(simplify(&sum(&rest, &int(1))))]),
+        // An order is only read off exact (`Index`) arithmetic; a wrapping difference could
+        // change its sign. An equality survives wrapping, so any signed integer will do.
+        Op::CmpLt if clause.s(0).dtype() == DType::Index => match linear(clause.s(0), clause.s(1))?
+        {
+            (1, rest) => Some(vec![Bound::AtMost(as_index(simplify(&sum(
+                &minus(&rest),
+                &konst_like(&rest, -1),
+            ))))]),
+            (-1, rest) => Some(vec![Bound::AtLeast(as_index(simplify(&sum(
+                &rest,
+                &konst_like(&rest, 1),
+            ))))]),
             _ => None,
         },
         Op::CmpNe if is_true(clause.s(1)) && clause.s(0).op() == Op::CmpNe => {
             let inner = clause.s(0);
-            let at = match linear(inner.s(0), inner.s(1))? {
+            let at = as_index(match linear(inner.s(0), inner.s(1))? {
                 (1, rest) => simplify(&minus(&rest)),
                 (-1, rest) => rest,
                 _ => return None,
-            };
+            });
             Some(vec![Bound::AtLeast(at.clone()), Bound::AtMost(at)])
         }
         _ => None,
     }
+}
+
+/// An integer cast of an index value that holds every value of it (so it is the identity on
+/// the values and a bound through it is a bound on the index).
+fn is_exact_int_cast(u: &UOp) -> bool {
+    u.op() == Op::Cast
+        && u.dtype().is_signed_int()
+        && u.s(0).dtype() == DType::Index
+        && u.dtype().min_value().as_i64() <= u.s(0).vmin().as_i64()
+        && u.s(0).vmax().as_i64() <= u.dtype().max_value().as_i64()
+}
+
+/// `u` as an index value (integer bounds are compared and substituted as `Index`).
+fn as_index(u: UOp) -> UOp {
+    if u.dtype() == DType::Index {
+        u
+    } else {
+        simplify(&u.cast(DType::Index))
+    }
+}
+
+/// The integer `v` in `u`'s dtype.
+fn konst_like(u: &UOp, v: i64) -> UOp {
+    UOp::constant(v, u.dtype())
 }
 
 fn is_true(u: &UOp) -> bool {
@@ -230,6 +285,8 @@ fn coefficient_of(e: &UOp, r: &UOp) -> Option<i64> {
             && let Some(c) = term.s(1).const_value()
         {
             terms.push((term.s(0).clone(), scale.checked_mul(c.as_i64())?));
+        } else if is_exact_int_cast(&term) {
+            terms.push((term.s(0).clone(), scale));
         } else if term.toposort().contains(r) {
             return None;
         }

@@ -386,3 +386,23 @@ fn an_arange_is_one_kernel_of_index_arithmetic() {
     check("eye", &[Tensor::eye(5)]);
     check("arange_range", &[Tensor::arange_range(1.0f32, 4.0, 0.5)]);
 }
+
+#[test]
+fn a_gather_is_one_guarded_load_per_element() {
+    let x = data(&[1000], 22);
+    let idx = Tensor::from_vec(vec![3i32, 999, 0, -1, 1500, -2000, 500], &[7]);
+    let picked = x.take(&idx, 0);
+    assert_eq!(check("take", std::slice::from_ref(&picked)), 1);
+    let schedule = create_schedule(&[picked.uop()]);
+    let ast = &schedule.items[0].ast;
+    assert!(
+        ast.toposort()
+            .iter()
+            .all(|u| u.op() != crate::uop::Op::Reduce),
+        "the one-hot sum is still a loop: {ast:?}"
+    );
+    let rows = data(&[50, 3], 23);
+    let labels = Tensor::from_vec(vec![4i32, 0, 49, 7], &[4]);
+    check("take rows", &[rows.take(&labels, 0)]);
+    check("one_hot", &[labels.one_hot(50)]);
+}

@@ -81,12 +81,13 @@ impl LinearSum {
         Some(changed)
     }
 
-    /// Finds a pair `c·e·(x/c) + e·(x%c)` (=> `e·x`) or `c·e·((x/c)%d) + e·(x%c)`
-    /// (=> `e·(x%(c·d))`, for `x >= 0`) and replaces it; true when one was found.
+    /// Finds a pair `c·e·q + e·(a%c)` where `q` is `a/c` (=> `e·a`), `(a/c)%d`
+    /// (=> `e·(a%(c·d))`) or `(a%m)/c` with `c | m` (=> `e·(a%m)`), for `a >= 0`, and replaces
+    /// it; true when one was found. `a/c` may be written `x/(k·c)` when `a` is `x/k`.
     fn recombine_divmod_pair(&mut self) -> bool {
         for j in 0..self.terms.len() {
             let (rem, e) = &self.terms[j];
-            let Some((x, c)) = by_constant(rem, Op::Mod) else {
+            let Some((a, c)) = by_constant(rem, Op::Mod) else {
                 continue;
             };
             for i in 0..self.terms.len() {
@@ -94,18 +95,7 @@ impl LinearSum {
                 if i == j || c.checked_mul(*e) != Some(*coef) {
                     continue;
                 }
-                let whole = if by_constant(quot, Op::Idiv) == Some((x.clone(), c)) {
-                    Some(x.clone())
-                } else {
-                    match by_constant(quot, Op::Mod) {
-                        Some((inner, d)) if d > 0 && lo(&x) >= 0 => (by_constant(&inner, Op::Idiv)
-                            == Some((x.clone(), c)))
-                        .then(|| c.checked_mul(d).map(|cd| super::mod_c(x.clone(), cd)))
-                        .flatten(),
-                        _ => None,
-                    }
-                };
-                if let Some(whole) = whole {
+                if let Some(whole) = recombined(quot, &a, c) {
                     let e = *e;
                     self.terms[i] = (whole, e);
                     self.terms.remove(j);
@@ -114,6 +104,38 @@ impl LinearSum {
             }
         }
         false
+    }
+}
+
+/// What `c·quot + a%c` equals, when `quot` is one of the quotients that pair with `a % c`.
+fn recombined(quot: &UOp, a: &UOp, c: i64) -> Option<UOp> {
+    if is_quotient(quot, a, c) {
+        return Some(a.clone());
+    }
+    if lo(a) < 0 {
+        return None;
+    }
+    if let Some((inner, d)) = by_constant(quot, Op::Mod)
+        && is_quotient(&inner, a, c)
+    {
+        return Some(super::mod_c(a.clone(), c.checked_mul(d)?));
+    }
+    let (inner, divisor) = by_constant(quot, Op::Idiv)?;
+    let (x, m) = by_constant(&inner, Op::Mod)?;
+    (divisor == c && &x == a && m % c == 0).then(|| inner.clone())
+}
+
+/// True when `q` is `a / c`, also when `a` is `x / k` and `q` is `x / (k·c)`.
+fn is_quotient(q: &UOp, a: &UOp, c: i64) -> bool {
+    let Some((x, n)) = by_constant(q, Op::Idiv) else {
+        return false;
+    };
+    if &x == a && n == c {
+        return true;
+    }
+    match by_constant(a, Op::Idiv) {
+        Some((y, k)) => y == x && lo(&y) >= 0 && k.checked_mul(c) == Some(n),
+        None => false,
     }
 }
 
