@@ -103,6 +103,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         memo: HashMap::new(),
         buffers: vec![out.clone()],
         bindings: HashMap::new(),
+        reads: HashMap::new(),
     };
     // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
     let ambient = builder.ctx.ambient_of(root);
@@ -202,6 +203,8 @@ struct KernelBuilder<'a> {
     buffers: Vec<UOp>,
     /// Ambient vmap `Range` → the index expression it stands for in this kernel.
     bindings: HashMap<UOp, UOp>,
+    /// Whether computing a node reads memory (see `reads_memory`).
+    reads: HashMap<UOp, bool>,
 }
 
 impl KernelBuilder<'_> {
@@ -532,11 +535,34 @@ impl KernelBuilder<'_> {
         self.reduce_inline(x, idx, gate)
     }
 
-    /// True when computing `x` reads a buffer (a `Buffer` or a realized node).
-    fn reads_memory(&self, x: &UOp) -> bool {
-        x.s(0).toposort().iter().any(|u| {
-            matches!(u.op(), Op::Buffer | Op::BufferView) || self.ctx.realized.contains_key(u)
-        })
+    /// True when computing `x` reads a buffer (a `Buffer` or a realized node), memoized for
+    /// the kernel being built.
+    fn reads_memory(&mut self, x: &UOp) -> bool {
+        if let Some(&reads) = self.reads.get(x) {
+            return reads;
+        }
+        let mut stack = vec![x.clone()];
+        while let Some(node) = stack.pop() {
+            if self.reads.contains_key(&node) {
+                continue;
+            }
+            let pending: Vec<UOp> = node
+                .src()
+                .iter()
+                .filter(|s| !self.reads.contains_key(*s))
+                .cloned()
+                .collect();
+            if pending.is_empty() {
+                let reads = matches!(node.op(), Op::Buffer | Op::BufferView)
+                    || self.ctx.realized.contains_key(&node)
+                    || node.src().iter().any(|s| self.reads[s]);
+                self.reads.insert(node, reads);
+            } else {
+                stack.push(node);
+                stack.extend(pending);
+            }
+        }
+        self.reads[x]
     }
 
     /// `x` lowered into this kernel: its operand inside a reduce over fresh loops.
