@@ -523,16 +523,16 @@ impl KernelBuilder<'_> {
     fn lower_reduce(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
         // A reduce of pure index arithmetic (an arange's prefix sum) that has a closed form
         // costs nothing inline, whatever the cost model would say.
-        if !self.reads_memory(x)
-            && let Some(closed) = collapse_reduce(&self.reduce_inline(x, idx, gate.clone()))
-        {
+        let pure = !self.reads_memory(x);
+        let inline = pure.then(|| self.reduce_inline(x, idx, gate.clone()));
+        if let Some(closed) = inline.as_ref().and_then(collapse_reduce) {
             return closed;
         }
         if self.should_realize(x, idx, &gate) {
             self.ctx.realize(x);
             return self.lower(x, idx, gate);
         }
-        self.reduce_inline(x, idx, gate)
+        inline.unwrap_or_else(|| self.reduce_inline(x, idx, gate))
     }
 
     /// True when computing `x` reads a buffer (a `Buffer` or a realized node), memoized for
