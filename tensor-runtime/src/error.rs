@@ -47,6 +47,8 @@ pub enum RuntimeError {
     },
     /// The device (or its driver) is not present on this machine.
     DeviceUnavailable(String),
+    /// The device could not allocate a buffer of this many bytes.
+    OutOfMemory { device: String, bytes: usize },
 }
 
 /// The result of every fallible runtime call.
@@ -125,6 +127,11 @@ impl fmt::Display for RuntimeError {
                 "environment variable {variable}=`{value}` is invalid: expected {expected}"
             ),
             RuntimeError::DeviceUnavailable(why) => write!(f, "device unavailable: {why}"),
+            RuntimeError::OutOfMemory { device, bytes } => write!(
+                f,
+                "{device} could not allocate a buffer of {bytes} bytes: the computation needs \
+                 more memory than is available; use smaller tensors or fewer at once"
+            ),
         }
     }
 }

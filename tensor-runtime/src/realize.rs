@@ -221,7 +221,7 @@ pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Bu
     let buffer = match host.clone().and_then(|data| device.bind_host(data)) {
         Some(bound) => Arc::new(bound),
         None => {
-            let buffer = Arc::new(device.allocate(arg.size * arg.dtype.size_bytes())?);
+            let buffer = Arc::new(device.allocate(byte_size(arg.size, arg.dtype)?)?);
             if let Some(host) = host {
                 device.copy_in(&buffer, &host.to_bytes())?;
             }
@@ -230,6 +230,20 @@ pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Bu
     };
     arg.storage.set_device_allocation(buffer.clone());
     Ok(buffer)
+}
+
+/// The bytes of `elements` values of `dtype`, computed without wrapping: an element count
+/// whose byte size overflows is refused, so a buffer can never be allocated smaller than the
+/// kernels that address it assume.
+fn byte_size(elements: usize, dtype: tensor_core::DType) -> Result<usize> {
+    elements
+        .checked_mul(dtype.size_bytes())
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .ok_or_else(|| {
+            RuntimeError::InvalidLaunch(format!(
+                "a buffer of {elements} {dtype} elements has more bytes than memory can address"
+            ))
+        })
 }
 
 /// Refuses a launch whose kernel would address more memory than a buffer holds: a mismatch
@@ -254,7 +268,7 @@ fn check_arguments<D: Device>(
                 kernel.name
             )));
         }
-        let needed = arg.size * arg.dtype.size_bytes();
+        let needed = byte_size(arg.size, arg.dtype)?;
         let held = device.buffer_len(buffer);
         if needed > held {
             return Err(RuntimeError::InvalidLaunch(format!(

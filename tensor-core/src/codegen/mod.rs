@@ -2,13 +2,16 @@
 //!
 //! The stages follow tinyspec's lowering pipeline:
 //! [`opt`] applies OptOps (splits of ranges into THREAD / UPCAST / UNROLL axes) chosen by
-//! [`heuristic`]; [`expand`] turns upcast and unrolled axes into copies of the scalar code;
+//! [`heuristic`]; [`blocked_sum`] splits long float sums into blocks (accuracy: no accumulator
+//! takes more than 4096 terms); [`expand`] turns upcast and unrolled axes into copies of the
+//! scalar code;
 //! [`linearize`] places every computation in a loop nest (hoisting falls out of it);
 //! `render::c` prints the result as C.
 
 // A UOp hashes and compares by node identity; its lazily filled caches never change that.
 #![allow(clippy::mutable_key_type)]
 
+pub mod blocked_sum;
 pub mod expand;
 pub mod heuristic;
 pub mod linearize;
@@ -99,7 +102,8 @@ pub fn compile_kernel_with_opts(ast: &UOp, buffer_sizes: &[usize], opt_list: &[O
 #[track_caller]
 fn lower(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt], name: String) -> Kernel {
     let optimized = OptimizedKernel::new(ast).apply_all(opt_list);
-    let expanded = expand::expand(&optimized.ast);
+    let blocked = blocked_sum::block_long_sums(&optimized.ast);
+    let expanded = expand::expand(&blocked);
     let program = linearize::linearize(&expanded, optimized.threads);
     let args = kernel_args(ast, buffer_sizes);
     let source = render::c::render(&name, &program, &args);

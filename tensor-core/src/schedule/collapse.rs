@@ -4,6 +4,7 @@
 //! Σ_{r < n} where(g <= r && r <= g && rest, v(r), 0)  =>  where(0 <= g < n, where(rest, v(g), 0), 0)
 //! Σ_{r < n} where(lo <= r && r <= hi && rest, c, 0)   =>  where(rest, c * count, 0)
 //!     count = max(min(hi, n - 1) - max(lo, 0) + 1, 0)
+//! Σ_{r < n} c                                          =>  c * n
 //! ```
 //!
 //! `g`, `lo`, `hi` and `c` must not depend on `r`; a bound may be written in any linear form
@@ -28,6 +29,9 @@ pub fn collapse_reduce(reduce: &UOp) -> Option<UOp> {
         return None;
     }
     let (value, ranges) = (reduce.s(0), &reduce.src()[1..]);
+    if let Some(constant) = constant_sum(value, ranges) {
+        return Some(constant);
+    }
     let clauses = conjuncts(&gate_of(value)?);
     ranges.iter().enumerate().find_map(|(k, r)| {
         let others: Vec<UOp> = [&ranges[..k], &ranges[k + 1..]].concat();
@@ -38,6 +42,20 @@ pub fn collapse_reduce(reduce: &UOp) -> Option<UOp> {
         };
         Some(reduced_over(collapsed, &others))
     })
+}
+
+/// `Σ_{r < n} c = c * n` for a range `r` that `c` does not depend on (the other ranges stay).
+fn constant_sum(value: &UOp, ranges: &[UOp]) -> Option<UOp> {
+    let nodes = value.toposort();
+    let k = ranges
+        .iter()
+        .position(|r| r.op() == Op::Range && !nodes.contains(r))?;
+    let count = int(ranges[k].vmax().as_i64() + 1).cast(value.dtype());
+    let others: Vec<UOp> = [&ranges[..k], &ranges[k + 1..]].concat();
+    Some(reduced_over(
+        UOp::alu(Op::Mul, vec![value.clone(), count]),
+        &others,
+    ))
 }
 
 /// The bounds a gate's clauses put on a range, and the clauses that do not mention it.
@@ -243,12 +261,13 @@ fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
     }
 }
 
-/// An integer cast of an index value that holds every value of it (so it is the identity on
-/// the values and a bound through it is a bound on the index).
+/// An integer cast of an index value (or of such a cast: `i64(i32(r))`) that holds every
+/// value of it (so it is the identity on the values and a bound through it is a bound on the
+/// index).
 fn is_exact_int_cast(u: &UOp) -> bool {
     u.op() == Op::Cast
         && u.dtype().is_signed_int()
-        && u.s(0).dtype() == DType::Index
+        && (u.s(0).dtype() == DType::Index || is_exact_int_cast(u.s(0)))
         && u.dtype().min_value().as_i64() <= u.s(0).vmin().as_i64()
         && u.s(0).vmax().as_i64() <= u.dtype().max_value().as_i64()
 }

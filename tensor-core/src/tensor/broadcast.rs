@@ -4,7 +4,7 @@
 //! `#[track_caller]` and reports the line of the user's call.
 
 use super::Tensor;
-use crate::uop::shape::broadcast;
+use crate::uop::shape::{MAX_ELEMENTS, broadcast, checked_numel};
 use crate::uop::{DType, Scalar, Shape, UOp};
 
 /// A list of sizes or axes as users write them: `&[2, -1]`, `&shape`, `&vec![0, 1]`.
@@ -101,12 +101,32 @@ pub(crate) fn normalize_axes(op: &str, axes: &[isize], shape: &[usize]) -> Vec<u
     out
 }
 
+/// The element count of `shape`, or a panic naming the op and the shape when the count passes
+/// [`MAX_ELEMENTS`] (or does not fit a `usize` at all): a shape is checked before anything is
+/// built from it, so no size computed later can wrap.
+#[track_caller]
+pub(crate) fn require_addressable(op: &str, shape: &[usize]) -> usize {
+    if let Some(numel) = checked_numel(shape) {
+        return numel;
+    }
+    let count = shape
+        .iter()
+        .try_fold(1u128, |n, &d| n.checked_mul(d as u128))
+        .map_or_else(|| "more than 2^128".to_string(), |n| n.to_string());
+    panic!(
+        "{op}: shape {shape:?} has {count} elements, more than the {MAX_ELEMENTS} (2^48) a tensor may have"
+    )
+}
+
 /// The NumPy broadcast of `shapes`, or a panic naming the op and every shape.
 #[track_caller]
 pub(crate) fn broadcast_shapes(op: &str, shapes: &[Shape]) -> Shape {
     let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
     match broadcast(&refs) {
-        Some(s) => s,
+        Some(s) => {
+            require_addressable(op, &s);
+            s
+        }
         None => panic!(
             "{op}: shapes {} cannot broadcast",
             list_in_words(&shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>())

@@ -10,9 +10,10 @@
 //! lowering the index expression is exactly `(x / c) * c + x % c`, which symbolic folds to `x`.
 
 use super::Tensor;
-use super::broadcast::{Dims, const_uop};
+use super::broadcast::{Dims, const_uop, require_addressable};
 use super::cumulative::prefix_sum_last_axis;
 use crate::uop::dtype::{Element, encode_scalars};
+use crate::uop::shape::MAX_ELEMENTS;
 use crate::uop::{Arg, BufferArg, BufferStorage, DType, Device, Op, Scalar, Shape, UOp};
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ impl Tensor {
     /// A tensor of `shape` holding a copy of `data` in row-major order.
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
-        let numel: usize = shape.iter().product();
+        let numel = require_addressable("from_slice", shape);
         if data.len() != numel {
             panic!(
                 "from_slice: {} values do not fill shape {:?} ({} elements)",
@@ -45,7 +46,7 @@ impl Tensor {
     /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).
     #[track_caller]
     pub fn from_scalars(values: &[Scalar], dtype: DType, shape: &[usize]) -> Tensor {
-        let numel: usize = shape.iter().product();
+        let numel = require_addressable("from_scalars", shape);
         if values.len() != numel {
             panic!(
                 "from_scalars: {} values do not fill shape {:?} ({} elements)",
@@ -136,8 +137,10 @@ impl Tensor {
         self.full_like(1)
     }
 
-    /// `[0, 1, ..., n-1]` as `i32`.
+    /// `[0, 1, ..., n-1]` as `i32` (as `i64` when `n - 1` does not fit an `i32`).
+    #[track_caller]
     pub fn arange(n: usize) -> Tensor {
+        require_addressable("arange", &[n]);
         Tensor::from_uop(arange_uop(n))
     }
 
@@ -154,7 +157,13 @@ impl Tensor {
         if s == 0.0 || !s.is_finite() {
             panic!("arange_range: step must be finite and non-zero, got {s}");
         }
-        let n = ((b - a) / s).ceil().max(0.0) as usize;
+        let n = ((b - a) / s).ceil().max(0.0);
+        if n >= MAX_ELEMENTS as f64 {
+            panic!(
+                "arange_range: {n} steps from {a} to {b} by {s} are more than a tensor may hold"
+            );
+        }
+        let n = n as usize;
         let dtype = T::DTYPE;
         let steps = arange_uop(n).cast(dtype);
         let scaled = UOp::alu(
@@ -169,7 +178,9 @@ impl Tensor {
     }
 
     /// The `n x n` identity matrix in `f32`.
+    #[track_caller]
     pub fn eye(n: usize) -> Tensor {
+        require_addressable("eye", &[n, n]);
         let rows = arange_uop(n).reshape(&[n, 1]).expand(&[n, n]);
         let cols = arange_uop(n).reshape(&[1, n]).expand(&[n, n]);
         let same = UOp::alu(Op::CmpNe, vec![rows, cols]);
@@ -199,19 +210,30 @@ pub(crate) fn sizes<D: Dims + ?Sized>(op: &str, shape: &D) -> Shape {
         }
         out.push(d as usize);
     }
+    require_addressable(op, &out);
     out
 }
 
-/// `[0, 1, ..., n-1]` in [`INDEX_DTYPE`] (see the module doc for the construction).
+/// `[0, 1, ..., n-1]` in [`INDEX_DTYPE`], or in `i64` where `n - 1` does not fit it (see the
+/// module doc for the construction).
 pub(crate) fn arange_uop(n: usize) -> UOp {
+    let dtype = if i32::try_from(n).is_ok() {
+        INDEX_DTYPE
+    } else {
+        DType::I64
+    };
+    arange_in(n, dtype)
+}
+
+fn arange_in(n: usize, dtype: DType) -> UOp {
     if n <= 1 {
-        return const_uop(Scalar::Int(0), INDEX_DTYPE, &[n]);
+        return const_uop(Scalar::Int(0), dtype, &[n]);
     }
     if n <= 4 {
-        let counts = prefix_sum_last_axis(&const_uop(Scalar::Int(1), INDEX_DTYPE, &[n]));
+        let counts = prefix_sum_last_axis(&const_uop(Scalar::Int(1), dtype, &[n]));
         return UOp::alu(
             Op::Add,
-            vec![counts, const_uop(Scalar::Int(-1), INDEX_DTYPE, &[n])],
+            vec![counts, const_uop(Scalar::Int(-1), dtype, &[n])],
         );
     }
     let b = (n as f64).sqrt().ceil() as usize;
@@ -219,12 +241,12 @@ pub(crate) fn arange_uop(n: usize) -> UOp {
     let high = UOp::alu(
         Op::Mul,
         vec![
-            arange_uop(a),
-            const_uop(Scalar::Int(b as i64), INDEX_DTYPE, &[a]),
+            arange_in(a, dtype),
+            const_uop(Scalar::Int(b as i64), dtype, &[a]),
         ],
     );
     let high = high.reshape(&[a, 1]).expand(&[a, b]);
-    let low = arange_uop(b).reshape(&[1, b]).expand(&[a, b]);
+    let low = arange_in(b, dtype).reshape(&[1, b]).expand(&[a, b]);
     let flat = UOp::alu(Op::Add, vec![high, low]).reshape(&[a * b]);
     if a * b == n {
         flat

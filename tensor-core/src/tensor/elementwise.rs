@@ -32,6 +32,11 @@ pub(crate) fn mul_uop(a: &UOp, b: &UOp) -> UOp {
     UOp::alu(Op::Mul, vec![a.clone(), b.clone()])
 }
 
+/// `a / b`, correctly rounded for floats (IEEE division, not `a * (1/b)`).
+pub(crate) fn div_uop(a: &UOp, b: &UOp) -> UOp {
+    UOp::alu(Op::Div, vec![a.clone(), b.clone()])
+}
+
 /// `a < b` (bool).
 pub(crate) fn lt_uop(a: &UOp, b: &UOp) -> UOp {
     UOp::alu(Op::CmpLt, vec![a.clone(), b.clone()])
@@ -152,13 +157,15 @@ impl Tensor {
         Tensor::from_uop(UOp::alu(op, vec![a, b]))
     }
 
-    /// True division `self / other` as `Mul(a, Recip(b))`; ints and bools divide in `f32`.
+    /// True division `self / other`, correctly rounded (IEEE `a / b`: tinyspec's `Div` with its
+    /// stated semantics, kept as one op rather than `Mul(a, Recip(b))`, which is up to 1 ulp off
+    /// and overflows for tiny divisors); ints and bools divide in `f32`.
     #[track_caller]
     pub fn div(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("div", other);
         let float = a.dtype().to_float();
         let (a, b) = (cast_uop(&a, float), cast_uop(&b, float));
-        Tensor::from_uop(mul_uop(&a, &recip_uop(&b)))
+        Tensor::from_uop(div_uop(&a, &b))
     }
 
     /// Division rounded toward negative infinity, as NumPy's `//`: integers use `Idiv` (which
@@ -169,7 +176,7 @@ impl Tensor {
         let (a, b) = self.binary_operands("floor_div", other);
         self.require_number("floor_div", a.dtype());
         if a.dtype().is_float() {
-            return Tensor::from_uop(floor_uop(&mul_uop(&a, &recip_uop(&b))));
+            return Tensor::from_uop(floor_uop(&div_uop(&a, &b)));
         }
         let q = UOp::alu(Op::Idiv, vec![a.clone(), b.clone()]);
         if a.dtype().is_unsigned_int() {
@@ -186,7 +193,7 @@ impl Tensor {
         let (a, b) = self.binary_operands("remainder", other);
         self.require_number("remainder", a.dtype());
         if a.dtype().is_float() {
-            let q = floor_uop(&mul_uop(&a, &recip_uop(&b)));
+            let q = floor_uop(&div_uop(&a, &b));
             return Tensor::from_uop(add_uop(&a, &neg_uop(&mul_uop(&q, &b))));
         }
         let r = UOp::alu(Op::Mod, vec![a, b.clone()]);

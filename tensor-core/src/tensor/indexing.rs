@@ -7,7 +7,9 @@
 //! counts from the end, and an index outside the axis selects nothing (the result is 0).
 
 use super::Tensor;
-use super::broadcast::{broadcast_uop, cast_uop, const_uop, normalize_axis, normalize_axis_in};
+use super::broadcast::{
+    broadcast_uop, cast_uop, const_uop, normalize_axis, normalize_axis_in, require_addressable,
+};
 use super::create::{INDEX_DTYPE, arange_uop};
 use super::elementwise::{add_uop, eq_uop, lt_uop, where_uop};
 use super::reduce::reduce_uop;
@@ -45,7 +47,13 @@ impl Tensor {
         if tensors.len() == 1 {
             return tensors[0].cast(dtype);
         }
-        let total: usize = tensors.iter().map(|t| t.shape()[ax]).sum();
+        let total = tensors
+            .iter()
+            .try_fold(0usize, |n, t| n.checked_add(t.shape()[ax]))
+            .unwrap_or(usize::MAX);
+        let mut joined_shape = first.clone();
+        joined_shape[ax] = total;
+        require_addressable("cat", &joined_shape);
         let mut offset = 0;
         let mut joined: Option<UOp> = None;
         for t in tensors {
@@ -104,15 +112,17 @@ impl Tensor {
             }
             out.push(if d == ax { b } else { a.max(b) });
         }
+        require_addressable("gather", &out);
         let k = s[ax];
         // Work in ndim+1 axes: axis `ax` walks the input's K positions, `ax + 1` the index's n.
         let mut full = out.clone();
         full.insert(ax, k);
+        require_addressable("gather", &full);
         let values = self.uop().reshape(&insert_at(&s, ax + 1, 1));
         let idx = wrap_negative(&index.uop(), k).reshape(&insert_at(&i, ax, 1));
         let mut along = vec![1; full.len()];
         along[ax] = k;
-        let positions = arange_uop(k).reshape(&along);
+        let positions = positions_like(&idx, k).reshape(&along);
         let picked = select_and_sum(&values, &idx, &positions, &full, ax);
         Tensor::from_uop(picked)
     }
@@ -132,9 +142,10 @@ impl Tensor {
         let idx = wrap_negative(&indices.uop(), k).reshape(&idx_shape);
         let mut along = vec![1; s.len() + 1];
         along[ax] = k;
-        let positions = arange_uop(k).reshape(&along);
+        let positions = positions_like(&idx, k).reshape(&along);
         let mut full = insert_at(&s, ax + 1, p);
         full[ax] = k;
+        require_addressable("take", &full);
         let picked = select_and_sum(&values, &idx, &positions, &full, ax);
         let out: Shape = [&s[..ax], indices.shape().as_slice(), &s[ax + 1..]].concat();
         Tensor::from_uop(picked.reshape(&out))
@@ -165,10 +176,11 @@ impl Tensor {
         }
         let k = s[ax];
         let full = insert_at(&s, ax + 1, i[ax]);
+        require_addressable("scatter_add", &full);
         let idx = wrap_negative(&index.uop(), k).reshape(&insert_at(&i, ax, 1));
         let mut along = vec![1; full.len()];
         along[ax] = k;
-        let positions = arange_uop(k).reshape(&along);
+        let positions = positions_like(&idx, k).reshape(&along);
         let dtype = DType::promote(self.dtype(), src.dtype());
         let values = cast_uop(&src.uop(), dtype).reshape(&insert_at(&i, ax, 1));
         let spread = select_and_sum(&values, &idx, &positions, &full, ax + 1);
@@ -182,11 +194,13 @@ impl Tensor {
         require_int_index("one_hot", self);
         let s = self.shape();
         let full: Shape = [s.as_slice(), &[num_classes]].concat();
+        require_addressable("one_hot", &full);
+        let dtype = index_compare_dtype(self.dtype(), num_classes);
         let labels = broadcast_uop(
-            &cast_uop(&self.uop(), INDEX_DTYPE).reshape(&[s.as_slice(), &[1]].concat()),
+            &cast_uop(&self.uop(), dtype).reshape(&[s.as_slice(), &[1]].concat()),
             &full,
         );
-        let classes = broadcast_uop(&arange_uop(num_classes), &full);
+        let classes = broadcast_uop(&cast_uop(&arange_uop(num_classes), dtype), &full);
         Tensor::from_uop(eq_uop(&labels, &classes).cast(DType::F32))
     }
 }
@@ -208,13 +222,44 @@ fn insert_at(shape: &[usize], at: usize, size: usize) -> Shape {
     s
 }
 
-/// Indices in [`INDEX_DTYPE`] with negative ones counted from the end of an axis of size `k`.
+/// Indices in a dtype that holds every value of their own dtype and every position of an axis
+/// of size `k` ([`index_compare_dtype`]), with negative ones counted from the end of the axis.
+/// Nothing is narrowed, so an index beyond the axis (2^32 + 1 in `i64`, `u32::MAX`) matches no
+/// position and selects nothing, never the position its low bits name.
 fn wrap_negative(idx: &UOp, k: usize) -> UOp {
-    let idx = cast_uop(idx, INDEX_DTYPE);
+    let unsigned = !idx.dtype().is_signed_int();
+    let dtype = index_compare_dtype(idx.dtype(), k);
+    let idx = cast_uop(idx, dtype);
+    if unsigned {
+        return idx;
+    }
     let shape = idx.shape_vec();
-    let zero = const_uop(Scalar::Int(0), INDEX_DTYPE, &shape);
-    let wrapped = add_uop(&idx, &const_uop(Scalar::Int(k as i64), INDEX_DTYPE, &shape));
+    let zero = const_uop(Scalar::Int(0), dtype, &shape);
+    let wrapped = add_uop(&idx, &const_uop(Scalar::Int(k as i64), dtype, &shape));
     where_uop(&lt_uop(&idx, &zero), &wrapped, &idx)
+}
+
+/// The dtype indices of dtype `index` are compared with the positions `0..k` in: `i32` where
+/// that holds every index value and `k`, else `i64` where that does, else `u64`.
+fn index_compare_dtype(index: DType, k: usize) -> DType {
+    let unsigned = index.is_unsigned_int();
+    let fits_i32 = if unsigned {
+        index.bits() < 32
+    } else {
+        index.bits() <= 32
+    };
+    if fits_i32 && i32::try_from(k).is_ok() {
+        INDEX_DTYPE
+    } else if !(unsigned && index.bits() == 64) {
+        DType::I64
+    } else {
+        DType::U64
+    }
+}
+
+/// `[0, 1, ..., k-1]` in the dtype `idx` holds its indices in, to compare with them.
+fn positions_like(idx: &UOp, k: usize) -> UOp {
+    cast_uop(&arange_uop(k), idx.dtype())
 }
 
 /// Sums over axis `ax` of `values` masked to where `positions == idx` (all broadcast to

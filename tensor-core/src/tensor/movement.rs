@@ -5,8 +5,10 @@
 use super::Tensor;
 use super::broadcast::{
     Dims, IntoAxes, broadcast_uop, const_uop, normalize_axes, normalize_axis, normalize_axis_in,
+    require_addressable,
 };
 use super::elementwise::where_uop;
+use crate::uop::shape::MAX_ELEMENTS;
 use crate::uop::{DType, Op, Scalar, Shape};
 
 impl Tensor {
@@ -86,6 +88,7 @@ impl Tensor {
             };
             to.push(size);
         }
+        require_addressable("expand", &to);
         Tensor::from_uop(broadcast_uop(&self.uop(), &to))
     }
 
@@ -109,6 +112,15 @@ impl Tensor {
         if pads.iter().all(|&(b, e)| b == 0 && e == 0) {
             return self.clone();
         }
+        let padded: Option<Shape> = shape
+            .iter()
+            .zip(pads)
+            .map(|(&d, &(b, e))| d.checked_add(b)?.checked_add(e))
+            .collect();
+        match padded {
+            Some(padded) => require_addressable("pad", &padded),
+            None => panic!("pad: pads {pads:?} overflow the sizes of shape {shape:?}"),
+        };
         let begins: Vec<usize> = pads.iter().map(|p| p.0).collect();
         let ends: Vec<usize> = pads.iter().map(|p| p.1).collect();
         Tensor::from_uop(self.uop().pad(&begins, &ends))
@@ -272,7 +284,10 @@ fn infer_reshape(from: &[usize], dims: &[isize]) -> Shape {
             -1 if inferred.is_none() => inferred = Some(i),
             -1 => panic!("reshape: more than one -1 in {dims:?}"),
             d if d < 0 => panic!("reshape: negative size {d} in {dims:?}"),
-            d => known *= d as usize,
+            d => match known.checked_mul(d as usize) {
+                Some(k) if k <= MAX_ELEMENTS => known = k,
+                _ => panic!("reshape: cannot reshape {from:?} ({numel} elements) to {dims:?}"),
+            },
         }
     }
     let mut to: Shape = dims.iter().map(|&d| d.max(0) as usize).collect();

@@ -286,7 +286,11 @@ impl UOp {
     pub fn shape_vec(&self) -> Shape {
         match self.shape() {
             Some(s) => s.to_vec(),
-            None => panic!("{} node has no shape", self.op()),
+            None => panic!(
+                "{} node has no shape (its operands do not fit the op, or its shape would have more than {} elements)",
+                self.op(),
+                shape::MAX_ELEMENTS
+            ),
         }
     }
 

@@ -1,10 +1,26 @@
 //! Derived shapes (tinyspec "Derived Properties", shape column).
 //!
 //! `derive` never panics: a node whose operands do not fit its op has no shape, and
-//! `spec::check` says what is wrong with it.
+//! `spec::check` says what is wrong with it. Neither has a node whose element count passes
+//! [`MAX_ELEMENTS`]: every size, offset and byte count computed from a derived shape is then
+//! free of overflow (in `usize` and in the kernels' 64-bit index arithmetic).
 
 use super::{Arg, DType, Op, Shape, UOp, tuple_body};
 use crate::symbolic::simplify;
+
+/// The most elements a shape may have: 2^48 (a petabyte of `f32`), far beyond any memory,
+/// and low enough that element counts times element sizes, and the index arithmetic of the
+/// kernels (sums of a few products of sizes), never overflow a signed 64-bit integer.
+pub const MAX_ELEMENTS: usize = 1 << 48;
+
+/// The number of elements of `shape`, if it is at most [`MAX_ELEMENTS`] (computed without
+/// wrapping: `[2^40, 2^40]` has no count, where a wrapping product would say 0).
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= MAX_ELEMENTS)
+}
 
 /// The values of a shape operand (an index `Vconst`, or an index `Const` for one axis).
 pub fn operand_values(u: &UOp) -> Option<Vec<usize>> {
@@ -47,8 +63,13 @@ pub fn broadcast(shapes: &[&[usize]]) -> Option<Shape> {
     Some(out)
 }
 
-/// The shape of `u` from its op, operands and arg, or `None` where it has none.
+/// The shape of `u` from its op, operands and arg, or `None` where it has none (including a
+/// shape of more than [`MAX_ELEMENTS`] elements).
 pub fn derive(u: &UOp) -> Option<Shape> {
+    derive_any_size(u).filter(|s| checked_numel(s).is_some())
+}
+
+fn derive_any_size(u: &UOp) -> Option<Shape> {
     let src_shape = |i: usize| u.src().get(i).and_then(|s| s.shape()).map(|s| s.to_vec());
     match u.op() {
         Op::Buffer => match u.arg() {
@@ -186,7 +207,8 @@ fn constant_value(x: &UOp) -> Option<usize> {
 }
 
 fn reshape(from: &[usize], to: &[usize]) -> Option<Shape> {
-    (from.iter().product::<usize>() == to.iter().product::<usize>()).then(|| to.to_vec())
+    let same_count = checked_numel(to).is_some() && checked_numel(from) == checked_numel(to);
+    same_count.then(|| to.to_vec())
 }
 
 fn expand(from: &[usize], to: &[usize]) -> Option<Shape> {

@@ -75,14 +75,15 @@ impl CpuBuffer {
     }
 
     /// `len` zero bytes taken from `recycler` (reusing freed memory of the same length when
-    /// it holds some) and given back to it when dropped; counted in `live` until then.
+    /// it holds some) and given back to it when dropped; counted in `live` until then. `None`
+    /// when the memory cannot be had.
     pub(crate) fn recycled(
         len: usize,
         live: Arc<LiveBuffers>,
         recycler: &Arc<Recycler>,
-    ) -> CpuBuffer {
-        let words = recycler.take(len.div_ceil(WORD));
-        CpuBuffer::counted(words, len, live, Some(recycler.clone()))
+    ) -> Option<CpuBuffer> {
+        let words = recycler.take(len.div_ceil(WORD))?;
+        Some(CpuBuffer::counted(words, len, live, Some(recycler.clone())))
     }
 
     fn counted(

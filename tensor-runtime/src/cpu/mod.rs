@@ -243,11 +243,12 @@ impl Device for CpuDevice {
     }
 
     fn allocate(&self, bytes: usize) -> Result<CpuBuffer> {
-        Ok(CpuBuffer::recycled(
-            bytes,
-            self.inner.live.clone(),
-            &self.inner.recycler,
-        ))
+        CpuBuffer::recycled(bytes, self.inner.live.clone(), &self.inner.recycler).ok_or_else(|| {
+            RuntimeError::OutOfMemory {
+                device: "CPU".to_string(),
+                bytes,
+            }
+        })
     }
 
     fn bind_host(&self, data: Arc<dyn HostData>) -> Option<CpuBuffer> {

@@ -35,8 +35,9 @@ impl Recycler {
         }
     }
 
-    /// `words` zeroed words: a freed allocation of that length if one is kept, else fresh.
-    pub fn take(&self, words: usize) -> Vec<u128> {
+    /// `words` zeroed words: a freed allocation of that length if one is kept, else fresh;
+    /// `None` when the memory cannot be had.
+    pub fn take(&self, words: usize) -> Option<Vec<u128>> {
         let reused = {
             let mut free = self.lock();
             let reused = free.by_words.get_mut(&words).and_then(Vec::pop);
@@ -48,12 +49,12 @@ impl Recycler {
         match reused {
             Some(mut memory) => {
                 memory.fill(0);
-                memory
+                Some(memory)
             }
             None => {
-                let memory = vec![0u128; words];
+                let memory = fresh_zeroed(words)?;
                 huge_pages::advise(&memory);
-                memory
+                Some(memory)
             }
         }
     }
@@ -84,6 +85,17 @@ impl Recycler {
 
 const WORD: usize = std::mem::size_of::<u128>();
 
+/// `words` zeroed words from the allocator, or `None` where it has no such block. The probe
+/// asks for the block without touching it (a refusal is an error to report, where `vec!`
+/// would abort the process); the zeroed block is then mapped lazily, page by page on first
+/// touch, as `vec!` maps it.
+fn fresh_zeroed(words: usize) -> Option<Vec<u128>> {
+    let mut probe: Vec<u128> = Vec::new();
+    probe.try_reserve_exact(words).ok()?;
+    drop(probe);
+    Some(vec![0u128; words])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,12 +105,12 @@ mod tests {
     #[test]
     fn a_freed_allocation_comes_back_zeroed_at_the_same_address() {
         let recycler = Recycler::new(16 << 20);
-        let mut memory = recycler.take(WORDS);
+        let mut memory = recycler.take(WORDS).unwrap();
         memory.fill(7);
         let address = memory.as_ptr() as usize;
         recycler.give(memory);
         assert_eq!(recycler.held_bytes(), 1 << 20);
-        let again = recycler.take(WORDS);
+        let again = recycler.take(WORDS).unwrap();
         assert_eq!(
             again.as_ptr() as usize,
             address,
@@ -126,7 +138,14 @@ mod tests {
     fn a_length_with_nothing_kept_is_allocated_fresh() {
         let recycler = Recycler::new(16 << 20);
         recycler.give(vec![0u128; WORDS]);
-        assert_eq!(recycler.take(WORDS * 2).len(), WORDS * 2);
+        assert_eq!(recycler.take(WORDS * 2).unwrap().len(), WORDS * 2);
         assert_eq!(recycler.held_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn memory_beyond_the_address_space_is_refused_not_aborted() {
+        let recycler = Recycler::new(16 << 20);
+        assert!(recycler.take(usize::MAX / WORD).is_none());
+        assert!(recycler.take(1 << 50).is_none(), "16 PiB");
     }
 }
