@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 use tensor_core::DType;
 
 /// Every fault the runtime reports instead of crashing.
@@ -18,6 +19,17 @@ pub enum RuntimeError {
         source: String,
         output: String,
     },
+    /// The C compiler did not finish within the compile time limit and was stopped.
+    CompileTimedOut { compiler: String, limit: Duration },
+    /// The C compiler crashed (killed by a signal, or an internal compiler error): a fault of
+    /// the compiler, not of the kernel it was given.
+    CompilerCrashed {
+        compiler: String,
+        status: String,
+        output: String,
+    },
+    /// The C compiler reported success but wrote something that cannot be loaded.
+    BadCompilerOutput { compiler: String, reason: String },
     /// The on-disk kernel cache could not be used (only reported where no fallback exists).
     Cache { path: PathBuf, reason: String },
     /// An operating-system I/O call failed; `context` says what the runtime was doing.
@@ -83,6 +95,29 @@ impl fmt::Display for RuntimeError {
                 "C compiler `{compiler}` rejected a generated kernel; this is a bug in the code \
                  generator, please report it with the text below\n\
                  --- compiler output ---\n{output}\n--- kernel source ---\n{source}"
+            ),
+            RuntimeError::CompileTimedOut { compiler, limit } => write!(
+                f,
+                "C compiler `{compiler}` did not finish within {} s and was stopped; if it is \
+                 only slow (a large kernel, a busy machine), raise the limit with \
+                 TENSOR_COMPILE_TIMEOUT=<seconds>; if it hangs, set CC to a working compiler",
+                limit.as_secs_f64()
+            ),
+            RuntimeError::CompilerCrashed {
+                compiler,
+                status,
+                output,
+            } => write!(
+                f,
+                "C compiler `{compiler}` crashed ({status}); this is a fault of the compiler, \
+                 not of the generated kernel: check its installation and the free memory, or \
+                 set CC to another C compiler\n--- compiler output ---\n{output}"
+            ),
+            RuntimeError::BadCompilerOutput { compiler, reason } => write!(
+                f,
+                "C compiler `{compiler}` reported success but wrote no loadable shared object \
+                 ({reason}); nothing was cached. Check that CC builds shared objects for this \
+                 machine (it is run with -fPIC -shared), or set CC to another C compiler"
             ),
             RuntimeError::Cache { path, reason } => write!(
                 f,

@@ -19,7 +19,9 @@ mod recycle;
 mod scratch;
 
 pub use buffer::{CpuBuffer, LiveBuffers};
-pub use compiler::{CCompiler, compiler_from_env, default_flags};
+pub use compiler::{
+    CCompiler, DEFAULT_COMPILE_TIMEOUT, compile_timeout_from_env, compiler_from_env, default_flags,
+};
 pub use program::CpuProgram;
 
 use crate::cache::{DiskCache, default_cache_dir};
@@ -34,6 +36,7 @@ use scratch::ScratchDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 use tensor_core::uop::HostData;
 
 /// How much freed buffer memory a device keeps for reuse (see `recycle`).
@@ -52,16 +55,33 @@ pub struct CpuConfig {
     /// The default number of threads a kernel is split across (0 counts as 1); the device
     /// keeps one fewer worker thread, since the launching thread does a share of the work.
     pub threads: usize,
+    /// How long one compiler run may take before it is killed.
+    pub compile_timeout: Duration,
+}
+
+impl Default for CpuConfig {
+    /// `cc` with the default flags, no disk cache, one thread, and the default limits; tests
+    /// and embedders set what they need and take the rest with `..CpuConfig::default()`.
+    fn default() -> CpuConfig {
+        CpuConfig {
+            compiler: "cc".to_string(),
+            flags: default_flags(),
+            cache_dir: None,
+            threads: 1,
+            compile_timeout: DEFAULT_COMPILE_TIMEOUT,
+        }
+    }
 }
 
 impl CpuConfig {
-    /// The configuration the environment asks for (`CC`, `TENSOR_CACHE_DIR`, `THREADS`).
+    /// The configuration the environment asks for (see the module docs).
     pub fn from_env() -> Result<CpuConfig> {
         Ok(CpuConfig {
             compiler: compiler_from_env(),
             flags: default_flags(),
             cache_dir: default_cache_dir(),
             threads: threads_from_env()?,
+            compile_timeout: compile_timeout_from_env()?,
         })
     }
 }
@@ -111,7 +131,8 @@ impl CpuDevice {
     pub fn with_config(config: CpuConfig) -> CpuDevice {
         CpuDevice {
             inner: Arc::new(CpuDeviceState {
-                compiler: CCompiler::new(config.compiler, config.flags),
+                compiler: CCompiler::new(config.compiler, config.flags)
+                    .with_timeout(config.compile_timeout),
                 threads: config.threads.max(1),
                 disk: DiskCache::new(config.cache_dir.map(|dir| dir.join("cpu"))),
                 loaded: Mutex::new(HashMap::new()),
@@ -195,7 +216,8 @@ impl CpuDevice {
         Ok(self.loaded().entry(key).or_insert(library).clone())
     }
 
-    /// Compiles `source` in `scratch`, stores the object in the disk cache, and loads it.
+    /// Compiles `source` in `scratch`, loads the object, and only then stores it in the disk
+    /// cache, so an object the loader rejects is never cached.
     fn build(
         &self,
         source: &str,
@@ -207,11 +229,18 @@ impl CpuDevice {
         // Counted before the outcome is known: a rejected source is still a compiler run.
         state.stats.record_compile();
         let object = state.compiler.compile(source, entry, scratch.path())?;
+        let library = load_library(&object).map_err(|e| RuntimeError::BadCompilerOutput {
+            compiler: state.compiler.command().to_string(),
+            reason: match e {
+                RuntimeError::Load { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })?;
         let payload = std::fs::read(&object).map_err(|e| {
             RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
         })?;
         state.disk.store(key, &payload);
-        load_library(&object)
+        Ok(library)
     }
 
     fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Arc<LoadedLibrary>>> {
