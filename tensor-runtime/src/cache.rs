@@ -23,11 +23,18 @@
 //! `dlopen`. Temporary files a crashed writer left behind are removed once they are an hour
 //! old. A directory that cannot be written costs the cache, not the computation: the
 //! kernel is still built (in a private temporary directory) and a warning is printed once.
+//!
+//! Entries are code this process will run, so the cache only trusts what the current user
+//! wrote: the directory is created `0700` and entries `0600`, and an entry is refused (with a
+//! warning, then rebuilt) when the directory or the entry is owned by another user (root
+//! excepted) or writable by its group or by others, as ssh does with its keys. A refused
+//! directory is not used at all: kernels are compiled as if there were no cache.
 
+use crate::private_files::{create_private_dir_all, create_private_file, distrust};
 use crate::stable_hash::{stable_hash, to_hex};
 use crate::warn;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -143,6 +150,7 @@ pub fn decode_entry(key: u128, bytes: &[u8]) -> Result<&[u8], EntryDefect> {
 pub struct DiskCache {
     dir: Option<PathBuf>,
     writes_failed: AtomicBool,
+    distrust_reported: AtomicBool,
     swept: AtomicBool,
 }
 
@@ -155,6 +163,7 @@ impl DiskCache {
         DiskCache {
             dir,
             writes_failed: AtomicBool::new(false),
+            distrust_reported: AtomicBool::new(false),
             swept: AtomicBool::new(false),
         }
     }
@@ -171,24 +180,40 @@ impl DiskCache {
             .map(|dir| dir.join(format!("{}.kernel", to_hex(key))))
     }
 
-    /// The payload stored under `key`, if a complete and intact entry exists. A damaged entry
-    /// is reported as a warning and treated as missing, so the caller rebuilds it.
+    /// The directory, if it exists and only the current user can change it. A directory
+    /// others could write to is reported (once) and not used.
+    pub fn trusted_dir(&self) -> Option<&Path> {
+        let dir = self.dir.as_deref()?;
+        // A missing directory holds nothing to load; storing creates it, or reports why not.
+        let meta = fs::metadata(dir).ok()?;
+        let Some(reason) = distrust(&meta) else {
+            return Some(dir);
+        };
+        if !self.distrust_reported.swap(true, Ordering::Relaxed) {
+            warn(&format!(
+                "kernel cache directory `{}` is {reason}, so another user could plant code \
+                 in it; it is not used and kernels are compiled in every process. Make it \
+                 yours and private (chown, chmod 700) or set TENSOR_CACHE_DIR to a private \
+                 directory",
+                dir.display()
+            ));
+        }
+        None
+    }
+
+    /// The payload stored under `key`, if a complete, intact entry that only this user could
+    /// have written exists; a hit marks the entry as recently used. A damaged or untrusted
+    /// entry is reported as a warning and treated as missing, so the caller rebuilds it.
     pub fn load(&self, key: u128) -> Option<Vec<u8>> {
+        self.trusted_dir()?;
         let path = self.entry_path(key)?;
-        let bytes = match fs::read(&path) {
+        let bytes = match read_trusted(&path) {
             Ok(bytes) => bytes,
-            // No entry yet (or no directory at all: the store reports that, once).
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return None;
-            }
+            // No entry yet.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
             Err(e) => {
                 warn(&format!(
-                    "cannot read kernel cache entry `{}` ({e}); rebuilding it",
+                    "cannot use kernel cache entry `{}` ({e}); rebuilding it",
                     path.display()
                 ));
                 return None;
@@ -215,13 +240,24 @@ impl DiskCache {
         if self.writes_failed.load(Ordering::Relaxed) {
             return;
         }
+        if let Err(e) = create_private_dir_all(dir) {
+            self.report_write_failure(dir, &e);
+            return;
+        }
+        if self.trusted_dir().is_none() {
+            return;
+        }
         if !self.swept.swap(true, Ordering::Relaxed) {
             remove_abandoned_temp_files(dir);
         }
-        let written = write_atomically(dir, &path, &encode_entry(key, payload));
-        if let Err(e) = written
-            && !self.writes_failed.swap(true, Ordering::Relaxed)
-        {
+        if let Err(e) = write_atomically(dir, &path, &encode_entry(key, payload)) {
+            self.report_write_failure(dir, &e);
+        }
+    }
+
+    /// Reports the first failed write of this cache; later stores are skipped.
+    fn report_write_failure(&self, dir: &Path, e: &io::Error) {
+        if !self.writes_failed.swap(true, Ordering::Relaxed) {
             warn(&format!(
                 "kernel cache directory `{}` is not writable ({e}); kernels will be \
                  compiled again in every process. Set TENSOR_CACHE_DIR to a writable \
@@ -232,12 +268,29 @@ impl DiskCache {
     }
 }
 
+/// The contents of the entry file at `path`, if only the current user can have written it.
+/// The checks look at the opened file itself, so a file swapped in after them is not read.
+/// Reading marks the entry as recently used (its modification time is the last use).
+fn read_trusted(path: &Path) -> io::Result<Vec<u8>> {
+    let mut file = File::open(path)?;
+    if let Some(reason) = distrust(&file.metadata()?) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("it is {reason}, so another user could have planted it"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    let _ = file.set_modified(SystemTime::now());
+    Ok(bytes)
+}
+
 /// Writes `bytes` to `path` so that `path` is either absent, its old content, or `bytes`:
-/// a uniquely named temporary file in the same directory, flushed, then renamed over `path`.
+/// a uniquely named private temporary file in the same directory, flushed, then renamed over
+/// `path`.
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
     let temp = dir.join(unique_temp_name(path));
-    let written = File::create_new(&temp).and_then(|mut file| {
+    let written = create_private_file(&temp).and_then(|mut file| {
         file.write_all(bytes)?;
         file.sync_all()
     });

@@ -23,6 +23,7 @@ pub mod cpu;
 pub mod device;
 pub mod error;
 pub mod ndarray_interop;
+mod private_files;
 pub mod realize;
 pub mod stable_hash;
 pub mod stats;
