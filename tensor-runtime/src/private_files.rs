@@ -63,10 +63,33 @@ pub fn distrust(_meta: &Metadata) -> Option<String> {
     None
 }
 
+/// Whether the current user owns the file or directory described by `meta` (`false` where
+/// the current user is unknown).
+#[cfg(unix)]
+pub fn owned_by_current_user(meta: &Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    current_uid() == Some(meta.uid())
+}
+
+/// Without Unix owners, nothing is known to be ours.
+#[cfg(not(unix))]
+pub fn owned_by_current_user(_meta: &Metadata) -> bool {
+    false
+}
+
 /// Creates `dir` and its missing parents, readable and writable by the current user only.
 pub fn create_private_dir_all(dir: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the directory `dir` (its parent must exist), private to the current user; fails if
+/// it exists.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(dir)

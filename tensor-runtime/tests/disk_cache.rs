@@ -432,3 +432,83 @@ fn untrusted_cache_directory_is_reported_once() {
     );
     assert!(run.stderr.contains("mode 0777"), "{}", run.stderr);
 }
+
+/// A device caching in `cache` whose temp dir is `temp_dir`.
+fn device_with_temp_dir(cache: &Path, temp_dir: &Path) -> CpuDevice {
+    CpuDevice::with_config(tensor_runtime::CpuConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        temp_dir: temp_dir.to_path_buf(),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn cached_kernels_load_without_a_writable_temp_dir() {
+    let dir = TempDir::new("no-tmpdir");
+    let cache = dir.path().join("cache");
+    let n = 12;
+    device("cc", Some(&cache), 1)
+        .compile(&add_kernel(n), "add_entry")
+        .unwrap();
+    let regular_file = dir.path().join("a-file");
+    std::fs::write(&regular_file, "not a directory").unwrap();
+    let unwritable = regular_file.join("tmp");
+
+    let reader = device_with_temp_dir(&cache, &unwritable);
+    assert_eq!(run_add(&reader, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+    assert_eq!(reader.compile_counts().disk_cache_hits, 1);
+    assert_eq!(reader.compile_counts().compiler_invocations, 0);
+    // A kernel that is not cached yet is built there too (the compiler's TMPDIR included).
+    assert_eq!(
+        run_add(&reader, n + 1),
+        host_sum(&ramp(n + 1, 1.0), &ramp(n + 1, 0.5))
+    );
+    assert_eq!(reader.compile_counts().compiler_invocations, 1);
+    // The build directories in the cache's scratch folder are gone again.
+    let scratch = std::fs::read_dir(cache.join("cpu").join("scratch")).unwrap();
+    assert_eq!(scratch.count(), 0);
+}
+
+/// The id of a process that has exited.
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// A build directory named for `pid` in `base`, with a file in it, last changed `age` ago.
+fn build_dir(base: &Path, pid: u32, n: u32, age: std::time::Duration) -> PathBuf {
+    let path = base.join(format!("tensor-build-{pid}-{n}"));
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("kernel.c"), "int x;").unwrap();
+    let when = std::time::SystemTime::now() - age;
+    std::fs::File::open(&path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    path
+}
+
+#[test]
+fn build_directories_of_killed_processes_are_removed() {
+    let dir = TempDir::new("stale-builds");
+    let temp = dir.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let dead = dead_pid();
+    let stale = build_dir(&temp, dead, 0, hour);
+    let young = build_dir(&temp, dead, 1, std::time::Duration::ZERO);
+    let alive = build_dir(&temp, 1, 0, hour);
+    let foreign = build_dir(&temp, dead, 2, hour);
+    std::os::unix::fs::chown(&foreign, Some(65534), None).unwrap();
+
+    let device = device_with_temp_dir(&dir.path().join("cache"), &temp);
+    device.compile(&add_kernel(13), "add_entry").unwrap();
+    assert!(!stale.exists());
+    for kept in [&young, &alive, &foreign] {
+        assert!(kept.exists(), "{} was removed", kept.display());
+    }
+    // The device's own build directory is gone once the kernel is loaded.
+    assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 3);
+}

@@ -5,7 +5,11 @@
 //! - `CC`: the C compiler (default `cc`; may carry arguments, e.g. `ccache gcc`);
 //! - `TENSOR_CACHE_DIR`: where compiled kernels are kept across processes (default
 //!   `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`); entries go in its `cpu/` folder;
-//! - `THREADS`: how many cores a kernel is split across (default: all available).
+//! - `THREADS`: how many cores a kernel is split across (default: all available);
+//! - `TENSOR_COMPILE_TIMEOUT`: seconds one compiler run may take before it is killed
+//!   (default 120);
+//! - `TMPDIR`: where private build directories are made; if it cannot be written, a `scratch`
+//!   folder in the cache directory is used.
 //!
 //! Requesting a program looks in memory (programs loaded by this device), then on disk (a
 //! checked cache entry, copied to a private file and loaded), and only then runs the compiler.
@@ -27,6 +31,7 @@ pub use program::CpuProgram;
 use crate::cache::{DiskCache, default_cache_dir};
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
+use crate::private_files::create_private_dir_all;
 use crate::stats::{CompileCounts, CompileStats};
 use crate::warn;
 use pool::WorkerPool;
@@ -35,6 +40,7 @@ use recycle::Recycler;
 use scratch::ScratchDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use tensor_core::uop::HostData;
@@ -57,6 +63,10 @@ pub struct CpuConfig {
     pub threads: usize,
     /// How long one compiler run may take before it is killed.
     pub compile_timeout: Duration,
+    /// Where private build directories are made (the system temp dir, `TMPDIR`, by default).
+    /// Where it cannot be written, a `scratch` folder in the cache directory is used instead,
+    /// so cached kernels (and builds) work without a writable temp dir.
+    pub temp_dir: PathBuf,
 }
 
 impl Default for CpuConfig {
@@ -69,6 +79,7 @@ impl Default for CpuConfig {
             cache_dir: None,
             threads: 1,
             compile_timeout: DEFAULT_COMPILE_TIMEOUT,
+            temp_dir: std::env::temp_dir(),
         }
     }
 }
@@ -82,6 +93,7 @@ impl CpuConfig {
             cache_dir: default_cache_dir(),
             threads: threads_from_env()?,
             compile_timeout: compile_timeout_from_env()?,
+            temp_dir: std::env::temp_dir(),
         })
     }
 }
@@ -119,6 +131,8 @@ struct CpuDeviceState {
     compiler: CCompiler,
     threads: usize,
     disk: DiskCache,
+    temp_dir: PathBuf,
+    temp_dir_fallback_reported: AtomicBool,
     loaded: Mutex<HashMap<u128, Arc<LoadedLibrary>>>,
     stats: CompileStats,
     live: Arc<LiveBuffers>,
@@ -135,6 +149,8 @@ impl CpuDevice {
                     .with_timeout(config.compile_timeout),
                 threads: config.threads.max(1),
                 disk: DiskCache::new(config.cache_dir.map(|dir| dir.join("cpu"))),
+                temp_dir: config.temp_dir,
+                temp_dir_fallback_reported: AtomicBool::new(false),
                 loaded: Mutex::new(HashMap::new()),
                 stats: CompileStats::default(),
                 live: Arc::new(LiveBuffers::default()),
@@ -194,7 +210,7 @@ impl CpuDevice {
             state.stats.record_memory_hit();
             return Ok(library.clone());
         }
-        let scratch = ScratchDir::new()?;
+        let scratch = self.scratch()?;
         let library = match state.disk.load(key) {
             Some(payload) => match load_library(&write_object(scratch.path(), &payload)?) {
                 Ok(library) => {
@@ -241,6 +257,46 @@ impl CpuDevice {
         })?;
         state.disk.store(key, &payload);
         Ok(library)
+    }
+
+    /// A private build directory: in the temp dir, else in the cache directory.
+    fn scratch(&self) -> Result<ScratchDir> {
+        let state = &self.inner;
+        let error = match ScratchDir::new_in(&state.temp_dir) {
+            Ok(scratch) => return Ok(scratch),
+            Err(error) => error,
+        };
+        if let Some(scratch) = self.scratch_in_cache_dir() {
+            if !state
+                .temp_dir_fallback_reported
+                .swap(true, Ordering::Relaxed)
+            {
+                warn(&format!(
+                    "cannot create a build directory in `{}` ({error}); building in `{}` \
+                     instead. Set TMPDIR to a writable directory",
+                    state.temp_dir.display(),
+                    scratch.path().parent().unwrap_or(scratch.path()).display()
+                ));
+            }
+            return Ok(scratch);
+        }
+        Err(RuntimeError::io(
+            format!(
+                "creating a build directory in `{}` (set TMPDIR to a writable directory)",
+                state.temp_dir.display()
+            ),
+            error,
+        ))
+    }
+
+    /// A private build directory in the `scratch` folder of the cache directory, if it has a
+    /// trusted one.
+    fn scratch_in_cache_dir(&self) -> Option<ScratchDir> {
+        let disk = &self.inner.disk;
+        create_private_dir_all(disk.dir()?).ok()?;
+        let base = disk.trusted_dir()?.join("scratch");
+        create_private_dir_all(&base).ok()?;
+        ScratchDir::new_in(&base).ok()
     }
 
     fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Arc<LoadedLibrary>>> {
