@@ -29,7 +29,12 @@
 //! warning, then rebuilt) when the directory or the entry is owned by another user (root
 //! excepted) or writable by its group or by others, as ssh does with its keys. A refused
 //! directory is not used at all: kernels are compiled as if there were no cache.
+//!
+//! The cache is bounded (`TENSOR_CACHE_MAX_BYTES`, default 512 MiB): a hit marks its entry as
+//! used by setting its modification time, and after a store that takes the entries past the
+//! limit, the least recently used entries are deleted until they fit again.
 
+use crate::error::positive_setting;
 use crate::private_files::{create_private_dir_all, create_private_file, distrust};
 use crate::stable_hash::{stable_hash, to_hex};
 use crate::warn;
@@ -42,6 +47,16 @@ use std::time::{Duration, SystemTime};
 const MAGIC: &[u8; 8] = b"TNSRKRNL";
 const FORMAT_VERSION: u32 = 1;
 const HEADER_LEN: usize = 56;
+
+/// How many bytes of entries a cache holds unless configured otherwise.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 512 << 20;
+
+/// The size limit the environment asks for: `$TENSOR_CACHE_MAX_BYTES`, else
+/// [`DEFAULT_CACHE_MAX_BYTES`].
+pub fn cache_max_bytes_from_env() -> crate::Result<u64> {
+    let value = std::env::var("TENSOR_CACHE_MAX_BYTES").ok();
+    positive_setting("TENSOR_CACHE_MAX_BYTES", value, DEFAULT_CACHE_MAX_BYTES)
+}
 
 /// The directory users get when they configure nothing: `$TENSOR_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`; `None` if none of these is set.
@@ -149,6 +164,7 @@ pub fn decode_entry(key: u128, bytes: &[u8]) -> Result<&[u8], EntryDefect> {
 #[derive(Debug)]
 pub struct DiskCache {
     dir: Option<PathBuf>,
+    max_bytes: u64,
     writes_failed: AtomicBool,
     distrust_reported: AtomicBool,
     swept: AtomicBool,
@@ -158,10 +174,12 @@ pub struct DiskCache {
 const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 impl DiskCache {
-    /// A cache in `dir` (created on first write); `None` keeps nothing on disk.
-    pub fn new(dir: Option<PathBuf>) -> DiskCache {
+    /// A cache in `dir` (created on first write) holding at most `max_bytes` of entries;
+    /// `None` keeps nothing on disk.
+    pub fn new(dir: Option<PathBuf>, max_bytes: u64) -> DiskCache {
         DiskCache {
             dir,
+            max_bytes,
             writes_failed: AtomicBool::new(false),
             distrust_reported: AtomicBool::new(false),
             swept: AtomicBool::new(false),
@@ -250,9 +268,16 @@ impl DiskCache {
         if !self.swept.swap(true, Ordering::Relaxed) {
             remove_abandoned_temp_files(dir);
         }
-        if let Err(e) = write_atomically(dir, &path, &encode_entry(key, payload)) {
-            self.report_write_failure(dir, &e);
+        match write_atomically(dir, &path, &encode_entry(key, payload)) {
+            Ok(()) => evict_least_recently_used(dir, self.max_bytes),
+            Err(e) => self.report_write_failure(dir, &e),
         }
+    }
+
+    /// The total size in bytes of the entries in the directory.
+    pub fn total_bytes(&self) -> u64 {
+        let entries = self.dir.as_deref().map(entries_by_last_use);
+        entries.map_or(0, |entries| entries.iter().map(|e| e.bytes).sum())
     }
 
     /// Reports the first failed write of this cache; later stores are skipped.
@@ -304,6 +329,48 @@ fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = dir_handle.sync_all();
     }
     Ok(())
+}
+
+/// A cache entry on disk: its path, size and last use.
+struct EntryFile {
+    path: PathBuf,
+    bytes: u64,
+    last_use: SystemTime,
+}
+
+/// The entries in `dir`, least recently used first.
+fn entries_by_last_use(dir: &Path) -> Vec<EntryFile> {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<EntryFile> = listing
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "kernel"))
+        .filter_map(|e| {
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            Some(EntryFile {
+                path: e.path(),
+                bytes: meta.len(),
+                last_use: meta.modified().ok()?,
+            })
+        })
+        .collect();
+    entries.sort_by_key(|e| e.last_use);
+    entries
+}
+
+/// Deletes the least recently used entries of `dir` until they take at most `max_bytes`.
+fn evict_least_recently_used(dir: &Path, max_bytes: u64) {
+    let entries = entries_by_last_use(dir);
+    let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+    for entry in entries {
+        if total <= max_bytes {
+            break;
+        }
+        // Another process may have deleted it first; it is gone either way.
+        let _ = fs::remove_file(&entry.path);
+        total -= entry.bytes;
+    }
 }
 
 /// Deletes temporary files that crashed writers left in `dir` (best effort; a file young
