@@ -23,11 +23,23 @@
 //! `dlopen`. Temporary files a crashed writer left behind are removed once they are an hour
 //! old. A directory that cannot be written costs the cache, not the computation: the
 //! kernel is still built (in a private temporary directory) and a warning is printed once.
+//!
+//! Entries are code this process will run, so the cache only trusts what the current user
+//! wrote: the directory is created `0700` and entries `0600`, and an entry is refused (with a
+//! warning, then rebuilt) when the directory or the entry is owned by another user (root
+//! excepted) or writable by its group or by others, as ssh does with its keys. A refused
+//! directory is not used at all: kernels are compiled as if there were no cache.
+//!
+//! The cache is bounded (`TENSOR_CACHE_MAX_BYTES`, default 512 MiB): a hit marks its entry as
+//! used by setting its modification time, and after a store that takes the entries past the
+//! limit, the least recently used entries are deleted until they fit again.
 
+use crate::error::positive_setting;
+use crate::private_files::{create_private_dir_all, create_private_file, distrust};
 use crate::stable_hash::{stable_hash, to_hex};
 use crate::warn;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -35,6 +47,16 @@ use std::time::{Duration, SystemTime};
 const MAGIC: &[u8; 8] = b"TNSRKRNL";
 const FORMAT_VERSION: u32 = 1;
 const HEADER_LEN: usize = 56;
+
+/// How many bytes of entries a cache holds unless configured otherwise.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 512 << 20;
+
+/// The size limit the environment asks for: `$TENSOR_CACHE_MAX_BYTES`, else
+/// [`DEFAULT_CACHE_MAX_BYTES`].
+pub fn cache_max_bytes_from_env() -> crate::Result<u64> {
+    let value = std::env::var("TENSOR_CACHE_MAX_BYTES").ok();
+    positive_setting("TENSOR_CACHE_MAX_BYTES", value, DEFAULT_CACHE_MAX_BYTES)
+}
 
 /// The directory users get when they configure nothing: `$TENSOR_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`; `None` if none of these is set.
@@ -142,7 +164,9 @@ pub fn decode_entry(key: u128, bytes: &[u8]) -> Result<&[u8], EntryDefect> {
 #[derive(Debug)]
 pub struct DiskCache {
     dir: Option<PathBuf>,
+    max_bytes: u64,
     writes_failed: AtomicBool,
+    distrust_reported: AtomicBool,
     swept: AtomicBool,
 }
 
@@ -150,11 +174,14 @@ pub struct DiskCache {
 const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 impl DiskCache {
-    /// A cache in `dir` (created on first write); `None` keeps nothing on disk.
-    pub fn new(dir: Option<PathBuf>) -> DiskCache {
+    /// A cache in `dir` (created on first write) holding at most `max_bytes` of entries;
+    /// `None` keeps nothing on disk.
+    pub fn new(dir: Option<PathBuf>, max_bytes: u64) -> DiskCache {
         DiskCache {
             dir,
+            max_bytes,
             writes_failed: AtomicBool::new(false),
+            distrust_reported: AtomicBool::new(false),
             swept: AtomicBool::new(false),
         }
     }
@@ -171,24 +198,40 @@ impl DiskCache {
             .map(|dir| dir.join(format!("{}.kernel", to_hex(key))))
     }
 
-    /// The payload stored under `key`, if a complete and intact entry exists. A damaged entry
-    /// is reported as a warning and treated as missing, so the caller rebuilds it.
+    /// The directory, if it exists and only the current user can change it. A directory
+    /// others could write to is reported (once) and not used.
+    pub fn trusted_dir(&self) -> Option<&Path> {
+        let dir = self.dir.as_deref()?;
+        // A missing directory holds nothing to load; storing creates it, or reports why not.
+        let meta = fs::metadata(dir).ok()?;
+        let Some(reason) = distrust(&meta) else {
+            return Some(dir);
+        };
+        if !self.distrust_reported.swap(true, Ordering::Relaxed) {
+            warn(&format!(
+                "kernel cache directory `{}` is {reason}, so another user could plant code \
+                 in it; it is not used and kernels are compiled in every process. Make it \
+                 yours and private (chown, chmod 700) or set TENSOR_CACHE_DIR to a private \
+                 directory",
+                dir.display()
+            ));
+        }
+        None
+    }
+
+    /// The payload stored under `key`, if a complete, intact entry that only this user could
+    /// have written exists; a hit marks the entry as recently used. A damaged or untrusted
+    /// entry is reported as a warning and treated as missing, so the caller rebuilds it.
     pub fn load(&self, key: u128) -> Option<Vec<u8>> {
+        self.trusted_dir()?;
         let path = self.entry_path(key)?;
-        let bytes = match fs::read(&path) {
+        let bytes = match read_trusted(&path) {
             Ok(bytes) => bytes,
-            // No entry yet (or no directory at all: the store reports that, once).
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return None;
-            }
+            // No entry yet.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
             Err(e) => {
                 warn(&format!(
-                    "cannot read kernel cache entry `{}` ({e}); rebuilding it",
+                    "cannot use kernel cache entry `{}` ({e}); rebuilding it",
                     path.display()
                 ));
                 return None;
@@ -215,13 +258,31 @@ impl DiskCache {
         if self.writes_failed.load(Ordering::Relaxed) {
             return;
         }
+        if let Err(e) = create_private_dir_all(dir) {
+            self.report_write_failure(dir, &e);
+            return;
+        }
+        if self.trusted_dir().is_none() {
+            return;
+        }
         if !self.swept.swap(true, Ordering::Relaxed) {
             remove_abandoned_temp_files(dir);
         }
-        let written = write_atomically(dir, &path, &encode_entry(key, payload));
-        if let Err(e) = written
-            && !self.writes_failed.swap(true, Ordering::Relaxed)
-        {
+        match write_atomically(dir, &path, &encode_entry(key, payload)) {
+            Ok(()) => evict_least_recently_used(dir, self.max_bytes),
+            Err(e) => self.report_write_failure(dir, &e),
+        }
+    }
+
+    /// The total size in bytes of the entries in the directory.
+    pub fn total_bytes(&self) -> u64 {
+        let entries = self.dir.as_deref().map(entries_by_last_use);
+        entries.map_or(0, |entries| entries.iter().map(|e| e.bytes).sum())
+    }
+
+    /// Reports the first failed write of this cache; later stores are skipped.
+    fn report_write_failure(&self, dir: &Path, e: &io::Error) {
+        if !self.writes_failed.swap(true, Ordering::Relaxed) {
             warn(&format!(
                 "kernel cache directory `{}` is not writable ({e}); kernels will be \
                  compiled again in every process. Set TENSOR_CACHE_DIR to a writable \
@@ -232,12 +293,29 @@ impl DiskCache {
     }
 }
 
+/// The contents of the entry file at `path`, if only the current user can have written it.
+/// The checks look at the opened file itself, so a file swapped in after them is not read.
+/// Reading marks the entry as recently used (its modification time is the last use).
+fn read_trusted(path: &Path) -> io::Result<Vec<u8>> {
+    let mut file = File::open(path)?;
+    if let Some(reason) = distrust(&file.metadata()?) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("it is {reason}, so another user could have planted it"),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    let _ = file.set_modified(SystemTime::now());
+    Ok(bytes)
+}
+
 /// Writes `bytes` to `path` so that `path` is either absent, its old content, or `bytes`:
-/// a uniquely named temporary file in the same directory, flushed, then renamed over `path`.
+/// a uniquely named private temporary file in the same directory, flushed, then renamed over
+/// `path`.
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
     let temp = dir.join(unique_temp_name(path));
-    let written = File::create_new(&temp).and_then(|mut file| {
+    let written = create_private_file(&temp).and_then(|mut file| {
         file.write_all(bytes)?;
         file.sync_all()
     });
@@ -251,6 +329,48 @@ fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = dir_handle.sync_all();
     }
     Ok(())
+}
+
+/// A cache entry on disk: its path, size and last use.
+struct EntryFile {
+    path: PathBuf,
+    bytes: u64,
+    last_use: SystemTime,
+}
+
+/// The entries in `dir`, least recently used first.
+fn entries_by_last_use(dir: &Path) -> Vec<EntryFile> {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<EntryFile> = listing
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "kernel"))
+        .filter_map(|e| {
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            Some(EntryFile {
+                path: e.path(),
+                bytes: meta.len(),
+                last_use: meta.modified().ok()?,
+            })
+        })
+        .collect();
+    entries.sort_by_key(|e| e.last_use);
+    entries
+}
+
+/// Deletes the least recently used entries of `dir` until they take at most `max_bytes`.
+fn evict_least_recently_used(dir: &Path, max_bytes: u64) {
+    let entries = entries_by_last_use(dir);
+    let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+    for entry in entries {
+        if total <= max_bytes {
+            break;
+        }
+        // Another process may have deleted it first; it is gone either way.
+        let _ = fs::remove_file(&entry.path);
+        total -= entry.bytes;
+    }
 }
 
 /// Deletes temporary files that crashed writers left in `dir` (best effort; a file young

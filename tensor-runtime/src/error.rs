@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 use tensor_core::DType;
 
 /// Every fault the runtime reports instead of crashing.
@@ -18,6 +19,17 @@ pub enum RuntimeError {
         source: String,
         output: String,
     },
+    /// The C compiler did not finish within the compile time limit and was stopped.
+    CompileTimedOut { compiler: String, limit: Duration },
+    /// The C compiler crashed (killed by a signal, or an internal compiler error): a fault of
+    /// the compiler, not of the kernel it was given.
+    CompilerCrashed {
+        compiler: String,
+        status: String,
+        output: String,
+    },
+    /// The C compiler reported success but wrote something that cannot be loaded.
+    BadCompilerOutput { compiler: String, reason: String },
     /// The on-disk kernel cache could not be used (only reported where no fallback exists).
     Cache { path: PathBuf, reason: String },
     /// An operating-system I/O call failed; `context` says what the runtime was doing.
@@ -62,6 +74,109 @@ impl RuntimeError {
             error,
         }
     }
+
+    /// A copy of this error for another caller that waited on the same work (an I/O error is
+    /// copied as its kind and message).
+    pub(crate) fn duplicate(&self) -> RuntimeError {
+        use RuntimeError as E;
+        match self {
+            E::Io { context, error } => E::Io {
+                context: context.clone(),
+                error: std::io::Error::new(error.kind(), error.to_string()),
+            },
+            E::CompilerNotFound { compiler } => E::CompilerNotFound {
+                compiler: compiler.clone(),
+            },
+            E::CompilerUnusable { compiler, output } => E::CompilerUnusable {
+                compiler: compiler.clone(),
+                output: output.clone(),
+            },
+            E::CompileFailed {
+                compiler,
+                source,
+                output,
+            } => E::CompileFailed {
+                compiler: compiler.clone(),
+                source: source.clone(),
+                output: output.clone(),
+            },
+            E::CompileTimedOut { compiler, limit } => E::CompileTimedOut {
+                compiler: compiler.clone(),
+                limit: *limit,
+            },
+            E::CompilerCrashed {
+                compiler,
+                status,
+                output,
+            } => E::CompilerCrashed {
+                compiler: compiler.clone(),
+                status: status.clone(),
+                output: output.clone(),
+            },
+            E::BadCompilerOutput { compiler, reason } => E::BadCompilerOutput {
+                compiler: compiler.clone(),
+                reason: reason.clone(),
+            },
+            E::Cache { path, reason } => E::Cache {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            E::Load { path, reason } => E::Load {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            E::EntryNotFound { entry, reason } => E::EntryNotFound {
+                entry: entry.clone(),
+                reason: reason.clone(),
+            },
+            E::WrongElementType { expected, found } => E::WrongElementType {
+                expected: *expected,
+                found: *found,
+            },
+            E::SizeMismatch {
+                operation,
+                buffer_bytes,
+                data_bytes,
+            } => E::SizeMismatch {
+                operation,
+                buffer_bytes: *buffer_bytes,
+                data_bytes: *data_bytes,
+            },
+            E::InvalidLaunch(why) => E::InvalidLaunch(why.clone()),
+            E::InvalidSetting {
+                variable,
+                value,
+                expected,
+            } => E::InvalidSetting {
+                variable,
+                value: value.clone(),
+                expected,
+            },
+            E::DeviceUnavailable(why) => E::DeviceUnavailable(why.clone()),
+        }
+    }
+}
+
+/// The positive integer an environment variable's `value` holds, `default` if it is unset,
+/// and [`RuntimeError::InvalidSetting`] if it is anything else.
+pub(crate) fn positive_setting(
+    variable: &'static str,
+    value: Option<String>,
+    default: u64,
+) -> Result<u64> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or(RuntimeError::InvalidSetting {
+            variable,
+            value,
+            expected: "a positive whole number",
+        })
 }
 
 impl fmt::Display for RuntimeError {
@@ -85,6 +200,29 @@ impl fmt::Display for RuntimeError {
                 "C compiler `{compiler}` rejected a generated kernel; this is a bug in the code \
                  generator, please report it with the text below\n\
                  --- compiler output ---\n{output}\n--- kernel source ---\n{source}"
+            ),
+            RuntimeError::CompileTimedOut { compiler, limit } => write!(
+                f,
+                "C compiler `{compiler}` did not finish within {} s and was stopped; if it is \
+                 only slow (a large kernel, a busy machine), raise the limit with \
+                 TENSOR_COMPILE_TIMEOUT=<seconds>; if it hangs, set CC to a working compiler",
+                limit.as_secs_f64()
+            ),
+            RuntimeError::CompilerCrashed {
+                compiler,
+                status,
+                output,
+            } => write!(
+                f,
+                "C compiler `{compiler}` crashed ({status}); this is a fault of the compiler, \
+                 not of the generated kernel: check its installation and the free memory, or \
+                 set CC to another C compiler\n--- compiler output ---\n{output}"
+            ),
+            RuntimeError::BadCompilerOutput { compiler, reason } => write!(
+                f,
+                "C compiler `{compiler}` reported success but wrote no loadable shared object \
+                 ({reason}); nothing was cached. Check that CC builds shared objects for this \
+                 machine (it is run with -fPIC -shared), or set CC to another C compiler"
             ),
             RuntimeError::Cache { path, reason } => write!(
                 f,
@@ -157,6 +295,27 @@ mod tests {
         .to_string();
         assert!(msg.contains("`/nonexistent` not found"), "{msg}");
         assert!(msg.contains("set CC"), "{msg}");
+    }
+
+    #[test]
+    fn positive_setting_reads_whole_numbers_and_names_the_variable_otherwise() {
+        assert_eq!(positive_setting("X", None, 7).unwrap(), 7);
+        assert_eq!(positive_setting("X", Some(" 12\n".into()), 7).unwrap(), 12);
+        for bad in ["0", "-3", "1.5", "lots", ""] {
+            let err = positive_setting("TENSOR_X", Some(bad.into()), 7).unwrap_err();
+            assert!(err.to_string().contains("TENSOR_X"), "{err}");
+        }
+    }
+
+    #[test]
+    fn duplicated_error_reads_the_same() {
+        let error = RuntimeError::io("reading `x`", std::io::Error::other("disk on fire"));
+        assert_eq!(error.duplicate().to_string(), error.to_string());
+        let timed_out = RuntimeError::CompileTimedOut {
+            compiler: "cc".into(),
+            limit: Duration::from_secs(2),
+        };
+        assert_eq!(timed_out.duplicate().to_string(), timed_out.to_string());
     }
 
     #[test]

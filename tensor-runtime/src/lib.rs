@@ -13,6 +13,9 @@
 //! |---|---|---|
 //! | `CC` | C compiler command (may include arguments) | `cc` |
 //! | `TENSOR_CACHE_DIR` | directory of compiled kernels shared by processes | `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor` |
+//! | `TENSOR_CACHE_MAX_BYTES` | size limit of the disk cache (least recently used entries go first) | 512 MiB |
+//! | `TENSOR_PROGRAM_CACHE_SIZE` | loaded kernel libraries kept in memory per device | 1024 |
+//! | `TENSOR_COMPILE_TIMEOUT` | seconds one compiler run may take before it is killed | 120 |
 //! | `THREADS` | cores a kernel is split across | all available cores |
 //!
 //! Tests and embedders that need a specific setup pass a [`CpuConfig`] to
@@ -23,6 +26,7 @@ pub mod cpu;
 pub mod device;
 pub mod error;
 pub mod ndarray_interop;
+mod private_files;
 pub mod realize;
 pub mod stable_hash;
 pub mod stats;

@@ -58,6 +58,7 @@ mod tests {
             flags: default_flags(),
             cache_dir: None,
             threads: 1,
+            ..Default::default()
         })
     }
 

@@ -306,6 +306,7 @@ mod tests {
             flags: crate::cpu::default_flags(),
             cache_dir: None,
             threads: 1,
+            ..Default::default()
         });
         let data: Arc<dyn HostData> = Arc::new(vec![0.0f32; 4]);
         let bound = Arc::new(device.bind_host(data).expect("a typed vector binds"));

@@ -2,7 +2,8 @@
 
 mod common;
 
-use common::{TempDir, add_kernel, device};
+use common::{FIND_OUTPUT_PATH, TempDir, add_kernel, device, fake_compiler};
+use std::time::{Duration, Instant};
 use tensor_runtime::{Device, RuntimeError};
 
 #[test]
@@ -61,4 +62,87 @@ fn compiler_that_fails_to_report_its_version_is_unusable() {
         "{err:?}"
     );
     assert!(err.to_string().contains("set CC"), "{err}");
+}
+
+/// A device building with the fake compiler `compiler`, caching in `cache`.
+fn fake_device(compiler: &std::path::Path, cache: &std::path::Path) -> tensor_runtime::CpuDevice {
+    tensor_runtime::CpuDevice::with_config(tensor_runtime::CpuConfig {
+        compiler: compiler.display().to_string(),
+        cache_dir: Some(cache.to_path_buf()),
+        compile_timeout: Duration::from_secs(1),
+        ..Default::default()
+    })
+}
+
+fn cache_entries(cache: &std::path::Path) -> usize {
+    std::fs::read_dir(cache.join("cpu")).map_or(0, |d| {
+        d.filter(|e| {
+            let path = e.as_ref().unwrap().path();
+            path.extension().is_some_and(|x| x == "kernel")
+        })
+        .count()
+    })
+}
+
+#[test]
+fn hanging_compiler_is_stopped_at_the_time_limit() {
+    let dir = TempDir::new("hanging-cc");
+    // Not `exec`: the orphaned `sleep` keeps the compiler's pipes open after the kill.
+    let cc = fake_compiler(dir.path(), "hanging-cc", "sleep 30");
+    let device = fake_device(&cc, &dir.path().join("cache"));
+    let started = Instant::now();
+    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited for the orphan"
+    );
+    assert!(
+        matches!(&err, RuntimeError::CompileTimedOut { limit, .. } if *limit == Duration::from_secs(1)),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("hanging-cc"), "{message}");
+    assert!(message.contains("within 1 s"), "{message}");
+    assert!(message.contains("TENSOR_COMPILE_TIMEOUT"), "{message}");
+}
+
+#[test]
+fn crashing_compiler_is_blamed_not_the_code_generator() {
+    let dir = TempDir::new("crashing-cc");
+    let cc = fake_compiler(
+        dir.path(),
+        "crashing-cc",
+        "echo 'about to crash' >&2\nkill -SEGV $$",
+    );
+    let device = fake_device(&cc, &dir.path().join("cache"));
+    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let RuntimeError::CompilerCrashed { status, output, .. } = &err else {
+        panic!("expected CompilerCrashed, got {err:?}");
+    };
+    assert!(status.contains("SIGSEGV"), "{status}");
+    assert!(output.contains("about to crash"), "{output}");
+    let message = err.to_string();
+    assert!(message.contains("crashing-cc"), "{message}");
+    assert!(message.contains("fault of the compiler"), "{message}");
+    assert!(!message.contains("bug in the code generator"), "{message}");
+}
+
+#[test]
+fn garbage_from_the_compiler_is_never_cached() {
+    let dir = TempDir::new("garbage-cc");
+    let body = format!("{FIND_OUTPUT_PATH}\necho 'not an object' > \"$out\"");
+    let cc = fake_compiler(dir.path(), "garbage-cc", &body);
+    let cache = dir.path().join("cache");
+    let device = fake_device(&cc, &cache);
+    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    assert!(
+        matches!(&err, RuntimeError::BadCompilerOutput { compiler, .. } if compiler.contains("garbage-cc")),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("nothing was cached"), "{err}");
+    assert_eq!(cache_entries(&cache), 0);
+    // A second attempt runs the compiler again instead of loading a cached copy.
+    device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    assert_eq!(device.compile_counts().compiler_invocations, 2);
+    assert_eq!(device.compile_counts().disk_cache_hits, 0);
 }

@@ -299,3 +299,216 @@ fn intact_entry_that_cannot_be_loaded_is_rebuilt() {
     reader.compile(&source, "add_entry").unwrap();
     assert_eq!(reader.compile_counts().disk_cache_hits, 1);
 }
+
+/// `out[i] = a[i] - b[i]` under the entry name of `add_kernel`: code an attacker would plant.
+fn subtracting_kernel(n: usize) -> String {
+    add_kernel(n).replace("a[i] + b[i]", "a[i] - b[i]")
+}
+
+/// Runs the add kernel for `n` floats on `device` and returns what it computed.
+fn run_add(device: &CpuDevice, n: usize) -> Vec<f32> {
+    let program = device.compile(&add_kernel(n), "add_entry").unwrap();
+    let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
+    device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
+    device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
+    device.launch(&program, &[&out, &a, &b], 1).unwrap();
+    device.copy_out_elements(&out, DType::F32).unwrap()
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().mode() & 0o7777
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A cache in `dir` whose entry for the add kernel of `n` floats holds the subtracting kernel,
+/// with a valid header and checksum: what another user with write access could plant.
+fn plant_subtracting_entry(dir: &Path, n: usize) -> PathBuf {
+    let scratch = dir.join("scratch-cache");
+    device("cc", Some(&scratch), 1)
+        .compile(&subtracting_kernel(n), "add_entry")
+        .unwrap();
+    let evil = only_entry(&scratch);
+    let payload = decode_entry(key_of(&evil), &std::fs::read(&evil).unwrap())
+        .unwrap()
+        .to_vec();
+    let cache = dir.join("cache");
+    device("cc", Some(&cache), 1)
+        .compile(&add_kernel(n), "add_entry")
+        .unwrap();
+    let entry = only_entry(&cache);
+    std::fs::write(&entry, encode_entry(key_of(&entry), &payload)).unwrap();
+    entry
+}
+
+#[test]
+fn fresh_cache_directory_and_entries_are_private() {
+    let dir = TempDir::new("private");
+    let cache = dir.path().join("new").join("cache");
+    device("cc", Some(&cache), 1)
+        .compile(&add_kernel(5), "add_entry")
+        .unwrap();
+    assert_eq!(mode_of(&cache), 0o700);
+    assert_eq!(mode_of(&cache.join("cpu")), 0o700);
+    assert_eq!(mode_of(&only_entry(&cache)), 0o600);
+}
+
+#[test]
+fn entry_owned_by_another_user_is_refused_and_replaced() {
+    let dir = TempDir::new("foreign-owner");
+    let n = 9;
+    let entry = plant_subtracting_entry(dir.path(), n);
+    // As planted by our own user it would run: the test's forgery is a working one.
+    let fooled = device("cc", Some(&dir.path().join("cache")), 1);
+    assert_ne!(run_add(&fooled, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+
+    std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
+    let fresh = device("cc", Some(&dir.path().join("cache")), 1);
+    assert_eq!(run_add(&fresh, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+    assert_eq!(fresh.compile_counts().disk_cache_hits, 0);
+    assert_eq!(fresh.compile_counts().compiler_invocations, 1);
+    // The rebuilt entry replaced the planted one and is ours.
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&entry).unwrap();
+    assert_ne!(meta.uid(), 65534);
+    assert_eq!(meta.mode() & 0o777, 0o600);
+}
+
+#[test]
+fn entry_writable_by_group_or_others_is_refused() {
+    let dir = TempDir::new("writable-entry");
+    let n = 10;
+    for mode in [0o666, 0o620] {
+        let entry = plant_subtracting_entry(dir.path(), n);
+        set_mode(&entry, mode);
+        let fresh = device("cc", Some(&dir.path().join("cache")), 1);
+        assert_eq!(run_add(&fresh, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+        assert_eq!(fresh.compile_counts().disk_cache_hits, 0, "mode {mode:o}");
+        assert_eq!(mode_of(&entry), 0o600);
+    }
+}
+
+#[test]
+fn cache_directory_others_can_write_is_not_used() {
+    let dir = TempDir::new("writable-dir");
+    let n = 11;
+    plant_subtracting_entry(dir.path(), n);
+    let cpu_dir = dir.path().join("cache").join("cpu");
+    set_mode(&cpu_dir, 0o777);
+    let fresh = device("cc", Some(&dir.path().join("cache")), 1);
+    assert_eq!(run_add(&fresh, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+    assert_eq!(fresh.compile_counts().disk_cache_hits, 0);
+    // A directory owned by another user is refused the same way.
+    set_mode(&cpu_dir, 0o700);
+    std::os::unix::fs::chown(&cpu_dir, Some(65534), None).unwrap();
+    let other = device("cc", Some(&dir.path().join("cache")), 1);
+    assert_eq!(run_add(&other, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+    assert_eq!(other.compile_counts().disk_cache_hits, 0);
+}
+
+#[test]
+fn untrusted_cache_directory_is_reported_once() {
+    if is_child() {
+        return child_main();
+    }
+    let dir = TempDir::new("untrusted-warning");
+    let cc = LoggingCompiler::new(dir.path());
+    let cache = dir.path().join("cache");
+    let test = "untrusted_cache_directory_is_reported_once";
+    run_child(test, &cc.script, &cache, 2);
+    set_mode(&cache.join("cpu"), 0o777);
+    let run = run_child(test, &cc.script, &cache, 2);
+    assert_eq!(run.counts.compiler_invocations, 2);
+    assert_eq!(run.counts.disk_cache_hits, 0);
+    assert_eq!(
+        run.stderr.matches("could plant code").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("mode 0777"), "{}", run.stderr);
+}
+
+/// A device caching in `cache` whose temp dir is `temp_dir`.
+fn device_with_temp_dir(cache: &Path, temp_dir: &Path) -> CpuDevice {
+    CpuDevice::with_config(tensor_runtime::CpuConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        temp_dir: temp_dir.to_path_buf(),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn cached_kernels_load_without_a_writable_temp_dir() {
+    let dir = TempDir::new("no-tmpdir");
+    let cache = dir.path().join("cache");
+    let n = 12;
+    device("cc", Some(&cache), 1)
+        .compile(&add_kernel(n), "add_entry")
+        .unwrap();
+    let regular_file = dir.path().join("a-file");
+    std::fs::write(&regular_file, "not a directory").unwrap();
+    let unwritable = regular_file.join("tmp");
+
+    let reader = device_with_temp_dir(&cache, &unwritable);
+    assert_eq!(run_add(&reader, n), host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
+    assert_eq!(reader.compile_counts().disk_cache_hits, 1);
+    assert_eq!(reader.compile_counts().compiler_invocations, 0);
+    // A kernel that is not cached yet is built there too (the compiler's TMPDIR included).
+    assert_eq!(
+        run_add(&reader, n + 1),
+        host_sum(&ramp(n + 1, 1.0), &ramp(n + 1, 0.5))
+    );
+    assert_eq!(reader.compile_counts().compiler_invocations, 1);
+    // The build directories in the cache's scratch folder are gone again.
+    let scratch = std::fs::read_dir(cache.join("cpu").join("scratch")).unwrap();
+    assert_eq!(scratch.count(), 0);
+}
+
+/// The id of a process that has exited.
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// A build directory named for `pid` in `base`, with a file in it, last changed `age` ago.
+fn build_dir(base: &Path, pid: u32, n: u32, age: std::time::Duration) -> PathBuf {
+    let path = base.join(format!("tensor-build-{pid}-{n}"));
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("kernel.c"), "int x;").unwrap();
+    let when = std::time::SystemTime::now() - age;
+    std::fs::File::open(&path)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    path
+}
+
+#[test]
+fn build_directories_of_killed_processes_are_removed() {
+    let dir = TempDir::new("stale-builds");
+    let temp = dir.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let dead = dead_pid();
+    let stale = build_dir(&temp, dead, 0, hour);
+    let young = build_dir(&temp, dead, 1, std::time::Duration::ZERO);
+    let alive = build_dir(&temp, 1, 0, hour);
+    let foreign = build_dir(&temp, dead, 2, hour);
+    std::os::unix::fs::chown(&foreign, Some(65534), None).unwrap();
+
+    let device = device_with_temp_dir(&dir.path().join("cache"), &temp);
+    device.compile(&add_kernel(13), "add_entry").unwrap();
+    assert!(!stale.exists());
+    for kept in [&young, &alive, &foreign] {
+        assert!(kept.exists(), "{} was removed", kept.display());
+    }
+    // The device's own build directory is gone once the kernel is loaded.
+    assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 3);
+}

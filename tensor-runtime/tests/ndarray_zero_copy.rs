@@ -138,6 +138,7 @@ fn bound_host_data_refuses_copies_in() {
         flags: tensor_runtime::cpu::default_flags(),
         cache_dir: None,
         threads: 1,
+        ..Default::default()
     });
     let data: Arc<dyn HostData> = Arc::new(vec![1.0f32, 2.0]);
     let bound = device

@@ -7,14 +7,23 @@
 //! `sqrtf` compile to one instruction without changing any result (only `errno` is lost).
 //! `-lm` is appended after the source. Because `-march=native` means different code on
 //! different CPUs, the cache key then also covers the host CPU's model and feature list.
+//!
+//! Every run of the compiler has a time limit ([`CCompiler::with_timeout`], from
+//! `TENSOR_COMPILE_TIMEOUT`): a compiler that does not finish in time is killed and reported
+//! as [`RuntimeError::CompileTimedOut`]. A compiler killed by a signal, or reporting an
+//! internal error, is reported as [`RuntimeError::CompilerCrashed`], not as a rejected kernel.
 
 use crate::error::{Result, RuntimeError};
 use crate::stable_hash::StableHasher;
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Mutex, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+/// How long one compiler run may take unless configured otherwise.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The flags kernels are compiled with unless configured otherwise.
 pub fn default_flags() -> Vec<String> {
@@ -39,21 +48,58 @@ pub fn compiler_from_env() -> String {
         .unwrap_or_else(|| "cc".to_string())
 }
 
-/// A C compiler command (a program, possibly followed by arguments, like `CC="ccache gcc"`)
-/// and the flags it builds kernels with.
+/// The compile time limit the environment asks for: `$TENSOR_COMPILE_TIMEOUT` seconds, else
+/// [`DEFAULT_COMPILE_TIMEOUT`].
+pub fn compile_timeout_from_env() -> Result<Duration> {
+    compile_timeout_setting(std::env::var("TENSOR_COMPILE_TIMEOUT").ok())
+}
+
+/// The time limit a `TENSOR_COMPILE_TIMEOUT` value asks for (`None`: the default).
+fn compile_timeout_setting(value: Option<String>) -> Result<Duration> {
+    let Some(value) = value else {
+        return Ok(DEFAULT_COMPILE_TIMEOUT);
+    };
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|&seconds| seconds > 0.0)
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or(RuntimeError::InvalidSetting {
+            variable: "TENSOR_COMPILE_TIMEOUT",
+            value,
+            expected: "a positive number of seconds",
+        })
+}
+
+/// A C compiler command (a program, possibly followed by arguments, like `CC="ccache gcc"`),
+/// the flags it builds kernels with, and how long one run may take.
 #[derive(Clone, Debug)]
 pub struct CCompiler {
     command: String,
     flags: Vec<String>,
+    timeout: Duration,
 }
 
 impl CCompiler {
-    /// A compiler run as `command` (split at whitespace) with `flags`.
+    /// A compiler run as `command` (split at whitespace) with `flags`, and the default time
+    /// limit.
     pub fn new(command: impl Into<String>, flags: Vec<String>) -> CCompiler {
         CCompiler {
             command: command.into(),
             flags,
+            timeout: DEFAULT_COMPILE_TIMEOUT,
         }
+    }
+
+    /// The same compiler with a different time limit per run.
+    pub fn with_timeout(self, timeout: Duration) -> CCompiler {
+        CCompiler { timeout, ..self }
+    }
+
+    /// How long one run may take before it is killed.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The command as configured.
@@ -73,7 +119,7 @@ impl CCompiler {
         if let Some(version) = lock(versions).get(&self.command) {
             return Ok(version.clone());
         }
-        let output = self.run(&["--version".to_string()])?;
+        let output = self.run(&["--version".to_string()], None)?;
         if !output.status.success() {
             return Err(RuntimeError::CompilerUnusable {
                 compiler: self.command.clone(),
@@ -102,7 +148,8 @@ impl CCompiler {
     }
 
     /// Compiles `source` into a shared object in `dir` and returns its path. The files are
-    /// named after `name`, so compiler messages point at `<name>.c`.
+    /// named after `name`, so compiler messages point at `<name>.c`; `dir` is also the
+    /// compiler's `TMPDIR`, so it needs no other writable directory.
     pub fn compile(&self, source: &str, name: &str, dir: &Path) -> Result<PathBuf> {
         let stem = file_stem(name);
         let source_path = dir.join(format!("{stem}.c"));
@@ -120,7 +167,14 @@ impl CCompiler {
             source_path.to_string_lossy().into_owned(),
             "-lm".to_string(),
         ]);
-        let output = self.run(&args)?;
+        let output = self.run(&args, Some(dir))?;
+        if let Some(status) = crash_status(&output) {
+            return Err(RuntimeError::CompilerCrashed {
+                compiler: self.command.clone(),
+                status,
+                output: combined_output(&output),
+            });
+        }
         if !output.status.success() || !object_path.is_file() {
             let mut log = combined_output(&output);
             if output.status.success() {
@@ -135,21 +189,110 @@ impl CCompiler {
         Ok(object_path)
     }
 
-    /// Runs the compiler with `args` after the command's own arguments.
-    fn run(&self, args: &[String]) -> Result<Output> {
+    /// Runs the compiler with `args` after the command's own arguments (and `TMPDIR=tmp`
+    /// if given), killing it if it is still running when the time limit passes.
+    fn run(&self, args: &[String], tmp: Option<&Path>) -> Result<Output> {
         let mut words = self.command.split_whitespace();
         let program = words.next().unwrap_or("cc");
-        Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(words)
             .args(args)
-            .output()
-            .map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => RuntimeError::CompilerNotFound {
-                    compiler: self.command.clone(),
-                },
-                _ => RuntimeError::io(format!("running C compiler `{}`", self.command), e),
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(tmp) = tmp {
+            command.env("TMPDIR", tmp);
+        }
+        let failed = |e: io::Error| match e.kind() {
+            io::ErrorKind::NotFound => RuntimeError::CompilerNotFound {
+                compiler: self.command.clone(),
+            },
+            _ => RuntimeError::io(format!("running C compiler `{}`", self.command), e),
+        };
+        let child = command.spawn().map_err(failed)?;
+        wait_with_limit(child, self.timeout)
+            .map_err(failed)?
+            .ok_or_else(|| RuntimeError::CompileTimedOut {
+                compiler: self.command.clone(),
+                limit: self.timeout,
             })
     }
+}
+
+/// Collects `child`'s output and exit status, or kills it and returns `None` if it has not
+/// finished within `limit`. After a kill the pipe readers are left to finish on their own: a
+/// process the compiler started may outlive it and hold its pipes open.
+fn wait_with_limit(mut child: Child, limit: Duration) -> io::Result<Option<Output>> {
+    let deadline = Instant::now() + limit;
+    let (sender, finished) = mpsc::channel();
+    let stdout = drain(child.stdout.take(), sender.clone());
+    let stderr = drain(child.stderr.take(), sender);
+    // Both pipes reach end of file when the compiler exits: no polling in the usual case.
+    let closed = (0..2).all(|_| finished.recv_timeout(remaining(deadline)).is_ok());
+    let status = if closed {
+        wait_until(&mut child, deadline)?
+    } else {
+        None
+    };
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Ok(None);
+    };
+    let text = |reader: std::thread::JoinHandle<Vec<u8>>| reader.join().unwrap_or_default();
+    Ok(Some(Output {
+        status,
+        stdout: text(stdout),
+        stderr: text(stderr),
+    }))
+}
+
+/// Reads `pipe` to its end on a thread of its own, then signals `done`.
+fn drain(
+    pipe: Option<impl Read + Send + 'static>,
+    done: mpsc::Sender<()>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        let _ = done.send(());
+        bytes
+    })
+}
+
+/// The exit status of `child` once it exits, or `None` if it is still running at `deadline`.
+fn wait_until(child: &mut Child, deadline: Instant) -> io::Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(remaining(deadline).min(Duration::from_millis(5)));
+    }
+}
+
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+/// How the compiler crashed, if it did: killed by a signal, or an internal compiler error
+/// (how gcc reports the crash of one of its passes).
+fn crash_status(output: &Output) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if output.status.signal().is_some() {
+            return Some(output.status.to_string());
+        }
+    }
+    let internal = combined_output(output).contains("internal compiler error");
+    (internal && !output.status.success())
+        .then(|| format!("internal compiler error, {}", output.status))
 }
 
 /// What `-march=native` resolves to on this machine, so that a cache directory shared
@@ -221,6 +364,25 @@ mod tests {
         assert_eq!(key(&a, "int x;"), key(&a, "int x;"));
         assert_ne!(key(&a, "int x;"), key(&a, "int y;"));
         assert_ne!(key(&a, "int x;"), key(&b, "int x;"));
+    }
+
+    #[test]
+    fn compile_timeout_setting_reads_seconds_and_rejects_nonsense() {
+        let setting = |v: &str| compile_timeout_setting(Some(v.into()));
+        assert_eq!(setting("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(setting(" 0.5\n").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            compile_timeout_setting(None).unwrap(),
+            DEFAULT_COMPILE_TIMEOUT
+        );
+        for bad in ["0", "-1", "soon", "", "inf", "NaN"] {
+            let err = setting(bad).unwrap_err();
+            assert!(
+                matches!(err, RuntimeError::InvalidSetting { .. }),
+                "{bad}: {err:?}"
+            );
+            assert!(err.to_string().contains("TENSOR_COMPILE_TIMEOUT"), "{err}");
+        }
     }
 
     #[test]

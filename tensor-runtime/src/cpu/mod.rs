@@ -5,35 +5,54 @@
 //! - `CC`: the C compiler (default `cc`; may carry arguments, e.g. `ccache gcc`);
 //! - `TENSOR_CACHE_DIR`: where compiled kernels are kept across processes (default
 //!   `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`); entries go in its `cpu/` folder;
-//! - `THREADS`: how many cores a kernel is split across (default: all available).
+//! - `THREADS`: how many cores a kernel is split across (default: all available);
+//! - `TENSOR_COMPILE_TIMEOUT`: seconds one compiler run may take before it is killed
+//!   (default 120);
+//! - `TENSOR_PROGRAM_CACHE_SIZE`: how many loaded kernel libraries a device keeps in memory
+//!   (default 1024; the least recently used is dropped beyond that);
+//! - `TENSOR_CACHE_MAX_BYTES`: how many bytes of entries the disk cache may hold (default
+//!   512 MiB; the least recently used entries are deleted beyond that);
+//! - `TMPDIR`: where private build directories are made; if it cannot be written, a `scratch`
+//!   folder in the cache directory is used.
 //!
 //! Requesting a program looks in memory (programs loaded by this device), then on disk (a
 //! checked cache entry, copied to a private file and loaded), and only then runs the compiler.
+//! Threads requesting the same program at once share one load or build (and its error).
 
 mod buffer;
 mod compiler;
 mod huge_pages;
+mod loaded;
 mod pool;
 mod program;
 mod recycle;
 mod scratch;
 
 pub use buffer::{CpuBuffer, LiveBuffers};
-pub use compiler::{CCompiler, compiler_from_env, default_flags};
+pub use compiler::{
+    CCompiler, DEFAULT_COMPILE_TIMEOUT, compile_timeout_from_env, compiler_from_env, default_flags,
+};
+pub use loaded::DEFAULT_PROGRAM_CACHE_SIZE;
 pub use program::CpuProgram;
 
-use crate::cache::{DiskCache, default_cache_dir};
+use crate::cache::{
+    DEFAULT_CACHE_MAX_BYTES, DiskCache, cache_max_bytes_from_env, default_cache_dir,
+};
 use crate::device::Device;
-use crate::error::{Result, RuntimeError};
+use crate::error::{Result, RuntimeError, positive_setting};
+use crate::private_files::create_private_dir_all;
 use crate::stats::{CompileCounts, CompileStats};
 use crate::warn;
+use loaded::LoadedLibraries;
 use pool::WorkerPool;
 use program::{LoadedLibrary, load_library};
 use recycle::Recycler;
 use scratch::ScratchDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 use tensor_core::uop::HostData;
 
 /// How much freed buffer memory a device keeps for reuse (see `recycle`).
@@ -52,18 +71,59 @@ pub struct CpuConfig {
     /// The default number of threads a kernel is split across (0 counts as 1); the device
     /// keeps one fewer worker thread, since the launching thread does a share of the work.
     pub threads: usize,
+    /// How long one compiler run may take before it is killed.
+    pub compile_timeout: Duration,
+    /// Where private build directories are made (the system temp dir, `TMPDIR`, by default).
+    /// Where it cannot be written, a `scratch` folder in the cache directory is used instead,
+    /// so cached kernels (and builds) work without a writable temp dir.
+    pub temp_dir: PathBuf,
+    /// How many loaded kernel libraries the device keeps in memory; the least recently used
+    /// is dropped beyond that (programs already handed out stay valid).
+    pub program_cache_size: usize,
+    /// How many bytes of entries the disk cache may hold; after a store beyond that, the
+    /// least recently used entries are deleted.
+    pub disk_cache_max_bytes: u64,
+}
+
+impl Default for CpuConfig {
+    /// `cc` with the default flags, no disk cache, one thread, and the default limits; tests
+    /// and embedders set what they need and take the rest with `..CpuConfig::default()`.
+    fn default() -> CpuConfig {
+        CpuConfig {
+            compiler: "cc".to_string(),
+            flags: default_flags(),
+            cache_dir: None,
+            threads: 1,
+            compile_timeout: DEFAULT_COMPILE_TIMEOUT,
+            temp_dir: std::env::temp_dir(),
+            program_cache_size: DEFAULT_PROGRAM_CACHE_SIZE,
+            disk_cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
+        }
+    }
 }
 
 impl CpuConfig {
-    /// The configuration the environment asks for (`CC`, `TENSOR_CACHE_DIR`, `THREADS`).
+    /// The configuration the environment asks for (see the module docs).
     pub fn from_env() -> Result<CpuConfig> {
         Ok(CpuConfig {
             compiler: compiler_from_env(),
             flags: default_flags(),
             cache_dir: default_cache_dir(),
             threads: threads_from_env()?,
+            compile_timeout: compile_timeout_from_env()?,
+            temp_dir: std::env::temp_dir(),
+            program_cache_size: program_cache_size_from_env()?,
+            disk_cache_max_bytes: cache_max_bytes_from_env()?,
         })
     }
+}
+
+/// `$TENSOR_PROGRAM_CACHE_SIZE` if set, else [`DEFAULT_PROGRAM_CACHE_SIZE`].
+fn program_cache_size_from_env() -> Result<usize> {
+    let value = std::env::var("TENSOR_PROGRAM_CACHE_SIZE").ok();
+    let default = DEFAULT_PROGRAM_CACHE_SIZE as u64;
+    let size = positive_setting("TENSOR_PROGRAM_CACHE_SIZE", value, default)?;
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
 }
 
 /// `$THREADS` if set, else every core the process may use.
@@ -94,12 +154,19 @@ pub struct CpuDevice {
     inner: Arc<CpuDeviceState>,
 }
 
+/// The outcome of one load or build of a cache key, shared by every thread that asked for the
+/// key while it was under way.
+type InFlight = Arc<OnceLock<Result<Arc<LoadedLibrary>>>>;
+
 #[derive(Debug)]
 struct CpuDeviceState {
     compiler: CCompiler,
     threads: usize,
     disk: DiskCache,
-    loaded: Mutex<HashMap<u128, Arc<LoadedLibrary>>>,
+    temp_dir: PathBuf,
+    temp_dir_fallback_reported: AtomicBool,
+    loaded: Mutex<LoadedLibraries>,
+    in_flight: Mutex<HashMap<u128, InFlight>>,
     stats: CompileStats,
     live: Arc<LiveBuffers>,
     recycler: Arc<Recycler>,
@@ -111,10 +178,17 @@ impl CpuDevice {
     pub fn with_config(config: CpuConfig) -> CpuDevice {
         CpuDevice {
             inner: Arc::new(CpuDeviceState {
-                compiler: CCompiler::new(config.compiler, config.flags),
+                compiler: CCompiler::new(config.compiler, config.flags)
+                    .with_timeout(config.compile_timeout),
                 threads: config.threads.max(1),
-                disk: DiskCache::new(config.cache_dir.map(|dir| dir.join("cpu"))),
-                loaded: Mutex::new(HashMap::new()),
+                disk: DiskCache::new(
+                    config.cache_dir.map(|dir| dir.join("cpu")),
+                    config.disk_cache_max_bytes,
+                ),
+                temp_dir: config.temp_dir,
+                temp_dir_fallback_reported: AtomicBool::new(false),
+                loaded: Mutex::new(LoadedLibraries::new(config.program_cache_size)),
+                in_flight: Mutex::new(HashMap::new()),
                 stats: CompileStats::default(),
                 live: Arc::new(LiveBuffers::default()),
                 recycler: Arc::new(Recycler::new(RECYCLED_BYTES_LIMIT)),
@@ -165,37 +239,98 @@ impl CpuDevice {
         self.inner.recycler.held_bytes()
     }
 
-    /// The loaded library for `source`: from memory, else from disk, else freshly compiled.
-    fn library_for(&self, source: &str, entry: &str) -> Result<Arc<LoadedLibrary>> {
-        let state = &self.inner;
-        let key = state.compiler.cache_key(source)?;
-        if let Some(library) = self.loaded().get(&key) {
-            state.stats.record_memory_hit();
-            return Ok(library.clone());
-        }
-        let scratch = ScratchDir::new()?;
-        let library = match state.disk.load(key) {
-            Some(payload) => match load_library(&write_object(scratch.path(), &payload)?) {
-                Ok(library) => {
-                    state.stats.record_disk_hit();
-                    library
-                }
-                // An intact entry the loader still rejects (say, copied from another kind of
-                // machine) must not fail every run that finds it: replace it.
-                Err(e) => {
-                    warn(&format!(
-                        "cached kernel for `{entry}` is unusable ({e}); rebuilding it"
-                    ));
-                    self.build(source, entry, key, &scratch)?
-                }
-            },
-            None => self.build(source, entry, key, &scratch)?,
-        };
-        // Another thread may have loaded the same source meanwhile; keep the first.
-        Ok(self.loaded().entry(key).or_insert(library).clone())
+    /// How many loaded kernel libraries the device keeps in memory.
+    pub fn loaded_libraries(&self) -> usize {
+        self.loaded().len()
     }
 
-    /// Compiles `source` in `scratch`, stores the object in the disk cache, and loads it.
+    /// The loaded library for `source`: from memory, else from disk, else freshly compiled.
+    /// Threads asking for the same source at once share one load or build, and its outcome.
+    fn library_for(&self, source: &str, entry: &str) -> Result<Arc<LoadedLibrary>> {
+        let key = self.inner.compiler.cache_key(source)?;
+        let slot = match self.in_memory_or_in_flight(key) {
+            Ok(library) => return Ok(library),
+            Err(slot) => slot,
+        };
+        let mut fetched_here = false;
+        let outcome = slot.get_or_init(|| {
+            fetched_here = true;
+            let fetched = self.fetch(source, entry, key);
+            if let Ok(library) = &fetched {
+                self.loaded().insert(key, library.clone());
+            }
+            fetched
+        });
+        self.finish_in_flight(key, &slot);
+        match outcome {
+            Ok(library) => {
+                if !fetched_here {
+                    self.inner.stats.record_memory_hit();
+                }
+                Ok(library.clone())
+            }
+            Err(error) => Err(error.duplicate()),
+        }
+    }
+
+    /// The library for `key` if it is loaded (`Ok`), else the slot of the load or build
+    /// under way for it, made if there is none (`Err`).
+    fn in_memory_or_in_flight(
+        &self,
+        key: u128,
+    ) -> std::result::Result<Arc<LoadedLibrary>, InFlight> {
+        let memory_hit = |library| {
+            self.inner.stats.record_memory_hit();
+            Ok(library)
+        };
+        if let Some(library) = self.loaded().get(key) {
+            return memory_hit(library);
+        }
+        let mut in_flight = lock(&self.inner.in_flight);
+        // Looked up again under the lock: a build that finished meanwhile is in memory now.
+        if let Some(library) = self.loaded().get(key) {
+            return memory_hit(library);
+        }
+        Err(in_flight.entry(key).or_default().clone())
+    }
+
+    /// Forgets `slot` as the work under way for `key`, so the next request (after a failure,
+    /// say) starts afresh.
+    fn finish_in_flight(&self, key: u128, slot: &InFlight) {
+        let mut in_flight = lock(&self.inner.in_flight);
+        if in_flight
+            .get(&key)
+            .is_some_and(|current| Arc::ptr_eq(current, slot))
+        {
+            in_flight.remove(&key);
+        }
+    }
+
+    /// The library for `key` from the disk cache, else freshly compiled.
+    fn fetch(&self, source: &str, entry: &str, key: u128) -> Result<Arc<LoadedLibrary>> {
+        let state = &self.inner;
+        let scratch = self.scratch()?;
+        let Some(payload) = state.disk.load(key) else {
+            return self.build(source, entry, key, &scratch);
+        };
+        match load_library(&write_object(scratch.path(), &payload)?) {
+            Ok(library) => {
+                state.stats.record_disk_hit();
+                Ok(library)
+            }
+            // An intact entry the loader still rejects (say, copied from another kind of
+            // machine) must not fail every run that finds it: replace it.
+            Err(e) => {
+                warn(&format!(
+                    "cached kernel for `{entry}` is unusable ({e}); rebuilding it"
+                ));
+                self.build(source, entry, key, &scratch)
+            }
+        }
+    }
+
+    /// Compiles `source` in `scratch`, loads the object, and only then stores it in the disk
+    /// cache, so an object the loader rejects is never cached.
     fn build(
         &self,
         source: &str,
@@ -207,19 +342,67 @@ impl CpuDevice {
         // Counted before the outcome is known: a rejected source is still a compiler run.
         state.stats.record_compile();
         let object = state.compiler.compile(source, entry, scratch.path())?;
+        let library = load_library(&object).map_err(|e| RuntimeError::BadCompilerOutput {
+            compiler: state.compiler.command().to_string(),
+            reason: match e {
+                RuntimeError::Load { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        })?;
         let payload = std::fs::read(&object).map_err(|e| {
             RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
         })?;
         state.disk.store(key, &payload);
-        load_library(&object)
+        Ok(library)
     }
 
-    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<u128, Arc<LoadedLibrary>>> {
-        self.inner
-            .loaded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// A private build directory: in the temp dir, else in the cache directory.
+    fn scratch(&self) -> Result<ScratchDir> {
+        let state = &self.inner;
+        let error = match ScratchDir::new_in(&state.temp_dir) {
+            Ok(scratch) => return Ok(scratch),
+            Err(error) => error,
+        };
+        if let Some(scratch) = self.scratch_in_cache_dir() {
+            if !state
+                .temp_dir_fallback_reported
+                .swap(true, Ordering::Relaxed)
+            {
+                warn(&format!(
+                    "cannot create a build directory in `{}` ({error}); building in `{}` \
+                     instead. Set TMPDIR to a writable directory",
+                    state.temp_dir.display(),
+                    scratch.path().parent().unwrap_or(scratch.path()).display()
+                ));
+            }
+            return Ok(scratch);
+        }
+        Err(RuntimeError::io(
+            format!(
+                "creating a build directory in `{}` (set TMPDIR to a writable directory)",
+                state.temp_dir.display()
+            ),
+            error,
+        ))
     }
+
+    /// A private build directory in the `scratch` folder of the cache directory, if it has a
+    /// trusted one.
+    fn scratch_in_cache_dir(&self) -> Option<ScratchDir> {
+        let disk = &self.inner.disk;
+        create_private_dir_all(disk.dir()?).ok()?;
+        let base = disk.trusted_dir()?.join("scratch");
+        create_private_dir_all(&base).ok()?;
+        ScratchDir::new_in(&base).ok()
+    }
+
+    fn loaded(&self) -> MutexGuard<'_, LoadedLibraries> {
+        lock(&self.inner.loaded)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Writes a cached object's bytes to a file in `dir` that can be loaded.

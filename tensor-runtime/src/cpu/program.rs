@@ -23,8 +23,9 @@ pub struct LoadedLibrary {
 /// Maps the shared object at `path` into the process.
 pub fn load_library(path: &Path) -> Result<Arc<LoadedLibrary>> {
     // SAFETY: loading runs the object's initialisers. The object was built by the configured
-    // C compiler from kernel source (or read back from a cache entry whose checksum matched
-    // what that compiler wrote); kernel sources define functions only, no initialisers.
+    // C compiler from kernel source, or read back from a cache entry that only this user (or
+    // root) could have written, in a directory no one else can write, whose checksum matched
+    // (see `cache`); kernel sources define functions only, no initialisers.
     let library = unsafe { Library::new(path) }.map_err(|e| RuntimeError::Load {
         path: path.to_path_buf(),
         reason: e.to_string(),

@@ -43,6 +43,7 @@ pub fn device(compiler: &str, cache_dir: Option<&Path>, threads: usize) -> CpuDe
         flags: default_flags(),
         cache_dir: cache_dir.map(Path::to_path_buf),
         threads,
+        ..CpuConfig::default()
     })
 }
 
@@ -95,3 +96,21 @@ pub fn host_sum(a: &[f32], b: &[f32]) -> Vec<f32> {
 pub fn ramp(n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|i| (i as f32 - 3.5) * scale).collect()
 }
+
+/// Writes an executable shell script `dir/name` posing as a C compiler: it answers
+/// `--version` like one, and runs `body` for every other call (the arguments in `$@`).
+pub fn fake_compiler(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join(name);
+    let text = format!(
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '{name} 1.0'; exit 0; fi\n{body}\n"
+    );
+    std::fs::write(&script, text).expect("write fake compiler");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+        .expect("make fake compiler executable");
+    script
+}
+
+/// Shell code that sets `$out` to the argument after `-o` (the object path).
+pub const FIND_OUTPUT_PATH: &str =
+    "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then out=\"$2\"; fi; shift; done";

@@ -1,0 +1,176 @@
+//! The device's program caches under load: concurrent requests share one build, the memory
+//! cache keeps a bounded number of libraries, and the disk cache a bounded number of bytes.
+
+mod common;
+
+use common::{TempDir, add_kernel, host_sum, ramp};
+use std::path::{Path, PathBuf};
+use std::sync::Barrier;
+use std::time::{Duration, SystemTime};
+use tensor_core::DType;
+use tensor_runtime::stable_hash::to_hex;
+use tensor_runtime::{CpuConfig, CpuDevice, CpuProgram, Device};
+
+/// A device caching in `cache` with the given bounds.
+fn bounded_device(cache: Option<&Path>, programs: usize, disk_bytes: u64) -> CpuDevice {
+    CpuDevice::with_config(CpuConfig {
+        cache_dir: cache.map(Path::to_path_buf),
+        program_cache_size: programs,
+        disk_cache_max_bytes: disk_bytes,
+        ..CpuConfig::default()
+    })
+}
+
+/// Runs `program`, an add kernel over `n` floats, and checks its result.
+fn check_add(device: &CpuDevice, program: &CpuProgram, n: usize) {
+    let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
+    device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
+    device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
+    device.launch(program, &[&out, &a, &b], 1).unwrap();
+    let sum: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
+    assert_eq!(sum, host_sum(&ramp(n, 1.0), &ramp(n, 0.5)), "n = {n}");
+}
+
+fn compile_add(device: &CpuDevice, n: usize) -> CpuProgram {
+    device.compile(&add_kernel(n), "add_entry").unwrap()
+}
+
+#[test]
+fn threads_requesting_the_same_kernels_share_each_build() {
+    let cache = TempDir::new("in-flight");
+    let device = bounded_device(Some(cache.path()), 64, u64::MAX);
+    let sizes = [41, 42, 43];
+    let start = Barrier::new(8);
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (device, start) = (&device, &start);
+            s.spawn(move || {
+                start.wait();
+                for i in 0..sizes.len() {
+                    let n = sizes[(t + i) % sizes.len()];
+                    check_add(device, &compile_add(device, n), n);
+                }
+            });
+        }
+    });
+    let counts = device.compile_counts();
+    assert_eq!(counts.compiler_invocations, sizes.len() as u64);
+    assert_eq!(counts.disk_cache_hits, 0);
+    assert_eq!(counts.memory_cache_hits, 8 * 3 - 3);
+}
+
+#[test]
+fn failed_build_is_reported_to_every_waiter_and_retried_later() {
+    let device = bounded_device(None, 64, u64::MAX);
+    let broken = "void broken_entry(void** bufs, int core_id) { return 1 +; }\n";
+    let start = Barrier::new(4);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                start.wait();
+                assert!(device.compile(broken, "broken_entry").is_err());
+            });
+        }
+    });
+    let shared = device.compile_counts().compiler_invocations;
+    assert!(shared >= 1);
+    // The failure is not remembered: asking again runs the compiler again.
+    assert!(device.compile(broken, "broken_entry").is_err());
+    assert_eq!(device.compile_counts().compiler_invocations, shared + 1);
+}
+
+#[test]
+fn memory_cache_keeps_a_bounded_number_of_libraries() {
+    let device = bounded_device(None, 2, u64::MAX);
+    let programs: Vec<(usize, CpuProgram)> = (21..=25)
+        .map(|n| {
+            let program = compile_add(&device, n);
+            assert!(device.loaded_libraries() <= 2);
+            (n, program)
+        })
+        .collect();
+    assert_eq!(device.loaded_libraries(), 2);
+    // Programs handed out before their library was dropped from the cache still run.
+    for (n, program) in &programs {
+        check_add(&device, program, *n);
+    }
+    // An evicted kernel is built again, and runs.
+    let before = device.compile_counts();
+    check_add(&device, &compile_add(&device, 21), 21);
+    let after = device.compile_counts();
+    assert_eq!(after.compiler_invocations, before.compiler_invocations + 1);
+    assert_eq!(after.memory_cache_hits, before.memory_cache_hits);
+}
+
+#[test]
+fn memory_cache_drops_the_least_recently_used_library() {
+    let device = bounded_device(None, 2, u64::MAX);
+    compile_add(&device, 31); // A
+    compile_add(&device, 32); // B
+    compile_add(&device, 31); // A again: B is now the least recently used
+    compile_add(&device, 33); // C replaces B
+    let before = device.compile_counts();
+    assert_eq!(before.compiler_invocations, 3);
+    compile_add(&device, 31);
+    assert_eq!(device.compile_counts().compiler_invocations, 3);
+    compile_add(&device, 32);
+    assert_eq!(device.compile_counts().compiler_invocations, 4);
+}
+
+/// Where the entry for the add kernel over `n` floats lives in `cache`.
+fn entry_path(device: &CpuDevice, cache: &Path, n: usize) -> PathBuf {
+    let key = device.compiler().cache_key(&add_kernel(n)).unwrap();
+    cache.join("cpu").join(format!("{}.kernel", to_hex(key)))
+}
+
+/// The bytes of all entries in `cache`.
+fn entry_bytes(cache: &Path) -> u64 {
+    std::fs::read_dir(cache.join("cpu"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "kernel"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+fn set_last_use(path: &Path, ago: Duration) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - ago).unwrap();
+}
+
+#[test]
+fn disk_cache_stays_within_its_size_and_evicts_the_least_recently_used() {
+    let dir = TempDir::new("disk-lru");
+    // The size of one entry, learnt from an unbounded cache.
+    let probe = dir.path().join("probe");
+    compile_add(&bounded_device(Some(&probe), 64, u64::MAX), 50);
+    let one = entry_bytes(&probe);
+    let limit = 2 * one + one / 2;
+
+    let cache = dir.path().join("cache");
+    let first = bounded_device(Some(&cache), 64, limit);
+    compile_add(&first, 51); // A
+    compile_add(&first, 52); // B
+    let [a, b, c] = [51, 52, 53].map(|n| entry_path(&first, &cache, n));
+    set_last_use(&a, Duration::from_secs(7200));
+    set_last_use(&b, Duration::from_secs(3600));
+
+    // A hit makes A the most recently used, so storing C evicts B.
+    let second = bounded_device(Some(&cache), 64, limit);
+    compile_add(&second, 51);
+    assert_eq!(second.compile_counts().disk_cache_hits, 1);
+    compile_add(&second, 53);
+    assert!(a.exists() && c.exists(), "A and C are kept");
+    assert!(!b.exists(), "B, the least recently used, is evicted");
+    assert!(entry_bytes(&cache) <= limit);
+
+    // The evicted kernel is rebuilt, correctly.
+    let third = bounded_device(Some(&cache), 64, limit);
+    check_add(&third, &compile_add(&third, 52), 52);
+    assert_eq!(third.compile_counts().compiler_invocations, 1);
+
+    for n in 54..60 {
+        compile_add(&third, n);
+        assert!(entry_bytes(&cache) <= limit, "after kernel {n}");
+    }
+}
