@@ -153,6 +153,10 @@ impl RuntimeError {
                 expected,
             },
             E::DeviceUnavailable(why) => E::DeviceUnavailable(why.clone()),
+            E::OutOfMemory { device, bytes } => E::OutOfMemory {
+                device: device.clone(),
+                bytes: *bytes,
+            },
         }
     }
 }
