@@ -26,6 +26,7 @@ pub mod cpu;
 pub mod device;
 pub mod error;
 pub mod ndarray_interop;
+pub mod plan;
 mod private_files;
 pub mod realize;
 pub mod stable_hash;
@@ -35,7 +36,9 @@ pub mod tensor_ext;
 pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
 pub use device::Device;
 pub use error::{Result, RuntimeError};
-pub use stats::{CompileCounts, compiler_invocations, disk_cache_hits};
+pub use stats::{
+    CompileCounts, PipelineCounts, compiler_invocations, disk_cache_hits, pipeline_counts,
+};
 pub use tensor_ext::Realize;
 
 /// Prints a warning the user should see but that does not stop the computation.

@@ -11,16 +11,15 @@
 use crate::cpu::CpuDevice;
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
+use crate::plan::{PlanCache, generate_kernels};
 use std::any::Any;
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-use tensor_core::codegen::{
-    CodegenOptions, Kernel, compile_kernel_named, kernel_name, unique_name,
-};
+use tensor_core::codegen::{CodegenOptions, Kernel};
+use tensor_core::schedule::Schedule;
+use tensor_core::schedule::placeholders::abstract_buffers;
 use tensor_core::schedule::realize::as_contiguous_buffer;
-use tensor_core::schedule::{Schedule, create_schedule};
 use tensor_core::uop::BufferArg;
 use tensor_core::{Arg, Element, Tensor, UOp};
 
@@ -51,45 +50,17 @@ pub fn run_schedule<D: Device>(
 ) -> Result<()> {
     let debug = debug_level();
     let started = Instant::now();
-    let mut seen_names = HashMap::new();
-    let kernels: Vec<(Vec<BufferArg>, Kernel)> = schedule
-        .items
-        .iter()
-        .map(|item| {
-            let args: Vec<BufferArg> = item.buffers.iter().map(buffer_arg).collect();
-            let sizes: Vec<usize> = args.iter().map(|a| a.size).collect();
-            let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
-            let kernel = compile_kernel_named(&item.ast, &sizes, options, &name);
-            (args, kernel)
-        })
-        .collect();
-    let programs = compile_all(device, kernels.iter().map(|(_, kernel)| kernel))?;
+    let kernels = generate_kernels(schedule, options);
+    let programs = compile_all(device, kernels.iter())?;
     let compile_time = started.elapsed();
-    for ((args, kernel), program) in kernels.iter().zip(&programs) {
-        let buffers = args
-            .iter()
-            .map(|arg| device_buffer(device, arg))
-            .collect::<Result<Vec<_>>>()?;
-        check_arguments(device, kernel, &buffers)?;
-        let launch_started = Instant::now();
-        let refs: Vec<&D::Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
-        device.launch(program, &refs, kernel.threads)?;
-        if debug >= 2 {
-            eprintln!(
-                "kernel {:<24} threads {:>2}  run {:>9.3?}",
-                kernel.name,
-                kernel.threads,
-                launch_started.elapsed()
-            );
-        }
-        if debug >= 4 {
-            eprintln!("{}", kernel.source);
-        }
+    for ((item, kernel), program) in schedule.items.iter().zip(&kernels).zip(&programs) {
+        let buffers: Vec<&UOp> = item.buffers.iter().collect();
+        launch_kernel(device, kernel, program, &buffers, debug)?;
     }
     if debug >= 1 {
         eprintln!(
-            "realize: {} kernels on {} in {:.3?}, {:.3?} of it compiling (process: {} compiler \
-             runs, {} disk cache hits)",
+            "realize: {} kernels on {} in {:.3?}, {:.3?} of it generating and compiling \
+             (process: {} compiler runs, {} disk cache hits)",
             schedule.items.len(),
             device.name(),
             started.elapsed(),
@@ -101,10 +72,41 @@ pub fn run_schedule<D: Device>(
     Ok(())
 }
 
+/// Launches `program` (the compiled `kernel`) over the device memory of `buffers`, one per
+/// argument slot, after checking that each buffer holds what the kernel addresses.
+pub(crate) fn launch_kernel<D: Device>(
+    device: &D,
+    kernel: &Kernel,
+    program: &D::Program,
+    buffers: &[&UOp],
+    debug: u32,
+) -> Result<()> {
+    let memory = buffers
+        .iter()
+        .map(|b| device_buffer(device, &buffer_arg(b)))
+        .collect::<Result<Vec<_>>>()?;
+    check_arguments(device, kernel, &memory)?;
+    let launch_started = Instant::now();
+    let refs: Vec<&D::Buffer> = memory.iter().map(|b| b.as_ref()).collect();
+    device.launch(program, &refs, kernel.threads)?;
+    if debug >= 2 {
+        eprintln!(
+            "kernel {:<24} threads {:>2}  run {:>9.3?}",
+            kernel.name,
+            kernel.threads,
+            launch_started.elapsed()
+        );
+    }
+    if debug >= 4 {
+        eprintln!("{}", kernel.source);
+    }
+    Ok(())
+}
+
 /// The programs of `kernels`, compiled in parallel on as many threads as the machine has
 /// (a cold compile takes far longer than most kernels run). The first error, in kernel
 /// order, is returned.
-fn compile_all<'k, D: Device>(
+pub(crate) fn compile_all<'k, D: Device>(
     device: &D,
     kernels: impl Iterator<Item = &'k Kernel>,
 ) -> Result<Vec<D::Program>> {
@@ -143,16 +145,66 @@ fn compile_all<'k, D: Device>(
 
 /// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer,
 /// so realizing it again, or using it in a later graph, runs nothing more for it.
+///
+/// The graph is looked up by its structure (buffers as placeholders) in the plan cache: a
+/// graph of a structure run before only binds its buffers and launches the recorded kernels.
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
     check_device_setting(std::env::var("DEVICE").ok())?;
     let device = CpuDevice::shared()?;
+    let started = Instant::now();
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
-    let schedule = create_schedule(&roots);
-    run_schedule(&device, &schedule, &codegen_options(&device))?;
-    for (tensor, out) in tensors.iter().zip(&schedule.outputs) {
-        tensor.replace_uop(out.clone());
+    let abstracted = abstract_buffers(&roots);
+    let options = codegen_options(&device);
+    let plans = shared_plan_cache();
+    let builds_before = crate::stats::pipeline_counts().schedules;
+    let plan = plans.get_or_build(&device, &abstracted.roots, &options)?;
+    let outputs = plan.run(&device, &abstracted.inputs)?;
+    for (tensor, out) in tensors.iter().zip(outputs) {
+        tensor.replace_uop(out);
+    }
+    if debug_level() >= 1 {
+        let built = crate::stats::pipeline_counts().schedules > builds_before;
+        eprintln!(
+            "realize: {} kernels on {} in {:.3?} ({}; process: {} compiler runs, {} disk \
+             cache hits)",
+            plan.kernels().len(),
+            device.name(),
+            started.elapsed(),
+            if built {
+                "scheduled, generated and compiled"
+            } else {
+                "plan replayed"
+            },
+            crate::stats::compiler_invocations(),
+            crate::stats::disk_cache_hits()
+        );
     }
     Ok(())
+}
+
+/// How many graph structures the plan cache of the shared CPU device keeps: `$TENSOR_PLAN_CACHE_SIZE`, else
+/// [`DEFAULT_PLAN_CACHE_SIZE`].
+pub fn plan_cache_size_from_env() -> Result<usize> {
+    let size = crate::error::positive_setting(
+        "TENSOR_PLAN_CACHE_SIZE",
+        std::env::var("TENSOR_PLAN_CACHE_SIZE").ok(),
+        DEFAULT_PLAN_CACHE_SIZE as u64,
+    )?;
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
+}
+
+/// The plan cache's capacity when `TENSOR_PLAN_CACHE_SIZE` is unset.
+pub const DEFAULT_PLAN_CACHE_SIZE: usize = 512;
+
+/// The plan cache of the shared CPU device.
+pub fn shared_plan_cache() -> &'static PlanCache<CpuDevice> {
+    static PLANS: OnceLock<PlanCache<CpuDevice>> = OnceLock::new();
+    PLANS.get_or_init(|| {
+        PlanCache::new(plan_cache_size_from_env().unwrap_or_else(|e| {
+            crate::warn(&format!("{e}; keeping {DEFAULT_PLAN_CACHE_SIZE} plans"));
+            DEFAULT_PLAN_CACHE_SIZE
+        }))
+    })
 }
 
 /// The bytes of `tensor` (row-major, in its dtype), computing it first if needed. The
@@ -197,7 +249,8 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
         .collect())
 }
 
-fn buffer_arg(buffer: &UOp) -> BufferArg {
+/// The arg of a `Buffer` node a schedule binds to a kernel slot.
+pub(crate) fn buffer_arg(buffer: &UOp) -> BufferArg {
     match buffer.arg() {
         Arg::Buffer(arg) => arg.clone(),
         other => panic!(

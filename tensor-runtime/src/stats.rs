@@ -77,3 +77,42 @@ pub fn compiler_invocations() -> u64 {
 pub fn disk_cache_hits() -> u64 {
     PROCESS.snapshot().disk_cache_hits
 }
+
+/// Work of the compiler pipeline in this process, for tests that assert a warm call skips it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PipelineCounts {
+    /// Graphs scheduled (callify, rangeify, kernel split): one per plan built.
+    pub schedules: u64,
+    /// Kernels generated (OptOps, linearize, render to source).
+    pub kernels_generated: u64,
+    /// Realizes that found their graph's plan in the plan cache.
+    pub plan_hits: u64,
+}
+
+static SCHEDULES: AtomicU64 = AtomicU64::new(0);
+static KERNELS_GENERATED: AtomicU64 = AtomicU64::new(0);
+static PLAN_HITS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one graph scheduled.
+pub(crate) fn record_schedule() {
+    bump(&SCHEDULES);
+}
+
+/// Counts one kernel generated.
+pub(crate) fn record_kernel_generated() {
+    bump(&KERNELS_GENERATED);
+}
+
+/// Counts one realize answered from the plan cache.
+pub(crate) fn record_plan_hit() {
+    bump(&PLAN_HITS);
+}
+
+/// The pipeline work done in this process so far.
+pub fn pipeline_counts() -> PipelineCounts {
+    PipelineCounts {
+        schedules: SCHEDULES.load(Ordering::Relaxed),
+        kernels_generated: KERNELS_GENERATED.load(Ordering::Relaxed),
+        plan_hits: PLAN_HITS.load(Ordering::Relaxed),
+    }
+}

@@ -94,3 +94,37 @@ fn kernel_split_across_threads_matches_the_interpreter() {
     assert!(threaded, "the heuristics should thread a kernel this large");
     assert_matches_interpreter(&device, &y);
 }
+
+#[test]
+fn the_plan_cache_keeps_at_most_its_capacity_and_rebuilds_what_it_dropped() {
+    use std::sync::Arc;
+    use tensor_core::schedule::placeholders::abstract_buffers;
+    use tensor_runtime::plan::PlanCache;
+    let device = device("cc", None, 1);
+    let plans: PlanCache<CpuDevice> = PlanCache::new(2);
+    let options = codegen_options(&device);
+    let x = Tensor::from_vec(data(8, 1.0), &[8]);
+    let graphs: Vec<Tensor> = (1..=3).map(|k| x.add(k as f32)).collect();
+    let plan_of = |g: &Tensor| {
+        let roots = abstract_buffers(&[g.uop()]).roots;
+        plans.get_or_build(&device, &roots, &options).unwrap()
+    };
+    let built: Vec<_> = graphs.iter().map(plan_of).collect();
+    assert_eq!(plans.len(), 2, "the least recently used plan was dropped");
+    assert!(
+        Arc::ptr_eq(&plan_of(&graphs[2]), &built[2]),
+        "a kept plan is reused"
+    );
+    let rebuilt = plan_of(&graphs[0]);
+    assert!(
+        !Arc::ptr_eq(&rebuilt, &built[0]),
+        "a dropped plan is built again"
+    );
+    let first = abstract_buffers(&[graphs[0].uop()]);
+    let out = rebuilt.run(&device, &first.inputs).unwrap();
+    let bytes = read_buffer(&device, &out[0]).unwrap();
+    let values = tensor_core::uop::dtype::decode_scalars(&bytes, DType::F32);
+    let want: Vec<f64> = data(8, 1.0).iter().map(|v| *v as f64 + 1.0).collect();
+    let got: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
+    assert_eq!(got, want);
+}

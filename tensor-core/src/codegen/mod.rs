@@ -51,7 +51,7 @@ pub struct Kernel {
 }
 
 /// Switches of the compilation of one kernel.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CodegenOptions {
     /// Apply the hand-coded optimizations (`NOOPT=1` makes this false).
     pub optimize: bool,

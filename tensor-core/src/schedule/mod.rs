@@ -64,6 +64,7 @@ pub mod callify;
 pub mod collapse;
 pub mod index;
 pub mod lower;
+pub mod placeholders;
 pub mod realize;
 pub mod simplify;
 

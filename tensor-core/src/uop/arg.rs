@@ -194,6 +194,29 @@ impl BufferArg {
         BufferArg::with_storage(size, dtype, device, Arc::new(BufferStorage::default()))
     }
 
+    /// Placeholder number `number` for a buffer of `size` elements of `dtype` on `device`: the
+    /// same number, size, dtype and device always give an equal arg (ids of fresh buffers never
+    /// reach [`BufferArg::PLACEHOLDER_IDS`]).
+    pub fn placeholder(number: usize, size: usize, dtype: DType, device: Device) -> BufferArg {
+        BufferArg {
+            id: BufferArg::PLACEHOLDER_IDS + number as u64,
+            size,
+            dtype,
+            device,
+            storage: Arc::new(BufferStorage::default()),
+        }
+    }
+
+    /// The first id of placeholders; fresh buffers count up from 1, far below it.
+    pub const PLACEHOLDER_IDS: u64 = 1 << 63;
+
+    /// The number of a placeholder made by [`BufferArg::placeholder`].
+    pub fn placeholder_number(&self) -> Option<usize> {
+        self.id
+            .checked_sub(BufferArg::PLACEHOLDER_IDS)
+            .map(|n| n as usize)
+    }
+
     /// A new buffer with a fresh id over the given storage.
     pub fn with_storage(
         size: usize,
@@ -212,15 +235,19 @@ impl BufferArg {
     }
 }
 
+// Identity is the id with what the buffer holds (size, dtype, device), never the storage: a
+// fresh buffer's id is unique anyway, and a placeholder (whose id is its number, see
+// `schedule::placeholders`) is one node per number *and* kind of buffer.
 impl PartialEq for BufferArg {
     fn eq(&self, other: &Self) -> bool {
-        self.id == other.id
+        (self.id, self.size, self.dtype, &self.device)
+            == (other.id, other.size, other.dtype, &other.device)
     }
 }
 impl Eq for BufferArg {}
 impl Hash for BufferArg {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.id.hash(state)
+        (self.id, self.size, self.dtype, &self.device).hash(state)
     }
 }
 impl fmt::Debug for BufferArg {

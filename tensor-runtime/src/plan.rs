@@ -1,0 +1,233 @@
+//! Execution plans: what the compiler made of a graph, kept so the next graph of the same
+//! structure runs without compiling anything.
+//!
+//! A plan is built from a graph whose buffers are numbered placeholders
+//! (`tensor_core::schedule::placeholders`): its kernels (compiled programs), their launch
+//! order, and for each kernel argument a *slot*: input `k` (whatever buffer placeholder `k`
+//! stands for in this call) or temporary `j` (a buffer the schedule created: an intermediate or
+//! an output, allocated afresh for every run). Running a plan binds the call's buffers to the
+//! slots and launches the recorded programs: no scheduling, no codegen, no rendering, no
+//! hashing of source text.
+//!
+//! [`PlanCache`] keeps the plans of the most recently used graph structures, keyed by the
+//! abstracted graph (one interned node, so a lookup is a hash of a pointer) and the codegen
+//! options.
+
+use crate::device::Device;
+use crate::error::Result;
+use crate::realize::{buffer_arg, compile_all, debug_level, launch_kernel};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use tensor_core::codegen::{
+    CodegenOptions, Kernel, compile_kernel_named, kernel_name, unique_name,
+};
+use tensor_core::schedule::placeholders::placeholder_number;
+use tensor_core::schedule::{Schedule, create_schedule};
+use tensor_core::uop::BufferArg;
+use tensor_core::{UOp, uop::substitute};
+
+/// Where a kernel argument's buffer comes from when a plan runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The buffer the call binds to placeholder `k`.
+    Input(usize),
+    /// Temporary `j` of the plan: allocated for each run.
+    Temp(usize),
+}
+
+/// One launch of a plan.
+pub struct PlannedKernel<D: Device> {
+    /// The generated kernel (name, source, threads, argument sizes).
+    pub kernel: Kernel,
+    /// Its compiled program.
+    pub program: D::Program,
+    /// Where each argument's buffer comes from, by slot.
+    pub slots: Vec<Slot>,
+}
+
+/// The kernels of a graph structure, ready to run on any buffers of the right kinds.
+pub struct Plan<D: Device> {
+    kernels: Vec<PlannedKernel<D>>,
+    /// The schedule's own buffers, by temporary number (templates: never given memory).
+    temps: Vec<UOp>,
+    /// The schedule's outputs, over placeholders and template temporaries.
+    outputs: Vec<UOp>,
+}
+
+impl<D: Device> Plan<D> {
+    /// Schedules `roots` (a graph over placeholders), generates and compiles its kernels.
+    pub fn build(device: &D, roots: &[UOp], options: &CodegenOptions) -> Result<Plan<D>> {
+        crate::stats::record_schedule();
+        let schedule = create_schedule(roots);
+        let kernels = generate_kernels(&schedule, options);
+        let programs = compile_all(device, kernels.iter())?;
+        let mut temps: Vec<UOp> = Vec::new();
+        let mut slot_of = |buffer: &UOp| match placeholder_number(buffer) {
+            Some(k) => Slot::Input(k),
+            None => Slot::Temp(match temps.iter().position(|t| t == buffer) {
+                Some(j) => j,
+                None => {
+                    temps.push(buffer.clone());
+                    temps.len() - 1
+                }
+            }),
+        };
+        let kernels = schedule
+            .items
+            .iter()
+            .zip(kernels)
+            .zip(programs)
+            .map(|((item, kernel), program)| PlannedKernel {
+                slots: item.buffers.iter().map(&mut slot_of).collect(),
+                kernel,
+                program,
+            })
+            .collect();
+        Ok(Plan {
+            kernels,
+            temps,
+            outputs: schedule.outputs,
+        })
+    }
+
+    /// The launches of the plan, in order.
+    pub fn kernels(&self) -> &[PlannedKernel<D>] {
+        &self.kernels
+    }
+
+    /// Runs the plan with placeholder `k` bound to `inputs[k]`, and returns the outputs (fresh
+    /// buffers for what the plan computes, seen through the output's reshapes).
+    pub fn run(&self, device: &D, inputs: &[UOp]) -> Result<Vec<UOp>> {
+        let temps: Vec<UOp> = self.temps.iter().map(fresh_like).collect();
+        let debug = debug_level();
+        for planned in &self.kernels {
+            let buffers: Vec<&UOp> = planned
+                .slots
+                .iter()
+                .map(|slot| match *slot {
+                    Slot::Input(k) => &inputs[k],
+                    Slot::Temp(j) => &temps[j],
+                })
+                .collect();
+            launch_kernel(device, &planned.kernel, &planned.program, &buffers, debug)?;
+        }
+        Ok(self.bind_outputs(inputs, &temps))
+    }
+
+    fn bind_outputs(&self, inputs: &[UOp], temps: &[UOp]) -> Vec<UOp> {
+        let mut bound: HashMap<UOp, UOp> = self.temps.iter().cloned().zip(temps.to_vec()).collect();
+        for output in &self.outputs {
+            for node in output.toposort() {
+                if let Some(k) = placeholder_number(&node) {
+                    bound.insert(node, inputs[k].clone());
+                }
+            }
+        }
+        self.outputs.iter().map(|o| substitute(o, &bound)).collect()
+    }
+}
+
+/// A new buffer of the kind of template `buffer` (size, dtype, device).
+fn fresh_like(buffer: &UOp) -> UOp {
+    let arg: BufferArg = buffer_arg(buffer);
+    UOp::new_buffer(arg.size, arg.dtype, arg.device)
+}
+
+/// The kernels of `schedule`, named as tinygrad names them (duplicates get `n1`, `n2`, ...).
+pub fn generate_kernels(schedule: &Schedule, options: &CodegenOptions) -> Vec<Kernel> {
+    let mut seen_names = HashMap::new();
+    schedule
+        .items
+        .iter()
+        .map(|item| {
+            crate::stats::record_kernel_generated();
+            let sizes: Vec<usize> = item.buffers.iter().map(|b| buffer_arg(b).size).collect();
+            let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
+            compile_kernel_named(&item.ast, &sizes, options, &name)
+        })
+        .collect()
+}
+
+/// The plans of recently run graph structures, least recently used dropped first.
+pub struct PlanCache<D: Device> {
+    capacity: usize,
+    state: Mutex<CacheState<D>>,
+}
+
+struct CacheState<D: Device> {
+    plans: HashMap<PlanKey, (Arc<Plan<D>>, u64)>,
+    clock: u64,
+}
+
+/// A graph structure (the sink of its abstracted roots) with the options it was built for.
+type PlanKey = (UOp, CodegenOptions);
+
+impl<D: Device> PlanCache<D> {
+    /// A cache of at most `capacity` plans (at least one).
+    pub fn new(capacity: usize) -> PlanCache<D> {
+        PlanCache {
+            capacity: capacity.max(1),
+            state: Mutex::new(CacheState {
+                plans: HashMap::new(),
+                clock: 0,
+            }),
+        }
+    }
+
+    /// How many plans are kept.
+    pub fn len(&self) -> usize {
+        self.lock().plans.len()
+    }
+
+    /// True when no plan is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The plan for `roots` (a graph over placeholders) under `options`: the cached one, or
+    /// a new one built and kept.
+    pub fn get_or_build(
+        &self,
+        device: &D,
+        roots: &[UOp],
+        options: &CodegenOptions,
+    ) -> Result<Arc<Plan<D>>> {
+        let key = (UOp::sink(roots.to_vec()), options.clone());
+        if let Some(plan) = self.touch(&key) {
+            crate::stats::record_plan_hit();
+            return Ok(plan);
+        }
+        let plan = Arc::new(Plan::build(device, roots, options)?);
+        self.insert(key, plan.clone());
+        Ok(plan)
+    }
+
+    fn touch(&self, key: &PlanKey) -> Option<Arc<Plan<D>>> {
+        let mut state = self.lock();
+        state.clock += 1;
+        let now = state.clock;
+        let (plan, last_use) = state.plans.get_mut(key)?;
+        *last_use = now;
+        Some(plan.clone())
+    }
+
+    fn insert(&self, key: PlanKey, plan: Arc<Plan<D>>) {
+        let mut state = self.lock();
+        state.clock += 1;
+        let now = state.clock;
+        state.plans.insert(key, (plan, now));
+        while state.plans.len() > self.capacity {
+            let oldest = state
+                .plans
+                .iter()
+                .min_by_key(|(_, (_, last_use))| *last_use)
+                .map(|(key, _)| key.clone())
+                .expect("the cache is over capacity, so not empty");
+            state.plans.remove(&oldest);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState<D>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
