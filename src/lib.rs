@@ -12,6 +12,7 @@ pub use tensor_core::transform::{
     vjp, vmap,
 };
 pub use tensor_macros::{function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap};
+pub use tensor_runtime::jit;
 
 #[doc(hidden)]
 #[path = "macro_support.rs"]
@@ -26,5 +27,5 @@ pub mod prelude {
     pub use tensor_macros::{
         function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
-    pub use tensor_runtime::Realize;
+    pub use tensor_runtime::{Realize, jit};
 }

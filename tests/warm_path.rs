@@ -146,3 +146,106 @@ fn replayed_outputs_are_fresh_buffers() {
     );
     assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
 }
+
+fn tanh_layer(w: &Tensor, x: &Tensor) -> Tensor {
+    w.matmul(x).tanh()
+}
+
+#[test]
+fn a_jitted_function_traces_once_per_signature_and_replays() {
+    let _serial = serial();
+    let jitted = tensor::runtime::Jit::new(jacfwd(tanh_layer, 1));
+    let w = Tensor::randn(&[8, 8], 3);
+    let x1 = Tensor::randn(&[8], 4);
+    let x2 = Tensor::randn(&[8], 5);
+    for t in [&w, &x1, &x2] {
+        t.realize().unwrap();
+    }
+    let first = jitted.call(&[w.clone(), x1.clone()]).unwrap();
+    let before = pipeline_counts();
+    let compiles = compiler_invocations();
+    let second = jitted.call(&[w.clone(), x2.clone()]).unwrap();
+    let after = pipeline_counts();
+    assert_eq!(jitted.trace_count(), 1, "one signature, one trace");
+    assert_eq!(after.schedules, before.schedules);
+    assert_eq!(after.kernels_generated, before.kernels_generated);
+    assert_eq!(compiler_invocations(), compiles);
+    for (jitted_out, x) in [(&first, &x1), (&second, &x2)] {
+        let want = fresh_values(&jacfwd(tanh_layer, 1).call1(&[w.clone(), x.clone()]));
+        let got: Vec<f32> = jitted_out[0].to_vec().unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&got),
+            bits(&want),
+            "replays equal fresh runs bit for bit"
+        );
+    }
+    jitted
+        .call(&[w.clone(), Tensor::randn(&[8, 1], 6).reshape(&[8isize])])
+        .unwrap();
+    assert_eq!(
+        jitted.trace_count(),
+        1,
+        "a lazy argument of the same signature"
+    );
+    jitted
+        .call(&[Tensor::randn(&[4, 8], 7), x1.clone()])
+        .unwrap();
+    assert_eq!(jitted.trace_count(), 2, "a new shape traces again");
+}
+
+#[test]
+fn a_jitted_function_sees_aliasing_and_captured_constants() {
+    let _serial = serial();
+    let scale = Tensor::from_vec(vec![10.0f32, 100.0], &[2]);
+    let f = {
+        let scale = scale.clone();
+        tensor::runtime::Jit::new(Func::new(Some(2), move |a: &[Tensor]| {
+            vec![&(&a[0] * &a[1]) * &scale]
+        }))
+    };
+    let (x, y) = (floats(&[1.0, 2.0]), floats(&[3.0, 4.0]));
+    let apart = f.call(&[x.clone(), y.clone()]).unwrap();
+    let same = f.call(&[x.clone(), x.clone()]).unwrap();
+    let apart_again = f.call(&[y.clone(), x.clone()]).unwrap();
+    assert_eq!(apart[0].to_vec::<f32>().unwrap(), vec![30.0, 800.0]);
+    assert_eq!(same[0].to_vec::<f32>().unwrap(), vec![10.0, 400.0]);
+    assert_eq!(apart_again[0].to_vec::<f32>().unwrap(), vec![30.0, 800.0]);
+    assert_eq!(f.trace_count(), 2, "f(x, x) is its own signature");
+}
+
+#[test]
+fn a_jitted_function_inside_a_transform_is_inlined() {
+    let _serial = serial();
+    let square_sum = jit(|x: &Tensor| (x * x).sum_all());
+    let x = floats(&[1.0, 2.0, 3.0]);
+    let g = grad(square_sum.clone(), 0).call1(std::slice::from_ref(&x));
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0]);
+    let batched =
+        vmap(square_sum, 0, 0).call1(&[Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])]);
+    assert_eq!(batched.to_vec::<f32>().unwrap(), vec![5.0, 25.0]);
+}
+
+#[test]
+fn transform_results_trace_once_per_signature_without_jit() {
+    let _serial = serial();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = {
+        let calls = calls.clone();
+        move |x: &Tensor| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (x * x).sum_all()
+        }
+    };
+    let per_sample = vmap(grad(counted, 0), 0, 0);
+    for k in 0..3 {
+        let xs = Tensor::from_vec(vec![k as f32; 6], &[3, 2]);
+        let g: Vec<f32> = per_sample.call1(&[xs]).to_vec().unwrap();
+        assert_eq!(g, vec![2.0 * k as f32; 6]);
+    }
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "traced once"
+    );
+}

@@ -25,6 +25,7 @@ pub mod cache;
 pub mod cpu;
 pub mod device;
 pub mod error;
+pub mod jit;
 pub mod ndarray_interop;
 pub mod plan;
 mod private_files;
@@ -36,6 +37,7 @@ pub mod tensor_ext;
 pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
 pub use device::Device;
 pub use error::{Result, RuntimeError};
+pub use jit::{Jit, jit};
 pub use stats::{
     CompileCounts, PipelineCounts, compiler_invocations, disk_cache_hits, pipeline_counts,
 };

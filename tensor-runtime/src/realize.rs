@@ -242,11 +242,9 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
             found: tensor.dtype(),
         });
     }
-    let bytes = read_bytes(tensor)?;
-    Ok(tensor_core::uop::dtype::decode_scalars(&bytes, T::DTYPE)
-        .into_iter()
-        .map(T::from_scalar)
-        .collect())
+    realize(&[tensor])?;
+    let bytes = read_host_bytes(&CpuDevice::shared()?, &tensor.uop())?;
+    Ok(T::decode_all(&bytes))
 }
 
 /// The arg of a `Buffer` node a schedule binds to a kernel slot.
@@ -333,16 +331,33 @@ fn check_arguments<D: Device>(
     Ok(())
 }
 
-/// The bytes of a realized output (a buffer seen through reshapes), also kept on the host.
+/// The bytes of a realized output (a buffer seen through reshapes), also kept on the host
+/// (where the reference interpreter reads them).
 pub fn read_buffer<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
-    let buffer = as_contiguous_buffer(out)
-        .unwrap_or_else(|| panic!("schedule output is a {}, not a buffer", out.op()));
-    let arg = buffer_arg(&buffer);
-    let memory = device_buffer(device, &arg)?;
+    Ok(read_host_bytes(device, out)?.to_vec())
+}
+
+/// The bytes of a realized output, copied out of the device and kept on the host; the result
+/// shares that host copy.
+fn read_host_bytes<D: Device>(device: &D, out: &UOp) -> Result<Arc<[u8]>> {
+    let bytes: Arc<[u8]> = copy_out(device, out)?.into();
+    let arg = buffer_arg(&output_buffer(out));
+    arg.storage.set_host_bytes(bytes.clone(), arg.dtype);
+    Ok(bytes)
+}
+
+/// The bytes of a realized output, copied out of the device.
+fn copy_out<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
+    let memory = device_buffer(device, &buffer_arg(&output_buffer(out)))?;
     let mut bytes = vec![0u8; device.buffer_len(&memory)];
     device.copy_out(&memory, &mut bytes)?;
-    arg.storage.set_host_bytes(bytes.clone().into(), arg.dtype);
     Ok(bytes)
+}
+
+/// The buffer a realized output reads (through reshapes).
+fn output_buffer(out: &UOp) -> UOp {
+    as_contiguous_buffer(out)
+        .unwrap_or_else(|| panic!("schedule output is a {}, not a buffer", out.op()))
 }
 
 #[cfg(test)]

@@ -20,12 +20,14 @@ pub struct Abstracted {
     pub inputs: Vec<UOp>,
 }
 
-/// `roots` with every buffer replaced by a placeholder numbered in first-visit order.
+/// `roots` with every buffer replaced by a placeholder numbered in first-visit order. Only the
+/// nodes that read a buffer are visited, so a large captured body over `Param`s (a traced
+/// function) costs nothing here however often it is called.
 pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
     let sink = UOp::sink(roots.to_vec());
     let mut images: HashMap<UOp, UOp> = HashMap::new();
     let mut inputs = Vec::new();
-    for node in sink.toposort() {
+    for node in nodes_reading_buffers(&sink) {
         let image = match node.arg() {
             Arg::Buffer(b) if node.op() == Op::Buffer => {
                 let number = inputs.len();
@@ -36,10 +38,33 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
         };
         images.insert(node, image);
     }
-    Abstracted {
-        roots: images[&sink].src().to_vec(),
-        inputs,
+    let roots = match images.get(&sink) {
+        Some(sink) => sink.src().to_vec(),
+        None => roots.to_vec(),
+    };
+    Abstracted { roots, inputs }
+}
+
+/// The nodes of `root`'s graph that read a buffer, operands first, in the order of a
+/// depth-first walk that follows operands in order (so equal structures give equal orders).
+fn nodes_reading_buffers(root: &UOp) -> Vec<UOp> {
+    let mut order = Vec::new();
+    let mut visited = std::collections::HashSet::new();
+    let mut stack = vec![(root.clone(), false)];
+    while let Some((node, expanded)) = stack.pop() {
+        if expanded {
+            order.push(node);
+            continue;
+        }
+        if !node.reads_buffers() || !visited.insert(node.clone()) {
+            continue;
+        }
+        stack.push((node.clone(), true));
+        for s in node.src().iter().rev() {
+            stack.push((s.clone(), false));
+        }
     }
+    order
 }
 
 /// Placeholder `number` for a buffer like `like` (its size, dtype and device).
@@ -93,6 +118,14 @@ mod tests {
         );
         assert_ne!(key(&a + 1.0), key(&a + 2.0), "constants are structure");
         assert_ne!(key(&a + 1.0), key(data(5) + 1.0), "sizes are structure");
+    }
+
+    #[test]
+    fn a_graph_without_buffers_is_its_own_key() {
+        let arange = Tensor::arange(5);
+        let abstracted = abstract_buffers(&[arange.uop()]);
+        assert_eq!(abstracted.roots, vec![arange.uop()]);
+        assert!(abstracted.inputs.is_empty());
     }
 
     #[test]

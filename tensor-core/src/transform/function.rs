@@ -20,6 +20,9 @@
 //! `Function` node directly, in a frame where `Param(k)` is the value of `a_k`.
 
 use crate::tensor::Tensor;
+use crate::transform::func::Func;
+use crate::transform::trace::placeholder;
+use crate::uop::substitute;
 use crate::uop::{Arg, DType, Device, Op, UOp};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -171,6 +174,71 @@ impl FunctionCache {
             .collect()
     }
 
+    /// Calls `body` as [`FunctionCache::call`] does when its trace reads nothing but its own
+    /// arguments; a trace that reads placeholders of an enclosing trace is returned with the
+    /// arguments substituted, inline, and is not cached (it is only valid in that trace).
+    pub fn call_closed(
+        &self,
+        args: &[Tensor],
+        body: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
+    ) -> Vec<Tensor> {
+        let arguments = Arguments::of(args);
+        let cell = self.cell_for(&arguments.signature);
+        if let Some(tuple) = cell.get() {
+            return self.called(tuple, arguments.distinct);
+        }
+        self.traces.fetch_add(1, Ordering::Relaxed);
+        let signature = &arguments.signature;
+        let stand_ins: Vec<UOp> = signature
+            .distinct
+            .iter()
+            .map(|(shape, dtype, device)| placeholder(shape, *dtype, device.clone()))
+            .collect();
+        let inputs: Vec<Tensor> = signature
+            .slot_of_arg
+            .iter()
+            .map(|&slot| Tensor::from_uop(stand_ins[slot].clone()))
+            .collect();
+        let results = UOp::tuple(body(&inputs).iter().map(Tensor::uop).collect());
+        if reads_foreign_params(&results, &stand_ins) {
+            let actual: HashMap<UOp, UOp> =
+                stand_ins.iter().cloned().zip(arguments.distinct).collect();
+            let inlined = substitute(&results, &actual);
+            return inlined
+                .src()
+                .iter()
+                .cloned()
+                .map(Tensor::from_uop)
+                .collect();
+        }
+        let params: HashMap<UOp, UOp> = stand_ins
+            .iter()
+            .enumerate()
+            .map(|(slot, p)| {
+                let (shape, dtype, device) = &signature.distinct[slot];
+                (
+                    p.clone(),
+                    UOp::param(slot, shape, *dtype, Some(device.clone())),
+                )
+            })
+            .collect();
+        let tuple = cell.get_or_init(|| substitute(&results, &params));
+        self.called(tuple, arguments.distinct)
+    }
+
+    /// The results of `Function(tuple, distinct...)`, one `GetTuple` each.
+    fn called(&self, tuple: &UOp, distinct: Vec<UOp>) -> Vec<Tensor> {
+        let function = UOp::new(
+            Op::Function,
+            DType::Void,
+            std::iter::once(tuple.clone()).chain(distinct).collect(),
+            function_arg(self.name, self.schedule),
+        );
+        (0..tuple.src().len())
+            .map(|i| Tensor::from_uop(function.get_tuple(i)))
+            .collect()
+    }
+
     /// The cell holding (or about to hold) the body traced for `signature`.
     fn cell_for(&self, signature: &Signature) -> Arc<OnceLock<UOp>> {
         let mut bodies = self.bodies.lock().unwrap_or_else(|e| e.into_inner());
@@ -200,6 +268,41 @@ impl FunctionCache {
         let results = body(&inputs);
         UOp::tuple(results.iter().map(Tensor::uop).collect())
     }
+}
+
+/// `f` traced once per signature, as a `#[function]` is: the first call with a given set of
+/// argument shapes, dtypes, devices and aliasing runs `f` (and whatever transforms it is made
+/// of) on placeholders; every later call with that signature only builds the `Function` node
+/// over its arguments. Transforms return their results this way, so calling `vmap(grad(f))`
+/// again does not trace, differentiate or batch again. As under `jax.jit`, `f` must be a pure
+/// function of its tensor arguments: what it captures is read once per signature.
+///
+/// A body that reads a placeholder of an enclosing trace (a closure that captured a value
+/// being traced, such as the arguments a `jacfwd` batches over) belongs to that trace alone:
+/// it is returned inlined and not cached.
+pub fn traced_once(name: &'static str, f: Func) -> Func {
+    let cache = Arc::new(FunctionCache::new(name, Schedule::Inline));
+    Func::new(f.arity(), move |args: &[Tensor]| {
+        cache.call_closed(args, |inputs| f.call(inputs))
+    })
+}
+
+/// Whether `graph` reads a `Param` other than `own`, outside the bodies of the functions it
+/// calls (whose `Param`s are their own arguments).
+fn reads_foreign_params(graph: &UOp, own: &[UOp]) -> bool {
+    let mut stack = vec![graph.clone()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(node) = stack.pop() {
+        if !seen.insert(node.clone()) {
+            continue;
+        }
+        if node.op() == Op::Param && !own.contains(&node) {
+            return true;
+        }
+        let skip_body = usize::from(node.op() == Op::Function);
+        stack.extend(node.src()[skip_body..].iter().cloned());
+    }
+    false
 }
 
 impl std::fmt::Debug for FunctionCache {

@@ -4,6 +4,7 @@
 
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
+use crate::transform::function::traced_once;
 use crate::transform::jvp::jvp;
 use crate::transform::vjp::{check_argnums, vjp_wrt};
 use crate::transform::vmap::{move_axis, vmap};
@@ -12,58 +13,64 @@ use crate::transform::vmap::{move_axis, vmap};
 /// for a result of shape `O` and an argument of shape `I`, a tensor of shape `O ++ I`.
 pub fn jacfwd<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
     let f = f.into_func();
-    Func::new(f.arity(), move |args: &[Tensor]| {
-        check_argnums(&[argnum], args.len());
-        let x = &args[argnum];
-        let basis = identity_basis(x);
-        let column = {
-            let (f, args) = (f.clone(), args.to_vec());
-            move |t: &Tensor| {
-                let tangents: Vec<Tensor> = args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| {
-                        if i == argnum {
-                            t.clone()
-                        } else {
-                            a.zeros_like()
-                        }
-                    })
-                    .collect();
-                jvp(&f, &args, &tangents).1
-            }
-        };
-        let columns = vmap(column, 0, 0).call(&[basis]);
-        columns
-            .iter()
-            .map(|c| batch_axis_to_end(c, &x.shape()))
-            .collect()
-    })
+    traced_once(
+        "jacfwd",
+        Func::new(f.arity(), move |args: &[Tensor]| {
+            check_argnums(&[argnum], args.len());
+            let x = &args[argnum];
+            let basis = identity_basis(x);
+            let column = {
+                let (f, args) = (f.clone(), args.to_vec());
+                move |t: &Tensor| {
+                    let tangents: Vec<Tensor> = args
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| {
+                            if i == argnum {
+                                t.clone()
+                            } else {
+                                a.zeros_like()
+                            }
+                        })
+                        .collect();
+                    jvp(&f, &args, &tangents).1
+                }
+            };
+            let columns = vmap(column, 0, 0).call(&[basis]);
+            columns
+                .iter()
+                .map(|c| batch_axis_to_end(c, &x.shape()))
+                .collect()
+        }),
+    )
 }
 
 /// The Jacobian of `f` with respect to argument `argnum` by reverse mode, as `jax.jacrev`:
 /// for a result of shape `O` and an argument of shape `I`, a tensor of shape `O ++ I`.
 pub fn jacrev<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
     let f = f.into_func();
-    Func::new(f.arity(), move |args: &[Tensor]| {
-        check_argnums(&[argnum], args.len());
-        let (outputs, pullback) = vjp_wrt(&f, args, &[argnum]);
-        let x_shape = args[argnum].shape();
-        (0..outputs.len())
-            .map(|k| {
-                let out = &outputs[k];
-                let others: Vec<Tensor> = outputs.iter().map(|o| o.zeros_like()).collect();
-                let pullback = pullback.clone();
-                let row = move |ct: &Tensor| {
-                    let mut cts = others.clone();
-                    cts[k] = ct.clone();
-                    pullback.call(&cts)
-                };
-                let rows = vmap(row, 0, 0).call1(&[identity_basis(out)]);
-                rows.reshape(&[out.shape(), x_shape.clone()].concat())
-            })
-            .collect()
-    })
+    traced_once(
+        "jacrev",
+        Func::new(f.arity(), move |args: &[Tensor]| {
+            check_argnums(&[argnum], args.len());
+            let (outputs, pullback) = vjp_wrt(&f, args, &[argnum]);
+            let x_shape = args[argnum].shape();
+            (0..outputs.len())
+                .map(|k| {
+                    let out = &outputs[k];
+                    let others: Vec<Tensor> = outputs.iter().map(|o| o.zeros_like()).collect();
+                    let pullback = pullback.clone();
+                    let row = move |ct: &Tensor| {
+                        let mut cts = others.clone();
+                        cts[k] = ct.clone();
+                        pullback.call(&cts)
+                    };
+                    let rows = vmap(row, 0, 0).call1(&[identity_basis(out)]);
+                    rows.reshape(&[out.shape(), x_shape.clone()].concat())
+                })
+                .collect()
+        }),
+    )
 }
 
 /// The Hessian of a scalar function with respect to argument `argnum`: `jacfwd(jacrev(f))`.

@@ -9,6 +9,7 @@ use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::Tensor;
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::func::{Func, IntoFunc, transform_error};
+use crate::transform::function::traced_once;
 use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, zeros_like};
 use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
 use crate::uop::shape::{operand_exprs, operand_values};
@@ -53,9 +54,12 @@ pub fn vjp<M>(f: impl IntoFunc<M>, primals: &[Tensor]) -> (Vec<Tensor>, Func) {
 /// `argnums`, as `jax.grad`: a function returning one gradient per argnum.
 pub fn grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
     let value_and_grad = value_and_grad(f, argnums);
-    Func::new(value_and_grad.arity(), move |args: &[Tensor]| {
-        value_and_grad.call(args).split_off(1)
-    })
+    traced_once(
+        "grad",
+        Func::new(value_and_grad.arity(), move |args: &[Tensor]| {
+            value_and_grad.call(args).split_off(1)
+        }),
+    )
 }
 
 /// The value of `f` and its gradient with respect to `argnums`, as `jax.value_and_grad`:
@@ -63,22 +67,25 @@ pub fn grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
 pub fn value_and_grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
     let f = f.into_func();
     let argnums = argnums.into().0;
-    Func::new(f.arity(), move |args: &[Tensor]| {
-        check_argnums(&argnums, args.len());
-        check_float_arguments(&argnums, args);
-        let (value, pullback) = vjp_wrt(&f, args, &argnums);
-        if value.len() != 1 || value[0].ndim() != 0 {
-            let shapes: Vec<_> = value.iter().map(|v| v.shape()).collect();
-            transform_error(&format!(
-                "grad: the function must return one scalar (shape []), but it returned shapes {shapes:?}; \
+    traced_once(
+        "value_and_grad",
+        Func::new(f.arity(), move |args: &[Tensor]| {
+            check_argnums(&argnums, args.len());
+            check_float_arguments(&argnums, args);
+            let (value, pullback) = vjp_wrt(&f, args, &argnums);
+            if value.len() != 1 || value[0].ndim() != 0 {
+                let shapes: Vec<_> = value.iter().map(|v| v.shape()).collect();
+                transform_error(&format!(
+                    "grad: the function must return one scalar (shape []), but it returned shapes {shapes:?}; \
                  use vjp or jacrev for non-scalar results"
-            ));
-        }
-        let seed = Tensor::ones(&[0usize; 0], value[0].dtype());
-        let mut out = vec![value[0].clone()];
-        out.extend(pullback.call(&[seed]));
-        out
-    })
+                ));
+            }
+            let seed = Tensor::ones(&[0usize; 0], value[0].dtype());
+            let mut out = vec![value[0].clone()];
+            out.extend(pullback.call(&[seed]));
+            out
+        }),
+    )
 }
 
 /// `vjp` of `f` with respect to the arguments `argnums` only (the others are held fixed).

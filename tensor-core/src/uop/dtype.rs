@@ -458,6 +458,26 @@ pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static {
     fn to_scalar(self) -> Scalar;
     /// The value of a [`Scalar`] of this element's dtype.
     fn from_scalar(s: Scalar) -> Self;
+    /// The elements encoded little-endian in `bytes` (as [`encode_scalars`] writes them for
+    /// this element's dtype).
+    fn decode_all(bytes: &[u8]) -> Vec<Self> {
+        decode_scalars(bytes, Self::DTYPE)
+            .into_iter()
+            .map(Self::from_scalar)
+            .collect()
+    }
+}
+
+/// `decode_all` of a primitive numeric type: its little-endian bytes, read in place.
+macro_rules! decode_le {
+    ($t:ty) => {
+        fn decode_all(bytes: &[u8]) -> Vec<Self> {
+            bytes
+                .chunks_exact(std::mem::size_of::<$t>())
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("a whole element")))
+                .collect()
+        }
+    };
 }
 
 macro_rules! float_element {
@@ -470,6 +490,7 @@ macro_rules! float_element {
             fn from_scalar(s: Scalar) -> Self {
                 s.as_f64() as $t
             }
+            decode_le!($t);
         }
     };
 }
@@ -483,6 +504,7 @@ macro_rules! int_element {
             fn from_scalar(s: Scalar) -> Self {
                 s.as_i64() as $t
             }
+            decode_le!($t);
         }
     };
 }

@@ -89,6 +89,9 @@ pub struct UOpNode {
     hash: u64,
     shape: OnceLock<Option<Shape>>,
     min_max: OnceLock<(Scalar, Scalar)>,
+    /// Whether a `Buffer` is among this node and its operands (transitively): set when the
+    /// node is made, from its operands', so a walk looking for buffers skips what has none.
+    reads_buffers: bool,
 }
 
 type Bucket = Vec<Weak<UOpNode>>;
@@ -184,6 +187,7 @@ impl UOp {
     /// The interned node `(op, dtype, src, arg, tag)`.
     pub fn new_tagged(op: Op, dtype: DType, src: Vec<UOp>, arg: Arg, tag: Option<u32>) -> UOp {
         let hash = structural_hash(op, dtype, &src, &arg, tag);
+        let reads_buffers = op == Op::Buffer || src.iter().any(|s| s.0.reads_buffers);
         let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
         let bucket = table.entry(hash).or_default();
         for weak in bucket.iter() {
@@ -202,6 +206,7 @@ impl UOp {
             hash,
             shape: OnceLock::new(),
             min_max: OnceLock::new(),
+            reads_buffers,
         });
         bucket.push(Arc::downgrade(&node));
         UOp(node)
@@ -273,6 +278,11 @@ impl UOp {
             arg,
             self.tag(),
         )
+    }
+
+    /// Whether this node or any node it is computed from is a `Buffer` (known without a walk).
+    pub fn reads_buffers(&self) -> bool {
+        self.0.reads_buffers
     }
 
     /// The derived shape: `None` for nodes without one (void ops, tuples) or malformed nodes

@@ -13,6 +13,7 @@ pub use axes::{InAxes, OutAxes};
 
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
+use crate::transform::function::traced_once;
 use crate::transform::trace::{placeholder, trace};
 use crate::uop::UOp;
 use axes::resolve_in_axes;
@@ -52,7 +53,7 @@ pub fn vmap_with<M>(
 ) -> Func {
     let f = f.into_func();
     let (in_axes, out_axes) = (in_axes.into(), out_axes.into());
-    Func::new(f.arity(), move |args: &[Tensor]| match method {
+    let batched = Func::new(f.arity(), move |args: &[Tensor]| match method {
         VmapMethod::Rewrite => vmapped_call(&f, args, &in_axes, &out_axes),
         VmapMethod::Range => {
             looped::vmapped_call_in_loop(&range::ByRange, &f, args, &in_axes, &out_axes)
@@ -60,7 +61,8 @@ pub fn vmap_with<M>(
         VmapMethod::PadReduce => {
             looped::vmapped_call_in_loop(&pad_reduce::ByPadReduce, &f, args, &in_axes, &out_axes)
         }
-    })
+    });
+    traced_once("vmap", batched)
 }
 
 fn vmapped_call(f: &Func, args: &[Tensor], in_axes: &InAxes, out_axes: &OutAxes) -> Vec<Tensor> {

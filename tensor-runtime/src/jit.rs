@@ -1,0 +1,180 @@
+//! `jit`: a function compiled once per input signature and replayed, as `jax.jit` and
+//! tinygrad's `TinyJit`.
+//!
+//! The first call with a signature (each argument's shape, dtype and device, and which
+//! arguments are the same tensor) traces the function (with every transform it is made of),
+//! schedules, generates and compiles its kernels, and records the plan with, for each buffer
+//! the plan reads, where it comes from: argument `i`, or a constant the function captured.
+//! Later calls with that signature check it, bind their arguments' buffers and launch the
+//! recorded kernels; their results come back computed.
+//!
+//! Arguments are computed first if they are lazy (a jitted function is a compile boundary, as
+//! in JAX). A call from inside a trace (a jitted function used inside `vmap` or `grad`, whose
+//! arguments are placeholders) returns the function's graph instead, so the surrounding
+//! transform sees through it, as JAX inlines `jit` under other transforms.
+
+use crate::cpu::CpuDevice;
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::realize::{codegen_options, realize, shared_plan_cache};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use tensor_core::schedule::placeholders::abstract_buffers;
+use tensor_core::schedule::realize::as_contiguous_buffer;
+use tensor_core::transform::function::traced_once;
+use tensor_core::transform::{Func, IntoFunc};
+use tensor_core::{DType, Device, Op, Tensor, UOp};
+
+/// `f` compiled once per input signature and replayed (see the module docs). Panics, as a
+/// transform does, if the device fails; use [`Jit::try_call`] to handle device errors.
+pub fn jit<M>(f: impl IntoFunc<M>) -> Func {
+    let jitted = Arc::new(Jit::new(f.into_func()));
+    Func::new(jitted.traced.arity(), move |args: &[Tensor]| {
+        jitted
+            .call(args)
+            .unwrap_or_else(|e| panic!("jit: running the compiled function failed: {e}"))
+    })
+}
+
+/// A jitted function with its plans, one per signature.
+pub struct Jit {
+    traced: Func,
+    entries: Mutex<HashMap<Signature, Arc<Entry>>>,
+    traces: AtomicUsize,
+}
+
+/// Per argument its shape, dtype and device, and for every argument the first argument
+/// holding the same buffer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Signature {
+    arguments: Vec<(Vec<usize>, DType, Device)>,
+    same_as: Vec<usize>,
+}
+
+/// The plan of one signature and where each buffer it reads comes from.
+struct Entry {
+    plan: Arc<Plan<CpuDevice>>,
+    sources: Vec<Source>,
+}
+
+/// Where the buffer bound to one placeholder of a plan comes from.
+enum Source {
+    /// The buffer of argument `i`.
+    Argument(usize),
+    /// A buffer the function captured (read once, when the signature was traced).
+    Captured(UOp),
+}
+
+impl Jit {
+    /// `f`, to be compiled per signature.
+    pub fn new(f: Func) -> Jit {
+        Jit {
+            traced: traced_once("jit", f),
+            entries: Mutex::new(HashMap::new()),
+            traces: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many signatures have been traced and compiled.
+    pub fn trace_count(&self) -> usize {
+        self.traces.load(Ordering::Relaxed)
+    }
+
+    /// Calls the function: replays the plan of `args`' signature (building it on the first
+    /// call), or returns the lazy graph when called inside a trace.
+    pub fn call(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        if args.iter().any(reads_placeholders) {
+            return Ok(self.traced.call(args));
+        }
+        let buffers = concrete_buffers(args)?;
+        let signature = signature_of(args, &buffers);
+        let entry = match self.entry(&signature) {
+            Some(entry) => entry,
+            None => self.build(signature, args, &buffers)?,
+        };
+        let inputs: Vec<UOp> = entry
+            .sources
+            .iter()
+            .map(|source| match source {
+                Source::Argument(i) => buffers[*i].clone(),
+                Source::Captured(buffer) => buffer.clone(),
+            })
+            .collect();
+        let device = CpuDevice::shared()?;
+        let outputs = entry.plan.run(&device, &inputs)?;
+        Ok(outputs.into_iter().map(Tensor::from_uop).collect())
+    }
+
+    /// Calls the function, as [`Func::call`] on the result of [`jit`] does.
+    pub fn try_call(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.call(args)
+    }
+
+    fn entry(&self, signature: &Signature) -> Option<Arc<Entry>> {
+        self.lock().get(signature).cloned()
+    }
+
+    /// Traces the function on `args`, finds or builds the plan of its graph, and records where
+    /// each of the plan's buffers comes from.
+    fn build(&self, signature: Signature, args: &[Tensor], buffers: &[UOp]) -> Result<Arc<Entry>> {
+        self.traces.fetch_add(1, Ordering::Relaxed);
+        let outputs: Vec<UOp> = self.traced.call(args).iter().map(Tensor::uop).collect();
+        let abstracted = abstract_buffers(&outputs);
+        let device = CpuDevice::shared()?;
+        let plan = shared_plan_cache().get_or_build(
+            &device,
+            &abstracted.roots,
+            &codegen_options(&device),
+        )?;
+        let sources = abstracted
+            .inputs
+            .into_iter()
+            .map(|buffer| match buffers.iter().position(|b| *b == buffer) {
+                Some(i) => Source::Argument(i),
+                None => Source::Captured(buffer),
+            })
+            .collect();
+        let entry = Arc::new(Entry { plan, sources });
+        self.lock().insert(signature, entry.clone());
+        Ok(entry)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Signature, Arc<Entry>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Whether `t`'s graph reads a traced placeholder (the call is inside a transform's trace).
+fn reads_placeholders(t: &Tensor) -> bool {
+    let uop = t.uop();
+    as_contiguous_buffer(&uop).is_none() && uop.toposort().iter().any(|u| u.op() == Op::Param)
+}
+
+/// The buffer each argument is (computing the lazy ones first).
+fn concrete_buffers(args: &[Tensor]) -> Result<Vec<UOp>> {
+    let lazy: Vec<&Tensor> = args
+        .iter()
+        .filter(|t| as_contiguous_buffer(&t.uop()).is_none())
+        .collect();
+    if !lazy.is_empty() {
+        realize(&lazy)?;
+    }
+    Ok(args
+        .iter()
+        .map(|t| as_contiguous_buffer(&t.uop()).expect("realized tensors are buffers"))
+        .collect())
+}
+
+fn signature_of(args: &[Tensor], buffers: &[UOp]) -> Signature {
+    Signature {
+        arguments: args
+            .iter()
+            .map(|t| (t.shape(), t.dtype(), t.device()))
+            .collect(),
+        same_as: buffers
+            .iter()
+            .map(|b| buffers.iter().position(|other| other == b).unwrap_or(0))
+            .collect(),
+    }
+}
