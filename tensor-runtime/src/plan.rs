@@ -9,6 +9,13 @@
 //! slots and launches the recorded programs: no scheduling, no codegen, no rendering, no
 //! hashing of source text.
 //!
+//! Memory: a temporary that is an output is allocated afresh for every run (it leaves with the
+//! result, from the device's recycling pool). The other temporaries, the intermediates, live
+//! only while the plan runs, so they are planned: two intermediates of the same size and dtype
+//! whose lifetimes (first to last kernel that touches them) do not overlap share one buffer,
+//! and the plan keeps its intermediate buffers between runs (one set per concurrent run), so a
+//! replay allocates nothing for them.
+//!
 //! [`PlanCache`] keeps the plans of the most recently used graph structures, keyed by the
 //! abstracted graph (one interned node, so a lookup is a hash of a pointer) and the codegen
 //! options.
@@ -50,6 +57,13 @@ pub struct Plan<D: Device> {
     kernels: Vec<PlannedKernel<D>>,
     /// The schedule's own buffers, by temporary number (templates: never given memory).
     temps: Vec<UOp>,
+    /// For each temporary: `None` for an output (fresh every run), else the intermediate
+    /// buffer it is planned into.
+    placement: Vec<Option<usize>>,
+    /// Templates of the planned intermediate buffers.
+    intermediates: Vec<UOp>,
+    /// Sets of intermediate buffers kept between runs.
+    idle: Mutex<Vec<Vec<UOp>>>,
     /// The schedule's outputs, over placeholders and template temporaries.
     outputs: Vec<UOp>,
 }
@@ -72,7 +86,7 @@ impl<D: Device> Plan<D> {
                 }
             }),
         };
-        let kernels = schedule
+        let kernels: Vec<PlannedKernel<D>> = schedule
             .items
             .iter()
             .zip(kernels)
@@ -83,11 +97,25 @@ impl<D: Device> Plan<D> {
                 program,
             })
             .collect();
+        let (placement, intermediates) = plan_memory(&kernels, &temps, &schedule.outputs);
         Ok(Plan {
             kernels,
             temps,
+            placement,
+            intermediates,
+            idle: Mutex::new(Vec::new()),
             outputs: schedule.outputs,
         })
+    }
+
+    /// How many distinct intermediate buffers a run uses (after sharing).
+    pub fn intermediate_buffers(&self) -> usize {
+        self.intermediates.len()
+    }
+
+    /// How many temporaries the schedule made (outputs and intermediates, before sharing).
+    pub fn temporaries(&self) -> usize {
+        self.temps.len()
     }
 
     /// The launches of the plan, in order.
@@ -98,7 +126,23 @@ impl<D: Device> Plan<D> {
     /// Runs the plan with placeholder `k` bound to `inputs[k]`, and returns the outputs (fresh
     /// buffers for what the plan computes, seen through the output's reshapes).
     pub fn run(&self, device: &D, inputs: &[UOp]) -> Result<Vec<UOp>> {
-        let temps: Vec<UOp> = self.temps.iter().map(fresh_like).collect();
+        let intermediates = self.take_intermediates();
+        let temps: Vec<UOp> = self
+            .temps
+            .iter()
+            .zip(&self.placement)
+            .map(|(template, placed)| match placed {
+                Some(i) => intermediates[*i].clone(),
+                None => fresh_like(template),
+            })
+            .collect();
+        let launched = self.launch_all(device, inputs, &temps);
+        self.give_back(intermediates);
+        launched?;
+        Ok(self.bind_outputs(inputs, &temps))
+    }
+
+    fn launch_all(&self, device: &D, inputs: &[UOp], temps: &[UOp]) -> Result<()> {
         let debug = debug_level();
         for planned in &self.kernels {
             let buffers: Vec<&UOp> = planned
@@ -111,7 +155,24 @@ impl<D: Device> Plan<D> {
                 .collect();
             launch_kernel(device, &planned.kernel, &planned.program, &buffers, debug)?;
         }
-        Ok(self.bind_outputs(inputs, &temps))
+        Ok(())
+    }
+
+    /// A set of intermediate buffers no other run is using: a kept one, or a new one.
+    fn take_intermediates(&self) -> Vec<UOp> {
+        let kept = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        kept.unwrap_or_else(|| self.intermediates.iter().map(fresh_like).collect())
+    }
+
+    fn give_back(&self, intermediates: Vec<UOp>) {
+        if !intermediates.is_empty() {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            idle.push(intermediates);
+        }
     }
 
     fn bind_outputs(&self, inputs: &[UOp], temps: &[UOp]) -> Vec<UOp> {
@@ -125,6 +186,50 @@ impl<D: Device> Plan<D> {
         }
         self.outputs.iter().map(|o| substitute(o, &bound)).collect()
     }
+}
+
+/// Where each temporary lives: `None` for an output, else the intermediate buffer it shares
+/// with the temporaries of the same size and dtype whose lifetimes it does not overlap (a
+/// greedy interval colouring by first use); and the templates of those buffers.
+fn plan_memory<D: Device>(
+    kernels: &[PlannedKernel<D>],
+    temps: &[UOp],
+    outputs: &[UOp],
+) -> (Vec<Option<usize>>, Vec<UOp>) {
+    let escaping: std::collections::HashSet<UOp> =
+        outputs.iter().flat_map(|o| o.toposort()).collect();
+    let mut lifetime: Vec<Option<(usize, usize)>> = vec![None; temps.len()];
+    for (k, planned) in kernels.iter().enumerate() {
+        for slot in &planned.slots {
+            if let Slot::Temp(j) = *slot {
+                let span = lifetime[j].get_or_insert((k, k));
+                span.1 = k;
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..temps.len()).collect();
+    order.sort_by_key(|&j| lifetime[j].map_or(0, |(first, _)| first));
+    let mut placement = vec![None; temps.len()];
+    let mut intermediates: Vec<UOp> = Vec::new();
+    let mut busy_until: Vec<usize> = Vec::new();
+    for j in order {
+        let (Some((first, last)), false) = (lifetime[j], escaping.contains(&temps[j])) else {
+            continue;
+        };
+        let kind = buffer_arg(&temps[j]);
+        let free = (0..intermediates.len()).find(|&i| {
+            let other = buffer_arg(&intermediates[i]);
+            busy_until[i] < first && (other.size, other.dtype) == (kind.size, kind.dtype)
+        });
+        let i = free.unwrap_or_else(|| {
+            intermediates.push(temps[j].clone());
+            busy_until.push(0);
+            intermediates.len() - 1
+        });
+        busy_until[i] = last;
+        placement[j] = Some(i);
+    }
+    (placement, intermediates)
 }
 
 /// A new buffer of the kind of template `buffer` (size, dtype, device).

@@ -128,3 +128,49 @@ fn the_plan_cache_keeps_at_most_its_capacity_and_rebuilds_what_it_dropped() {
     let got: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn intermediates_with_disjoint_lifetimes_share_memory_and_are_kept_between_runs() {
+    use tensor_core::schedule::placeholders::abstract_buffers;
+    use tensor_runtime::plan::Plan;
+    let device = device("cc", None, 1);
+    let x = Tensor::from_vec(data(64, 1.0), &[64]);
+    let t0 = x.add(1.0f32).contiguous();
+    let t1 = t0.mul(2.0f32).contiguous();
+    let t2 = t1.add(3.0f32).contiguous();
+    let out = t2.sum(0, false);
+    let abstracted = abstract_buffers(&[out.uop()]);
+    let plan: Plan<CpuDevice> =
+        Plan::build(&device, &abstracted.roots, &codegen_options(&device)).unwrap();
+    assert_eq!(plan.temporaries(), 4, "three intermediates and the output");
+    assert_eq!(
+        plan.intermediate_buffers(),
+        2,
+        "the first and third share a buffer"
+    );
+    let want: f64 = data(64, 1.0)
+        .iter()
+        .map(|v| (*v as f64 + 1.0) * 2.0 + 3.0)
+        .sum();
+    let run = || {
+        let out = plan.run(&device, &abstracted.inputs).unwrap();
+        let bytes = read_buffer(&device, &out[0]).unwrap();
+        f32::from_le_bytes(bytes[..4].try_into().unwrap()) as f64
+    };
+    let before = device.live_buffers().count();
+    assert_eq!(run(), want);
+    let kept = device.live_buffers().count();
+    assert_eq!(
+        kept,
+        before + 3,
+        "the input's device buffer, and the two intermediate buffers the plan keeps"
+    );
+    for _ in 0..10 {
+        assert_eq!(run(), want);
+    }
+    assert_eq!(
+        device.live_buffers().count(),
+        kept,
+        "replays reuse them and allocate nothing more"
+    );
+}
