@@ -17,7 +17,7 @@ use tensor_core::{DType, Element};
 /// A place kernels run: allocate, copy in and out, compile, launch.
 pub trait Device: Send + Sync {
     /// An allocation of device memory, freed when dropped.
-    type Buffer: Send + Sync + 'static;
+    type Buffer: tensor_core::uop::DeviceAllocation;
     /// A compiled kernel, ready to launch; cheap to clone.
     type Program: Clone + Send + Sync + 'static;
 

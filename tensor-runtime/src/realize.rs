@@ -12,7 +12,6 @@ use crate::cpu::CpuDevice;
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use crate::plan::{PlanCache, generate_kernels};
-use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -243,7 +242,7 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
         });
     }
     realize(&[tensor])?;
-    let bytes = read_host_bytes(&CpuDevice::shared()?, &tensor.uop())?;
+    let bytes = copy_out(&CpuDevice::shared()?, &tensor.uop())?;
     Ok(T::decode_all(&bytes))
 }
 
@@ -263,8 +262,7 @@ pub(crate) fn buffer_arg(buffer: &UOp) -> BufferArg {
 /// from its host data.
 pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Buffer>> {
     if let Some(existing) = arg.storage.device_allocation() {
-        let existing: Arc<dyn Any + Send + Sync> = existing;
-        if let Ok(buffer) = existing.downcast::<D::Buffer>() {
+        if let Ok(buffer) = existing.as_any().downcast::<D::Buffer>() {
             return Ok(buffer);
         }
     }
@@ -331,19 +329,10 @@ fn check_arguments<D: Device>(
     Ok(())
 }
 
-/// The bytes of a realized output (a buffer seen through reshapes), also kept on the host
-/// (where the reference interpreter reads them).
+/// The bytes of a realized output (a buffer seen through reshapes). The reference interpreter
+/// reads the same bytes back from the buffer's device allocation when it needs them.
 pub fn read_buffer<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
-    Ok(read_host_bytes(device, out)?.to_vec())
-}
-
-/// The bytes of a realized output, copied out of the device and kept on the host; the result
-/// shares that host copy.
-fn read_host_bytes<D: Device>(device: &D, out: &UOp) -> Result<Arc<[u8]>> {
-    let bytes: Arc<[u8]> = copy_out(device, out)?.into();
-    let arg = buffer_arg(&output_buffer(out));
-    arg.storage.set_host_bytes(bytes.clone(), arg.dtype);
-    Ok(bytes)
+    copy_out(device, out)
 }
 
 /// The bytes of a realized output, copied out of the device.

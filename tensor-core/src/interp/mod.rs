@@ -613,10 +613,10 @@ fn buffer(node: &UOp) -> HostArray {
     let Arg::Buffer(b) = node.arg() else {
         panic!("interp Buffer: arg {:?} is not a buffer", node.arg());
     };
-    let Some(host) = b.storage.host_data() else {
+    let Some(host) = b.storage.contents(b.dtype) else {
         panic!(
-            "interp: {b:?} has no host data: the interpreter reads only buffers made from host \
-             values (Tensor::from_vec and friends)"
+            "interp: {b:?} has no contents: the interpreter reads buffers made from host \
+             values (Tensor::from_vec and friends) or computed by a runtime"
         );
     };
     let data = host.scalars();

@@ -56,8 +56,8 @@ fn buffer_view_reads_a_window_of_the_buffer() {
 }
 
 #[test]
-#[should_panic(expected = "has no host data")]
-fn a_buffer_without_host_data_panics_naming_it() {
+#[should_panic(expected = "has no contents")]
+fn a_buffer_without_contents_panics_naming_it() {
     evaluate(&UOp::new_buffer(4, DType::F32, Device::cpu()));
 }
 

@@ -125,6 +125,17 @@ impl<T: Element> HostData for Vec<T> {
     }
 }
 
+/// A runtime's allocation of a buffer's memory, as the node's storage holds it: the runtime
+/// finds its own type again through [`DeviceAllocation::as_any`], and anyone can copy the
+/// contents back to the host (which is how the reference interpreter reads a computed buffer).
+pub trait DeviceAllocation: Send + Sync + 'static {
+    /// The contents as little-endian bytes of the buffer's dtype, copied to the host; `None`
+    /// when the device cannot be read right now.
+    fn read_back(&self) -> Option<Vec<u8>>;
+    /// The allocation as `Any`, for the runtime that made it to downcast.
+    fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
+}
+
 /// The memory behind a `Buffer` node, owned by the node so that it is freed with it.
 ///
 /// `tensor-core` does no I/O, so it only holds two slots: the contents on the host (the
@@ -133,7 +144,7 @@ impl<T: Element> HostData for Vec<T> {
 #[derive(Default)]
 pub struct BufferStorage {
     host: Mutex<Option<Arc<dyn HostData>>>,
-    device: Mutex<Option<Arc<dyn Any + Send + Sync>>>,
+    device: Mutex<Option<Arc<dyn DeviceAllocation>>>,
 }
 
 impl BufferStorage {
@@ -167,13 +178,24 @@ impl BufferStorage {
     }
 
     /// The runtime's allocation, if one is attached.
-    pub fn device_allocation(&self) -> Option<Arc<dyn Any + Send + Sync>> {
+    pub fn device_allocation(&self) -> Option<Arc<dyn DeviceAllocation>> {
         self.device.lock().expect("buffer storage poisoned").clone()
     }
 
     /// Attaches a runtime allocation (replacing any earlier one).
-    pub fn set_device_allocation(&self, alloc: Arc<dyn Any + Send + Sync>) {
+    pub fn set_device_allocation(&self, alloc: Arc<dyn DeviceAllocation>) {
         *self.device.lock().expect("buffer storage poisoned") = Some(alloc);
+    }
+
+    /// The contents on the host: the host data if there is any, else the device allocation
+    /// copied back (and kept as the host data, since a computed buffer never changes).
+    pub fn contents(&self, dtype: DType) -> Option<Arc<dyn HostData>> {
+        if let Some(host) = self.host_data() {
+            return Some(host);
+        }
+        let bytes = self.device_allocation()?.read_back()?;
+        self.set_host_bytes(bytes.into(), dtype);
+        self.host_data()
     }
 }
 

@@ -14,7 +14,7 @@ pub mod scope;
 pub mod shape;
 pub mod spec;
 
-pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device, HostData};
+pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device, DeviceAllocation, HostData};
 pub use dtype::{DType, Element, Scalar};
 pub use op::{AxisType, Op, ReduceOp};
 

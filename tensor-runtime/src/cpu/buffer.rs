@@ -216,6 +216,16 @@ impl CpuBuffer {
     }
 }
 
+impl tensor_core::uop::DeviceAllocation for CpuBuffer {
+    fn read_back(&self) -> Option<Vec<u8>> {
+        Some(self.to_bytes())
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
         if let Memory::Allocated {
