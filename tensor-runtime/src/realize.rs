@@ -261,10 +261,10 @@ pub(crate) fn buffer_arg(buffer: &UOp) -> BufferArg {
 /// host data bound in place (read-only, when the device can), or a new allocation filled
 /// from its host data.
 pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Buffer>> {
-    if let Some(existing) = arg.storage.device_allocation() {
-        if let Ok(buffer) = existing.as_any().downcast::<D::Buffer>() {
-            return Ok(buffer);
-        }
+    if let Some(existing) = arg.storage.device_allocation()
+        && let Ok(buffer) = existing.as_any().downcast::<D::Buffer>()
+    {
+        return Ok(buffer);
     }
     let host = arg.storage.host_data();
     let buffer = match host.clone().and_then(|data| device.bind_host(data)) {
