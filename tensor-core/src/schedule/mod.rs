@@ -70,7 +70,7 @@ pub mod simplify;
 #[cfg(test)]
 mod differential;
 #[cfg(test)]
-mod exec;
+pub(crate) mod exec;
 #[cfg(test)]
 mod tests;
 
