@@ -32,6 +32,8 @@ mod recipe;
 mod transforms;
 
 use crate::interp::HostArray;
+use crate::tensor::Tensor;
+use crate::uop::DType;
 use proptest::strategy::Strategy;
 use proptest::test_runner::{
     Config, FileFailurePersistence, RngSeed, TestCaseError, TestError, TestRunner,

@@ -14,8 +14,9 @@
 //! `prod` reads values scaled to `|x| <= 1`. Comparisons (in `where` conditions) and `argmax`
 //! only read integers or leaf data, so rounding cannot flip them.
 
-use crate::tensor::Tensor;
-use crate::uop::DType;
+// Through the parent module, so the root package's compiled property test can include this
+// file (`#[path]`) with its own `Tensor` and `DType` in scope.
+use super::{DType, Tensor};
 use proptest::prelude::*;
 
 /// The most elements any intermediate may have; steps that would exceed it are skipped.
