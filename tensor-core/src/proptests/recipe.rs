@@ -33,12 +33,19 @@ pub const INT_CAP: f64 = 4096.0;
 /// An elementwise function of one tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unary {
+    /// `-x`.
     Neg,
+    /// `|x|`.
     Abs,
+    /// `sin(x)`.
     Sin,
+    /// `cos(x)`.
     Cos,
+    /// `tanh(x)`.
     Tanh,
+    /// `sigmoid(x)`.
     Sigmoid,
+    /// `max(x, 0)`.
     Relu,
     /// `exp(x)` of `x` scaled to `|x| <= 2`.
     Exp,
@@ -46,6 +53,7 @@ pub enum Unary {
     Log,
     /// `sqrt(|x| + 0.25)`.
     Sqrt,
+    /// `x²`.
     Square,
     /// `1 / (|x| + 1)`.
     Recip,
@@ -56,18 +64,23 @@ pub enum Unary {
 /// An elementwise function of two tensors (the second one a [`Rhs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Binary {
+    /// `x + r`.
     Add,
+    /// `x - r`.
     Sub,
+    /// `x * r`.
     Mul,
     /// `x / (|r| + 1)` for floats, `floor_div(x, |r| + 1)` for integers.
     Div,
+    /// `max(x, r)`.
     Maximum,
+    /// `min(x, r)`.
     Minimum,
     /// `remainder(x, |r| + 1)`, integers only.
     Remainder,
-    /// Integers only.
+    /// `x & r`, integers only.
     BitAnd,
-    /// Integers only.
+    /// `x ^ r`, integers only.
     BitXor,
 }
 
@@ -76,10 +89,18 @@ pub enum Binary {
 pub enum Rhs {
     /// Fresh data of the current shape, with the axes whose bit is set in `ones` of size 1
     /// (broadcast).
-    Leaf { seed: u8, ones: u8 },
+    Leaf {
+        /// The data's seed.
+        seed: u8,
+        /// Bit `i` set: axis `i` has size 1.
+        ones: u8,
+    },
     /// An earlier intermediate of the same shape and dtype (skipped when there is none), so
     /// graphs share nodes instead of being chains.
-    Earlier { back: u8 },
+    Earlier {
+        /// Which of them (modulo their number), the latest first.
+        back: u8,
+    },
     /// The constant `k / 4` (floats) or `k` (integers).
     Const(i8),
 }
@@ -87,124 +108,178 @@ pub enum Rhs {
 /// A reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduce {
+    /// The sum.
     Sum,
+    /// The largest element.
     Max,
+    /// The smallest element.
     Min,
     /// Of values scaled to `|x| <= 1` (integers: reduced to `|x| <= 2` first), axes of at most 4.
     Prod,
-    /// Floats only (integers are cast first).
+    /// The mean; integers are cast to `f32` first.
     Mean,
 }
 
 /// One op applied to the current tensor. Axis-like fields are taken modulo the rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// An elementwise function.
     Unary(Unary),
+    /// An elementwise function of `x` and a second operand.
     Binary(Binary, Rhs),
     /// `where(cond, x, other)`: the condition compares `x` with integer data when `x` holds
     /// integers, and two float leaves otherwise.
     Select {
+        /// The seed of the condition's data.
         seed: u8,
+        /// Where the condition is false.
         other: Rhs,
     },
     /// The axes rotated left by `1 + rot % (rank - 1)`.
     Permute {
+        /// The rotation.
         rot: u8,
     },
+    /// Axes `a` and `b` swapped.
     Transpose {
+        /// One axis.
         a: u8,
+        /// The other.
         b: u8,
     },
+    /// The elements reversed along `axis`.
     Flip {
+        /// The axis.
         axis: u8,
     },
     /// `before % 3` and `after % 3` elements of value `value / 4` (0 uses `pad`).
     Pad {
+        /// The axis.
         axis: u8,
+        /// Elements before.
         before: u8,
+        /// Elements after.
         after: u8,
+        /// Four times the pad value.
         value: i8,
     },
     /// Keeps `1 + len % (size - begin)` elements from `begin % size`.
     Shrink {
+        /// The axis.
         axis: u8,
+        /// The first element kept.
         begin: u8,
+        /// How many are kept, less one.
         len: u8,
     },
     /// Merges axes `axis` and `axis + 1`.
     Flatten {
+        /// The first of the two axes.
         axis: u8,
     },
     /// Splits an axis into its smallest prime factor and the rest (or `1` and the size).
     Split {
+        /// The axis.
         axis: u8,
     },
     /// A new axis at `axis`, expanded to `1 + size % 3`.
     Unsqueeze {
+        /// Where the new axis goes (modulo rank + 1).
         axis: u8,
+        /// Its size, less one.
         size: u8,
     },
     /// Removes the first axis of size 1.
     Squeeze,
+    /// A reduction over `axis`.
     Reduce {
+        /// The reduction.
         op: Reduce,
+        /// The axis.
         axis: u8,
+        /// Whether it is kept with size 1.
         keepdim: bool,
     },
+    /// A reduction over every axis.
     ReduceAll(Reduce),
+    /// `softmax` along `axis` (integers are cast first).
     Softmax {
+        /// The axis.
         axis: u8,
     },
+    /// `logsumexp` over `axis` (integers are cast first).
     LogSumExp {
+        /// The axis.
         axis: u8,
     },
+    /// Running sums along `axis` (at most one per graph, see the builder).
     Cumsum {
+        /// The axis.
         axis: u8,
     },
     /// `x @ data[k, 1 + n % 4]`, or `data[1 + n % 4, m] @ x` when `left` (rank >= 2).
     Matmul {
+        /// The new size, less one.
         n: u8,
+        /// The data's seed.
         seed: u8,
+        /// Data on the left.
         left: bool,
     },
     /// `x @ xᵀ` over the last two axes.
     MatmulSelf,
     /// `x.take(indices, axis)` with `1 + len % 4` indices from `seed`.
     Take {
+        /// The axis.
         axis: u8,
+        /// The indices' seed.
         seed: u8,
+        /// How many indices, less one.
         len: u8,
     },
     /// `x.take(indices, axis)` with computed integer indices: an earlier integer intermediate
     /// of at most 8 elements, brought into `-size..size` by `remainder`.
     TakeBy {
+        /// The axis.
         axis: u8,
+        /// Which integer intermediate (modulo their number), the latest first.
         back: u8,
     },
     /// `x.gather(axis, index)`, the index of `x`'s shape with `1 + len % 4` along `axis`.
     Gather {
+        /// The axis.
         axis: u8,
+        /// The index's seed.
         seed: u8,
+        /// Its size along `axis`, less one.
         len: u8,
     },
     /// `cat([x, data], axis)` with `1 + len % 3` elements of data along `axis`.
     Cat {
+        /// The axis.
         axis: u8,
+        /// The data's seed.
         seed: u8,
+        /// Its size along `axis`, less one.
         len: u8,
     },
     /// `stack([x, x.flip(0) or -x], axis)`.
     Stack {
+        /// The new axis (modulo rank + 1).
         axis: u8,
+        /// The second part is `x.flip(0)` rather than `-x`.
         flip: bool,
     },
     /// Integers only (ties are exact).
     ArgMax {
+        /// The axis.
         axis: u8,
     },
     /// Integers cast to `f32`.
     ToFloat,
+    /// A realization boundary.
     Contiguous,
+    /// No gradient flows through.
     Detach,
 }
 
@@ -212,10 +287,15 @@ pub enum Step {
 /// With `also`, an earlier intermediate is a second output of the same schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Graph {
+    /// The input's shape.
     pub shape: Vec<usize>,
+    /// Integer input data.
     pub int: bool,
+    /// The input data's seed.
     pub seed: u8,
+    /// The ops, in order.
     pub steps: Vec<Step>,
+    /// Which earlier intermediate is a second output (modulo their number).
     pub also: Option<u8>,
 }
 
@@ -367,7 +447,9 @@ pub const INT_LEAF: f64 = 8.0;
 /// A tensor and an upper bound of the magnitude of its elements.
 #[derive(Clone)]
 pub struct Value {
+    /// The tensor.
     pub t: Tensor,
+    /// An upper bound of `|element|`.
     pub bound: f64,
 }
 
@@ -690,10 +772,10 @@ impl Builder {
                 }
                 v(t.flatten(a as isize, a as isize + 1), x.bound)
             }
-            Step::Split { axis } if rank >= 1 && rank < MAX_RANK => {
+            Step::Split { axis } if (1..MAX_RANK).contains(&rank) => {
                 let a = ax(axis);
                 let n = shape[a];
-                let f = (2..n).find(|f| n % f == 0).unwrap_or(1);
+                let f = (2..n).find(|&f| n.is_multiple_of(f)).unwrap_or(1);
                 let mut s = shape.clone();
                 s.splice(a..a + 1, [f, n / f]);
                 v(t.reshape(&s), x.bound)
