@@ -15,5 +15,8 @@ pub mod tensor;
 pub mod transform;
 pub mod uop;
 
+#[cfg(test)]
+mod proptests;
+
 pub use tensor::Tensor;
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

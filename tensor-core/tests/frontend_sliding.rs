@@ -44,6 +44,19 @@ fn padding_at_the_range_and_summing_over_it_stacks_the_samples() {
 }
 
 #[test]
+fn a_range_of_one_iteration_places_its_sample_at_a_constant_offset() {
+    // Found by the property tests (vmap by pad+reduce of a batch of one, rank-0 sample):
+    // `pad_at(0, r, 1)` with `r` in 0..1 had no shape (`r + (0 - r)` simplified to `r`).
+    let r = batch_range(1);
+    let x = matrix(1, 3);
+    let sample = x.shrink_at(0, &r, 1).squeeze(0).sum_all().neg();
+    let placed = sample.unsqueeze(0).pad_at(0, &r, 1);
+    assert_eq!(placed.shape(), vec![1]);
+    let stacked = placed.sum_over_ranges(std::slice::from_ref(&r));
+    assert_eq!(values(&stacked), vec![-3.0]);
+}
+
+#[test]
 fn other_reductions_over_a_range_combine_with_their_op() {
     let r = batch_range(3);
     let row = matrix(3, 2).shrink_at(0, &r, 1);

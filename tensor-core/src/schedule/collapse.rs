@@ -170,20 +170,33 @@ fn pinned_sum(value: &UOp, r: &UOp, at: &UOp, pinning: &[UOp]) -> UOp {
 }
 
 /// `u` with `valid` added to the gate of every memory address computed from `at`.
+///
+/// Built bottom-up, so an address that reads memory at `at` (a gather of a gather) has its
+/// inner loads gated too: otherwise the outer load's gate or index would read out of bounds.
 fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
-    let gated: HashMap<UOp, UOp> = u
-        .toposort()
-        .into_iter()
-        .filter(|n| n.op() == Op::Index && n.src().len() >= 2 && n.s(1).toposort().contains(at))
-        .map(|index| {
-            let gate = and(index.src().get(2).cloned(), Some(valid.clone()));
-            let mut src = index.src()[..2].to_vec();
+    let mut image: HashMap<UOp, UOp> = HashMap::new();
+    for n in u.toposort() {
+        let src: Vec<UOp> = n
+            .src()
+            .iter()
+            .map(|s| image.get(s).cloned().unwrap_or_else(|| s.clone()))
+            .collect();
+        let mut m = if src.as_slice() == n.src() {
+            n.clone()
+        } else {
+            n.with_src(src)
+        };
+        if n.op() == Op::Index && n.src().len() >= 2 && n.s(1).toposort().contains(at) {
+            let gate = and(m.src().get(2).cloned(), Some(valid.clone()));
+            let mut src = m.src()[..2].to_vec();
             src.extend(gate);
-            let image = index.with_src(src);
-            (index, image)
-        })
-        .collect();
-    substitute(u, &gated)
+            m = m.with_src(src);
+        }
+        if m != n {
+            image.insert(n, m);
+        }
+    }
+    image.get(u).cloned().unwrap_or_else(|| u.clone())
 }
 
 fn zero_like(u: &UOp) -> UOp {

@@ -406,3 +406,18 @@ fn a_gather_is_one_guarded_load_per_element() {
     check("take rows", &[rows.take(&labels, 0)]);
     check("one_hot", &[labels.one_hot(50)]);
 }
+
+#[test]
+fn a_gather_of_a_gather_gates_the_inner_index_loads() {
+    // Found by the property test (proptests::graphs): the outer index 2 is outside the inner
+    // gather's 2 elements, and the collapsed kernel read the inner index buffer at position 2
+    // (out of bounds) in the outer load's gate and address.
+    let x = Tensor::from_vec(vec![1.0f32, -2.0], &[2]);
+    let inner = Tensor::from_vec(vec![3i32, -1], &[2]);
+    for outer in [2i32, -3, 5, -1, 0] {
+        let y = x
+            .gather(0, &inner)
+            .gather(0, &Tensor::from_vec(vec![outer], &[1]));
+        check(&format!("gather of gather at {outer}"), &[y]);
+    }
+}

@@ -71,7 +71,7 @@ pub mod simplify;
 #[cfg(test)]
 mod differential;
 #[cfg(test)]
-mod exec;
+pub(crate) mod exec;
 #[cfg(test)]
 mod tests;
 

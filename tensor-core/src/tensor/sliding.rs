@@ -20,6 +20,7 @@ impl Tensor {
                  axis {axis} of shape {shape:?}"
             );
         }
+        let start = &pinned(start);
         let begins = per_axis(&shape, axis, start.clone(), |_| 0);
         let end = UOp::alu(Op::Add, vec![start.clone(), UOp::index(len as i64)]);
         let ends = per_axis(&shape, axis, end, |d| d);
@@ -40,6 +41,7 @@ impl Tensor {
                  in size {size}"
             );
         }
+        let start = &pinned(start);
         let after = UOp::alu(
             Op::Add,
             vec![
@@ -69,6 +71,18 @@ impl Tensor {
             );
         }
         Tensor::from_uop(self.uop().reduce_over(op, ranges))
+    }
+}
+
+/// `start` as a constant when it has one value (a range of one iteration): the window's
+/// size then folds to a constant (`r + (0 - r)` would simplify to `r`, which is always 0 but
+/// not a constant, and the window would have no shape).
+fn pinned(start: &UOp) -> UOp {
+    let (lo, hi) = (start.vmin().as_i64(), start.vmax().as_i64());
+    if lo == hi {
+        UOp::index(lo)
+    } else {
+        start.clone()
     }
 }
 
