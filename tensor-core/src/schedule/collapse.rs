@@ -9,7 +9,14 @@
 //!
 //! `g`, `lo`, `hi` and `c` must not depend on `r`; a bound may be written in any linear form
 //! (`r - 1 < g`, `g < r + 1`, `r == g`, ...). The gate is a `Where` around the value or, for
-//! the first rule, the gate of a load. Placing a sample at a sliding offset with `pad_at` and
+//! the first rule, the gate of a load or a mask factor of a product:
+//!
+//! ```text
+//! Σ_{r < n} v(r) * cast(r == g) * w(r)  =>  where(0 <= g < n, v(g) * w(g), 0)
+//! ```
+//!
+//! which is how the one-hot basis of `jacfwd`/`jacrev` reaches a kernel through a matmul:
+//! the contraction with the basis becomes one read. Placing a sample at a sliding offset with `pad_at` and
 //! summing over the range (vmap by pad+reduce) lowers to the first form, and so does a gather
 //! (`take`: a one-hot mask summed), which becomes one load; the prefix sums behind `arange`
 //! are the second, so an arange is index arithmetic instead of a loop.
@@ -190,16 +197,37 @@ fn zero_like(u: &UOp) -> UOp {
     UOp::constant(0i64, u.dtype())
 }
 
-/// The gate under which `value` may be non-zero: the condition of `where(c, v, 0)` or the
-/// gate of a gated load.
+/// The gate under which `value` may be non-zero: the condition of `where(c, v, 0)`, the
+/// gate of a gated load, or the masks of a product with masks `v * cast(c)` (the form a
+/// one-hot basis takes through `jvp` and `vjp`; all masks of the product, joined by `And`).
 fn gate_of(value: &UOp) -> Option<UOp> {
     match value.op() {
         Op::Where if value.s(2).const_value().is_some_and(|z| z.as_f64() == 0.0) => {
             Some(value.s(0).clone())
         }
         Op::Load if value.s(0).src().len() == 3 => Some(value.s(0).s(2).clone()),
+        Op::Mul if value.dtype().is_float() => mask_factors(value)
+            .into_iter()
+            .map(Some)
+            .reduce(|a, b| and(a, b))
+            .flatten(),
         _ => None,
     }
+}
+
+/// The conditions `c` of the factors `cast(c)` (with `c` a bool) of a product: where any of
+/// them is false, the product is 0 (for finite other factors: README, "Limits and numerics").
+fn mask_factors(product: &UOp) -> Vec<UOp> {
+    let mut masks = Vec::new();
+    let mut factors = vec![product.clone()];
+    while let Some(f) = factors.pop() {
+        match f.op() {
+            Op::Mul if f.dtype() == product.dtype() => factors.extend(f.src().iter().cloned()),
+            Op::Cast if f.s(0).dtype() == DType::Bool => masks.push(f.s(0).clone()),
+            _ => {}
+        }
+    }
+    masks
 }
 
 /// The clauses of an `And` tree.

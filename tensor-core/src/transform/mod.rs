@@ -9,6 +9,7 @@ pub mod jvp;
 pub mod trace;
 pub mod vjp;
 pub mod vmap;
+pub mod zero;
 
 pub use func::{Func, IntoFunc, IntoOutputs};
 pub use function::{FunctionCache, Schedule};
