@@ -246,7 +246,7 @@ enum Bound {
 }
 
 /// The bounds one clause puts on `r`: `a < b` with `a - b = ±r + rest` (`rest` free of `r`)
-/// gives `r <= -rest - 1` or `r >= rest + 1`; `a == b` (written `(a != b) != true`) gives
+/// gives `r <= -rest - 1` or `r >= rest + 1`; `a == b` (or `(a != b) != true`) gives
 /// both `r >= -rest` and `r <= -rest` (or `rest`, for `-r`). `None` for any other clause.
 /// `r` may appear through an integer cast that holds all its values.
 fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
@@ -276,8 +276,8 @@ fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
             ))))]),
             _ => None,
         },
-        Op::CmpNe if is_true(clause.s(1)) && clause.s(0).op() == Op::CmpNe => {
-            let inner = clause.s(0);
+        Op::CmpNe | Op::CmpEq if equality(clause).is_some() => {
+            let inner = equality(clause)?;
             let at = as_index(match linear(inner.s(0), inner.s(1))? {
                 (1, rest) => simplify(&minus(&rest)),
                 (-1, rest) => rest,
@@ -285,6 +285,18 @@ fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
             });
             Some(vec![Bound::AtLeast(at.clone()), Bound::AtMost(at)])
         }
+        _ => None,
+    }
+}
+
+/// The `a != b` whose negation `clause` is: `(a != b) != true` itself, or `a == b` (the
+/// canonical form) read as the node `a != b`.
+fn equality(clause: &UOp) -> Option<UOp> {
+    match clause.op() {
+        Op::CmpNe if is_true(clause.s(1)) && clause.s(0).op() == Op::CmpNe => {
+            Some(clause.s(0).clone())
+        }
+        Op::CmpEq => Some(UOp::alu(Op::CmpNe, clause.src().to_vec())),
         _ => None,
     }
 }
@@ -446,5 +458,57 @@ mod tests {
         let square = UOp::alu(Op::Mul, vec![r.clone(), r.clone()]);
         assert!(bounds_on(&less(&square, &g), &r).is_none());
         assert!(bounds_on(&less(&r, &g), &r).is_some());
+    }
+
+    #[test]
+    fn a_sum_of_a_product_with_a_one_hot_mask_is_one_term() {
+        // Σ_{r<6} 2r * cast(r == g) * 3 = 6g, the form jvp/vjp give a one-hot basis.
+        let g = UOp::range(6, 0, AxisType::Loop);
+        let r = UOp::range(6, 1, AxisType::Reduce);
+        let equal = UOp::alu(Op::CmpEq, vec![g.clone(), r.clone()]);
+        let mask = equal.cast(DType::I32);
+        let twice = UOp::alu(Op::Mul, vec![r.cast(DType::I32), int(2).cast(DType::I32)]);
+        let value = UOp::alu(
+            Op::Mul,
+            vec![
+                UOp::alu(Op::Mul, vec![twice, mask]),
+                UOp::constant(3i64, DType::I32),
+            ],
+        );
+        // Integer products take the mask form too; float ones are what Jacobians make.
+        let reduce = UOp::new(
+            Op::Reduce,
+            DType::I32,
+            vec![value.clone(), r.clone()],
+            Arg::Reduce(ReduceOp::Add, vec![]),
+        );
+        assert!(
+            collapse_reduce(&reduce).is_none(),
+            "only float products collapse"
+        );
+        let fvalue = UOp::alu(
+            Op::Mul,
+            vec![
+                UOp::alu(Op::Mul, vec![r.cast(DType::F32), equal.cast(DType::F32)]),
+                UOp::constant(6.0f32, DType::F32),
+            ],
+        );
+        let collapsed = collapse_reduce(&sum_over(fvalue, &r)).expect("collapses");
+        let collapsed = simplify(&collapsed);
+        assert!(!collapsed.toposort().contains(&r), "{collapsed:?}");
+        for v in 0..6 {
+            let fixed = substitute(&collapsed, &HashMap::from([(g.clone(), int(v))]));
+            let value = simplify(&fixed).const_value().expect("a constant").as_f64();
+            assert_eq!(value, 6.0 * v as f64, "at g = {v}");
+        }
+    }
+
+    #[test]
+    fn a_product_without_a_mask_on_the_range_stays_a_sum() {
+        let g = UOp::range(6, 0, AxisType::Loop);
+        let r = UOp::range(6, 1, AxisType::Reduce);
+        let below = less(&r, &g).cast(DType::F32);
+        let value = UOp::alu(Op::Mul, vec![r.cast(DType::F32), below]);
+        assert!(collapse_reduce(&sum_over(value, &r)).is_none());
     }
 }
