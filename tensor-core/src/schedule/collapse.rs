@@ -209,7 +209,7 @@ fn gate_of(value: &UOp) -> Option<UOp> {
         Op::Mul if value.dtype().is_float() => mask_factors(value)
             .into_iter()
             .map(Some)
-            .reduce(|a, b| and(a, b))
+            .reduce(and)
             .flatten(),
         _ => None,
     }

@@ -12,7 +12,7 @@ pub mod vmap;
 pub mod zero;
 
 pub use func::{Func, IntoFunc, IntoOutputs};
-pub use function::{FunctionCache, Schedule};
+pub use function::{CallMode, FunctionCache};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jvp::jvp;
 pub use vjp::{ArgNums, grad, value_and_grad, vjp};
