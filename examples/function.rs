@@ -1,7 +1,7 @@
 //! `#[function]`: a Rust fn of tensors captured as one `Function` node of the graph, traced
 //! once per input signature. Run with `cargo run --example function`.
 
-use tensor::core::transform::function::schedule_of;
+use tensor::core::transform::function::call_mode_of;
 use tensor::prelude::*;
 
 /// One dense layer with a tanh activation.
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         function.s(0).op(),
         function.s(0).src().len(),
         function.src().len() - 1,
-        schedule_of(function).expect("a Function node"),
+        call_mode_of(function).expect("a Function node"),
     );
     // Realizing replaces the graph by its buffer (the scheduler inlines the Function today).
     println!("mlp(x) for 5 inputs:\n{:?}", y.to_vec::<f32>()?);

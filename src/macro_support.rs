@@ -11,7 +11,7 @@
 use tensor_core::Tensor;
 use tensor_core::transform::{self, ArgNums, Func, InAxes, OutAxes};
 
-pub use tensor_core::transform::function::{FunctionCache, Schedule};
+pub use tensor_core::transform::function::{CallMode, FunctionCache};
 
 /// Results a typed function returns: a tensor, or a tuple of `Outputs` (nested tuples are
 /// flattened in order, so `(Tensor, (Tensor, Tensor))` is three results).

@@ -1,4 +1,5 @@
-//! Kernel ASTs built by hand (notes/KERNEL_AST.md), compiled to C with the system compiler,
+//! Kernel ASTs built by hand (in the form of `schedule::ScheduleItem::ast`), compiled to C and
+//! built by the runtime's CPU device,
 //! run, and compared with `uop::alu` or values worked out by hand.
 
 mod common;

@@ -232,9 +232,9 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
     });
     let arity = params.len();
     let schedule = if precompile {
-        quote!(::tensor::__private::Schedule::Precompile)
+        quote!(::tensor::__private::CallMode::Precompile)
     } else {
-        quote!(::tensor::__private::Schedule::Inline)
+        quote!(::tensor::__private::CallMode::Inline)
     };
     let name_str = name.to_string();
     let companion_doc = format!(

@@ -3,7 +3,7 @@
 
 use tensor::core::interp::evaluate;
 use tensor::core::schedule::create_schedule;
-use tensor::core::transform::function::{Schedule, schedule_of};
+use tensor::core::transform::function::{CallMode, call_mode_of};
 use tensor::core::{Op, UOp};
 use tensor::prelude::*;
 
@@ -126,9 +126,9 @@ fn the_same_tensor_passed_twice_is_one_param() {
 fn precompile_reaches_the_function_node() {
     let x = matrix(2, 2, 0.0);
     let function = precompiled(&x).uop().s(0).clone();
-    assert_eq!(schedule_of(&function), Some(Schedule::Precompile));
+    assert_eq!(call_mode_of(&function), Some(CallMode::Precompile));
     let inline = square_and_cube(&x).0.uop().s(0).clone();
-    assert_eq!(schedule_of(&inline), Some(Schedule::Inline));
+    assert_eq!(call_mode_of(&inline), Some(CallMode::Inline));
     assert_eq!(values(&precompiled(&x)), values(&x.exp()));
 }
 

@@ -1,4 +1,4 @@
-//! Codegen: from a kernel AST (notes/KERNEL_AST.md) to a [`Kernel`] with C source.
+//! Codegen: from a kernel AST (`schedule::ScheduleItem::ast`) to a [`Kernel`] with C source.
 //!
 //! The stages follow tinyspec's lowering pipeline:
 //! [`opt`] applies OptOps (splits of ranges into THREAD / UPCAST / UNROLL axes) chosen by

@@ -16,7 +16,7 @@
 //! call with the same signature) instead of fusing into its callers.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
-use crate::transform::function::{Schedule, schedule_of};
+use crate::transform::function::{CallMode, call_mode_of};
 use crate::uop::substitute;
 use crate::uop::{Arg, Op, UOp, tuple_body};
 use std::collections::HashMap;
@@ -58,11 +58,11 @@ fn inline_element(m: &Captures) -> Option<UOp> {
         .src()
         .get(usize::try_from(*k).ok()?)?
         .clone();
-    match schedule_of(call) {
-        Some(Schedule::Precompile) => {
+    match call_mode_of(call) {
+        Some(CallMode::Precompile) => {
             Some(substitute_params(&value, &call.src()[1..]).unary_marker(Op::Contiguous))
         }
-        Some(Schedule::Inline) => Some(substitute_params(&value, &call.src()[1..])),
+        Some(CallMode::Inline) => Some(substitute_params(&value, &call.src()[1..])),
         None => Some(value),
     }
 }

@@ -9,7 +9,14 @@
 //!
 //! `g`, `lo`, `hi` and `c` must not depend on `r`; a bound may be written in any linear form
 //! (`r - 1 < g`, `g < r + 1`, `r == g`, ...). The gate is a `Where` around the value or, for
-//! the first rule, the gate of a load. Placing a sample at a sliding offset with `pad_at` and
+//! the first rule, the gate of a load or a mask factor of a product:
+//!
+//! ```text
+//! Σ_{r < n} v(r) * cast(r == g) * w(r)  =>  where(0 <= g < n, v(g) * w(g), 0)
+//! ```
+//!
+//! which is how the one-hot basis of `jacfwd`/`jacrev` reaches a kernel through a matmul:
+//! the contraction with the basis becomes one read. Placing a sample at a sliding offset with `pad_at` and
 //! summing over the range (vmap by pad+reduce) lowers to the first form, and so does a gather
 //! (`take`: a one-hot mask summed), which becomes one load; the prefix sums behind `arange`
 //! are the second, so an arange is index arithmetic instead of a loop.
@@ -203,16 +210,37 @@ fn zero_like(u: &UOp) -> UOp {
     UOp::constant(0i64, u.dtype())
 }
 
-/// The gate under which `value` may be non-zero: the condition of `where(c, v, 0)` or the
-/// gate of a gated load.
+/// The gate under which `value` may be non-zero: the condition of `where(c, v, 0)`, the
+/// gate of a gated load, or the masks of a product with masks `v * cast(c)` (the form a
+/// one-hot basis takes through `jvp` and `vjp`; all masks of the product, joined by `And`).
 fn gate_of(value: &UOp) -> Option<UOp> {
     match value.op() {
         Op::Where if value.s(2).const_value().is_some_and(|z| z.as_f64() == 0.0) => {
             Some(value.s(0).clone())
         }
         Op::Load if value.s(0).src().len() == 3 => Some(value.s(0).s(2).clone()),
+        Op::Mul if value.dtype().is_float() => mask_factors(value)
+            .into_iter()
+            .map(Some)
+            .reduce(and)
+            .flatten(),
         _ => None,
     }
+}
+
+/// The conditions `c` of the factors `cast(c)` (with `c` a bool) of a product: where any of
+/// them is false, the product is 0 (for finite other factors: README, "Limits and numerics").
+fn mask_factors(product: &UOp) -> Vec<UOp> {
+    let mut masks = Vec::new();
+    let mut factors = vec![product.clone()];
+    while let Some(f) = factors.pop() {
+        match f.op() {
+            Op::Mul if f.dtype() == product.dtype() => factors.extend(f.src().iter().cloned()),
+            Op::Cast if f.s(0).dtype() == DType::Bool => masks.push(f.s(0).clone()),
+            _ => {}
+        }
+    }
+    masks
 }
 
 /// The clauses of an `And` tree.
@@ -231,7 +259,7 @@ enum Bound {
 }
 
 /// The bounds one clause puts on `r`: `a < b` with `a - b = ±r + rest` (`rest` free of `r`)
-/// gives `r <= -rest - 1` or `r >= rest + 1`; `a == b` (written `(a != b) != true`) gives
+/// gives `r <= -rest - 1` or `r >= rest + 1`; `a == b` (or `(a != b) != true`) gives
 /// both `r >= -rest` and `r <= -rest` (or `rest`, for `-r`). `None` for any other clause.
 /// `r` may appear through an integer cast that holds all its values.
 fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
@@ -261,8 +289,8 @@ fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
             ))))]),
             _ => None,
         },
-        Op::CmpNe if is_true(clause.s(1)) && clause.s(0).op() == Op::CmpNe => {
-            let inner = clause.s(0);
+        Op::CmpNe | Op::CmpEq if equality(clause).is_some() => {
+            let inner = equality(clause)?;
             let at = as_index(match linear(inner.s(0), inner.s(1))? {
                 (1, rest) => simplify(&minus(&rest)),
                 (-1, rest) => rest,
@@ -270,6 +298,18 @@ fn bounds_on(clause: &UOp, r: &UOp) -> Option<Vec<Bound>> {
             });
             Some(vec![Bound::AtLeast(at.clone()), Bound::AtMost(at)])
         }
+        _ => None,
+    }
+}
+
+/// The `a != b` whose negation `clause` is: `(a != b) != true` itself, or `a == b` (the
+/// canonical form) read as the node `a != b`.
+fn equality(clause: &UOp) -> Option<UOp> {
+    match clause.op() {
+        Op::CmpNe if is_true(clause.s(1)) && clause.s(0).op() == Op::CmpNe => {
+            Some(clause.s(0).clone())
+        }
+        Op::CmpEq => Some(UOp::alu(Op::CmpNe, clause.src().to_vec())),
         _ => None,
     }
 }
@@ -431,5 +471,57 @@ mod tests {
         let square = UOp::alu(Op::Mul, vec![r.clone(), r.clone()]);
         assert!(bounds_on(&less(&square, &g), &r).is_none());
         assert!(bounds_on(&less(&r, &g), &r).is_some());
+    }
+
+    #[test]
+    fn a_sum_of_a_product_with_a_one_hot_mask_is_one_term() {
+        // Σ_{r<6} 2r * cast(r == g) * 3 = 6g, the form jvp/vjp give a one-hot basis.
+        let g = UOp::range(6, 0, AxisType::Loop);
+        let r = UOp::range(6, 1, AxisType::Reduce);
+        let equal = UOp::alu(Op::CmpEq, vec![g.clone(), r.clone()]);
+        let mask = equal.cast(DType::I32);
+        let twice = UOp::alu(Op::Mul, vec![r.cast(DType::I32), int(2).cast(DType::I32)]);
+        let value = UOp::alu(
+            Op::Mul,
+            vec![
+                UOp::alu(Op::Mul, vec![twice, mask]),
+                UOp::constant(3i64, DType::I32),
+            ],
+        );
+        // Integer products take the mask form too; float ones are what Jacobians make.
+        let reduce = UOp::new(
+            Op::Reduce,
+            DType::I32,
+            vec![value.clone(), r.clone()],
+            Arg::Reduce(ReduceOp::Add, vec![]),
+        );
+        assert!(
+            collapse_reduce(&reduce).is_none(),
+            "only float products collapse"
+        );
+        let fvalue = UOp::alu(
+            Op::Mul,
+            vec![
+                UOp::alu(Op::Mul, vec![r.cast(DType::F32), equal.cast(DType::F32)]),
+                UOp::constant(6.0f32, DType::F32),
+            ],
+        );
+        let collapsed = collapse_reduce(&sum_over(fvalue, &r)).expect("collapses");
+        let collapsed = simplify(&collapsed);
+        assert!(!collapsed.toposort().contains(&r), "{collapsed:?}");
+        for v in 0..6 {
+            let fixed = substitute(&collapsed, &HashMap::from([(g.clone(), int(v))]));
+            let value = simplify(&fixed).const_value().expect("a constant").as_f64();
+            assert_eq!(value, 6.0 * v as f64, "at g = {v}");
+        }
+    }
+
+    #[test]
+    fn a_product_without_a_mask_on_the_range_stays_a_sum() {
+        let g = UOp::range(6, 0, AxisType::Loop);
+        let r = UOp::range(6, 1, AxisType::Reduce);
+        let below = less(&r, &g).cast(DType::F32);
+        let value = UOp::alu(Op::Mul, vec![r.cast(DType::F32), below]);
+        assert!(collapse_reduce(&sum_over(value, &r)).is_none());
     }
 }

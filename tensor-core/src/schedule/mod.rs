@@ -1,5 +1,6 @@
 //! The scheduler (rangeify): split a tensor graph into kernels and describe each kernel as a
-//! scalar AST over loop ranges (the contract in `notes/KERNEL_AST.md`).
+//! scalar AST over loop ranges (the contract is `uop::spec`'s kernel rules and the
+//! [`ScheduleItem`] docs below).
 //!
 //! # Pipeline
 //!
@@ -83,7 +84,8 @@ use std::collections::{HashMap, HashSet};
 /// One kernel: its AST and the buffers bound to its `DefineGlobal` slots.
 #[derive(Clone, Debug)]
 pub struct ScheduleItem {
-    /// `Sink(Store(Index(DefineGlobal(0), flat), value))` over `Range`s (KERNEL_AST.md).
+    /// `Sink(Store(Index(DefineGlobal(0), flat), value))` over `Range`s: loads are
+    /// `Load(Index(DefineGlobal(slot), flat[, gate]))`, reductions `Reduce(value, ranges...)`.
     pub ast: UOp,
     /// `buffers[slot]` is the `Buffer` UOp of slot `slot`: the output first, then the inputs.
     pub buffers: Vec<UOp>,

@@ -23,9 +23,16 @@ use std::sync::OnceLock;
 const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];
 
 /// `ast` rewritten to a fixpoint with the kernel rule table, its range ids then counted from
-/// 0 again (a collapsed reduce leaves a gap) so equal kernels stay equal ASTs.
+/// 0 again (a collapsed reduce leaves a gap) so equal kernels stay equal ASTs. Renumbered
+/// ranges change the content keys that order commutative operands, so a renumbered AST is
+/// rewritten once more.
 pub fn simplify_kernel(ast: &UOp) -> UOp {
-    renumber_ranges(&graph_rewrite(ast, kernel_rules(), &mut ()))
+    let simplified = graph_rewrite(ast, kernel_rules(), &mut ());
+    let renumbered = renumber_ranges(&simplified);
+    if renumbered == simplified {
+        return simplified;
+    }
+    graph_rewrite(&renumbered, kernel_rules(), &mut ())
 }
 
 /// `ast` with its ranges numbered `0..n` in the order of their ids.

@@ -7,6 +7,9 @@
 //! `x = -0.0`); rules that use bounds (`vmin`/`vmax`) are restricted to signed integers and
 //! `Index`, and assume the arithmetic does not overflow, as index arithmetic never does.
 //!
+//! The canonical-form rows (`canonical`: exact float identities, equality, operand order,
+//! cast chains) are part of the same table.
+//!
 //! Every rule keeps the shape of the node it rewrites (a rule that would replace a shaped
 //! tensor by a scalar declines), so the table is safe on tensor-level graphs too.
 //!
@@ -21,6 +24,7 @@
 //! assert_eq!(simplify(&flat), r);
 //! ```
 
+mod canonical;
 mod fold;
 mod sum;
 
@@ -366,6 +370,9 @@ fn build_table() -> PatternMatcher<()> {
         boolean(x().dtype(DType::Bool).ne(true_()).ne(true_())),
         |m| Some(cap(m, "x")),
     );
+
+    // ---- canonical form (canonical.rs) ----
+    let pm = canonical::canonical_rules(pm);
 
     // ---- anything the bounds decide ----
     row(pm, UPat::ops(fold::BOUNDED), |m| {

@@ -28,45 +28,41 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// How the scheduler should treat a captured function's `Function` node.
+/// How the scheduler should treat a captured function's `Function` node (not to be confused
+/// with [`crate::schedule::Schedule`], the kernels of a graph).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Schedule {
+pub enum CallMode {
     /// Substitute the arguments into the body and fuse it with the rest of the graph.
     Inline,
     /// Compile the body once as a reusable unit and call it (tinygrad's `precompile`).
     Precompile,
 }
 
-/// The prefix of a precompiled function's name in its `Function` node's arg.
-const PRECOMPILE_PREFIX: &str = "precompile ";
-
-/// The arg of a `Function` node of the captured function `name`: its name, marked when the
-/// function is to be precompiled.
-pub fn function_arg(name: &str, schedule: Schedule) -> Arg {
-    match schedule {
-        Schedule::Inline => Arg::Name(name.to_string()),
-        Schedule::Precompile => Arg::Name(format!("{PRECOMPILE_PREFIX}{name}")),
+/// The arg of a `Function` node of the captured function `name`: `Arg::Name` when it is
+/// inlined, `Arg::Precompile` when it is compiled as one unit.
+pub fn function_arg(name: &str, mode: CallMode) -> Arg {
+    match mode {
+        CallMode::Inline => Arg::Name(name.to_string()),
+        CallMode::Precompile => Arg::Precompile(name.to_string()),
     }
 }
 
 /// How the scheduler should treat `node`, if it is a `Function` node: `Precompile` when its
-/// arg carries the mark, `Inline` otherwise.
-pub fn schedule_of(node: &UOp) -> Option<Schedule> {
+/// arg is `Arg::Precompile`, `Inline` otherwise.
+pub fn call_mode_of(node: &UOp) -> Option<CallMode> {
     if node.op() != Op::Function {
         return None;
     }
     Some(match node.arg() {
-        Arg::Name(name) if name.starts_with(PRECOMPILE_PREFIX) => Schedule::Precompile,
-        _ => Schedule::Inline,
+        Arg::Precompile(_) => CallMode::Precompile,
+        _ => CallMode::Inline,
     })
 }
 
 /// The name of the captured function a `Function` node calls, if it records one.
 pub fn function_name(node: &UOp) -> Option<&str> {
     match node.arg() {
-        Arg::Name(name) if node.op() == Op::Function => {
-            Some(name.strip_prefix(PRECOMPILE_PREFIX).unwrap_or(name))
-        }
+        Arg::Name(name) | Arg::Precompile(name) if node.op() == Op::Function => Some(name),
         _ => None,
     }
 }
@@ -116,17 +112,17 @@ impl Arguments {
 /// The trace cache of one captured function: one traced body per signature.
 pub struct FunctionCache {
     name: &'static str,
-    schedule: Schedule,
+    mode: CallMode,
     bodies: Mutex<Option<HashMap<Signature, Arc<OnceLock<UOp>>>>>,
     traces: AtomicUsize,
 }
 
 impl FunctionCache {
     /// An empty cache for the captured function `name` (usually its module path and name).
-    pub const fn new(name: &'static str, schedule: Schedule) -> FunctionCache {
+    pub const fn new(name: &'static str, mode: CallMode) -> FunctionCache {
         FunctionCache {
             name,
-            schedule,
+            mode,
             bodies: Mutex::new(None),
             traces: AtomicUsize::new(0),
         }
@@ -138,8 +134,8 @@ impl FunctionCache {
     }
 
     /// How the scheduler should treat this function's `Function` nodes.
-    pub fn schedule(&self) -> Schedule {
-        self.schedule
+    pub fn call_mode(&self) -> CallMode {
+        self.mode
     }
 
     /// How many times the body has been traced: once per distinct signature it was called with.
@@ -167,7 +163,7 @@ impl FunctionCache {
             std::iter::once(tuple.clone())
                 .chain(arguments.distinct)
                 .collect(),
-            function_arg(self.name, self.schedule),
+            function_arg(self.name, self.mode),
         );
         (0..tuple.src().len())
             .map(|i| Tensor::from_uop(function.get_tuple(i)))
@@ -232,7 +228,7 @@ impl FunctionCache {
             Op::Function,
             DType::Void,
             std::iter::once(tuple.clone()).chain(distinct).collect(),
-            function_arg(self.name, self.schedule),
+            function_arg(self.name, self.mode),
         );
         (0..tuple.src().len())
             .map(|i| Tensor::from_uop(function.get_tuple(i)))
@@ -281,7 +277,7 @@ impl FunctionCache {
 /// being traced, such as the arguments a `jacfwd` batches over) belongs to that trace alone:
 /// it is returned inlined and not cached.
 pub fn traced_once(name: &'static str, f: Func) -> Func {
-    let cache = Arc::new(FunctionCache::new(name, Schedule::Inline));
+    let cache = Arc::new(FunctionCache::new(name, CallMode::Inline));
     Func::new(f.arity(), move |args: &[Tensor]| {
         cache.call_closed(args, |inputs| f.call(inputs))
     })
@@ -311,7 +307,7 @@ impl std::fmt::Debug for FunctionCache {
             f,
             "FunctionCache({}, {:?}, {} traces)",
             self.name,
-            self.schedule,
+            self.mode,
             self.trace_count()
         )
     }

@@ -5,9 +5,10 @@
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
-use crate::transform::jvp::jvp;
+use crate::transform::jvp::jvp_symbolic;
 use crate::transform::vjp::{check_argnums, vjp_wrt};
 use crate::transform::vmap::{move_axis, vmap};
+use crate::transform::zero::Tangent;
 
 /// The Jacobian of `f` with respect to argument `argnum` by forward mode, as `jax.jacfwd`:
 /// for a result of shape `O` and an argument of shape `I`, a tensor of shape `O ++ I`.
@@ -22,18 +23,17 @@ pub fn jacfwd<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
             let column = {
                 let (f, args) = (f.clone(), args.to_vec());
                 move |t: &Tensor| {
-                    let tangents: Vec<Tensor> = args
-                        .iter()
-                        .enumerate()
-                        .map(|(i, a)| {
+                    // The other arguments are held fixed: their tangents are the symbolic zero.
+                    let tangents: Vec<Tangent> = (0..args.len())
+                        .map(|i| {
                             if i == argnum {
-                                t.clone()
+                                Tangent::Value(t.clone())
                             } else {
-                                a.zeros_like()
+                                Tangent::Zero
                             }
                         })
                         .collect();
-                    jvp(&f, &args, &tangents).1
+                    jvp_symbolic(&f, &args, &tangents).1
                 }
             };
             let columns = vmap(column, 0, 0).call(&[basis]);
@@ -58,6 +58,8 @@ pub fn jacrev<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
             (0..outputs.len())
                 .map(|k| {
                     let out = &outputs[k];
+                    // The other results' cotangents are constant zeros, which the pullback takes
+                    // for symbolic zeros (it pulls nothing back from them).
                     let others: Vec<Tensor> = outputs.iter().map(|o| o.zeros_like()).collect();
                     let pullback = pullback.clone();
                     let row = move |ct: &Tensor| {

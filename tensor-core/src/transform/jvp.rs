@@ -2,14 +2,18 @@
 //!
 //! The function is traced on placeholders; a walk in topological order gives every node that
 //! depends on a differentiated input its tangent, built by a rule table that reads like the
-//! derivative it encodes (`d sin(x) = cos(x) dx`). Nodes whose operands carry no tangent have
-//! none (a zero tangent that is never built).
+//! derivative it encodes (`d sin(x) = cos(x) dx`). Tangents are [`Tangent`]s: a node whose
+//! operands carry no tangent has the symbolic zero, rules skip zero terms (`d(x * 2) = dx * 2`,
+//! not `dx * 2 + x * 0`), and a zero becomes a tensor only where a value is required (a
+//! result, a branch of a `where` or a part of a stack whose siblings have tangents). A
+//! caller's tangent that is a constant zero (`zeros_like`) is the symbolic zero too.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::Tensor;
 use crate::transform::crossing::is_reduce_over_ranges;
-use crate::transform::func::{IntoFunc, transform_error};
+use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::trace::{placeholder_like, substitute, trace};
+use crate::transform::zero::Tangent;
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::HashMap;
 use std::f64::consts::LN_2;
@@ -24,15 +28,28 @@ pub fn jvp<M>(
     tangents: &[Tensor],
 ) -> (Vec<Tensor>, Vec<Tensor>) {
     check_tangents(primals, tangents);
-    let f = f.into_func();
+    let tangents: Vec<Tangent> = tangents.iter().map(Tangent::of).collect();
+    jvp_symbolic(&f.into_func(), primals, &tangents)
+}
+
+/// `jvp` with tangents that may be the symbolic zero (how `jacfwd` holds the arguments it
+/// does not differentiate): the tangents of the results, instantiated.
+pub(crate) fn jvp_symbolic(
+    f: &Func,
+    primals: &[Tensor],
+    tangents: &[Tangent],
+) -> (Vec<Tensor>, Vec<Tensor>) {
     let inputs: Vec<UOp> = primals.iter().map(placeholder_like).collect();
-    let traced = trace(&f, inputs.clone());
+    let traced = trace(f, inputs.clone());
     let seeds = inputs
         .iter()
         .zip(tangents)
-        .map(|(p, t)| (p.clone(), t.uop()))
+        .filter_map(|(p, t)| Some((p.clone(), t.clone().value()?.uop())))
         .collect();
-    let mut ctx = TangentCtx { tangents: seeds };
+    let mut ctx = TangentCtx {
+        tangents: seeds,
+        result: Tangent::Zero,
+    };
     for node in UOp::sink(traced.outputs.clone()).toposort() {
         if node.op() != Op::Sink && !ctx.tangents.contains_key(&node) {
             ctx.push_forward(&node);
@@ -52,11 +69,7 @@ pub fn jvp<M>(
         .outputs
         .iter()
         .map(|o| {
-            let tangent = ctx
-                .tangents
-                .get(o)
-                .cloned()
-                .unwrap_or_else(|| zeros_like(o));
+            let tangent = ctx.dot(o).instantiate(o).uop();
             Tensor::from_uop(substitute(&tangent, &values))
         })
         .collect();
@@ -85,25 +98,27 @@ fn check_tangents(primals: &[Tensor], tangents: &[Tensor]) {
     }
 }
 
-/// Zeros of `u`'s shape and dtype.
-pub(crate) fn zeros_like(u: &UOp) -> UOp {
-    Tensor::zeros(&u.shape_vec(), u.dtype()).uop()
-}
-
-/// The state of one forward walk: the tangent of every node that has one.
+/// The state of one forward walk: the tangent of every node that has a non-zero one, and
+/// the tangent the last rule produced.
 pub struct TangentCtx {
     tangents: HashMap<UOp, UOp>,
+    result: Tangent,
 }
 
 impl TangentCtx {
-    /// The tangent of `u` as a tensor (zeros where `u` has none).
-    fn dot(&self, u: &UOp) -> Tensor {
-        Tensor::from_uop(
-            self.tangents
-                .get(u)
-                .cloned()
-                .unwrap_or_else(|| zeros_like(u)),
-        )
+    /// The tangent of `u` (the symbolic zero where `u` has none).
+    fn dot(&self, u: &UOp) -> Tangent {
+        match self.tangents.get(u) {
+            Some(t) => Tangent::Value(Tensor::from_uop(t.clone())),
+            None => Tangent::Zero,
+        }
+    }
+
+    /// Records `d` as the tangent of the node the rule matched. Rules end with it: its `Some`
+    /// tells the matcher the rule applied.
+    fn give(&mut self, node: &UOp, d: Tangent) -> Option<UOp> {
+        self.result = d;
+        Some(node.clone())
     }
 
     /// Gives `node` its tangent if any operand has one.
@@ -111,13 +126,15 @@ impl TangentCtx {
         if !node.src().iter().any(|s| self.tangents.contains_key(s)) || !is_differentiable(node) {
             return;
         }
-        let tangent = tangent_rules().rewrite(node, self).unwrap_or_else(|| {
+        if tangent_rules().rewrite(node, self).is_none() {
             transform_error(&format!(
                 "jvp: no tangent rule for {} (in {node:?})",
                 node.op()
-            ))
-        });
-        self.tangents.insert(node.clone(), tangent);
+            ));
+        }
+        if let Some(tangent) = std::mem::replace(&mut self.result, Tangent::Zero).value() {
+            self.tangents.insert(node.clone(), tangent.uop());
+        }
     }
 }
 
@@ -193,7 +210,9 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());
                 rule2(m, c, move |x, y, dx, dy| {
-                    dx * y * x.pow(y - 1.0) + dy * &p * x.log()
+                    let dx = dx.map(|dx| dx * y * x.pow(y - 1.0));
+                    let dy = dy.map(|dy| dy * &p * x.log());
+                    dx + dy
                 })
             })
             // d max(x, y): the tangent of the larger operand, the mean of both at a tie (as JAX)
@@ -205,46 +224,69 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             })
             // d(x*y + z) = dx*y + x*dy + dz
             .rule(UPat::op(Op::Mulacc), |m, c| {
-                let (x, y, z) = (m.root().s(0), m.root().s(1), m.root().s(2));
-                Some((c.dot(x) * t(y) + t(x) * c.dot(y) + c.dot(z)).uop())
+                let node = m.root();
+                let (x, y, z) = (node.s(0), node.s(1), node.s(2));
+                let d = c.dot(x) * &t(y) + &t(x) * c.dot(y) + c.dot(z);
+                c.give(node, d)
             })
-            // d where(p, a, b) = where(p, da, db)
+            // d where(p, a, b) = where(p, da, db); zero where both are
             .rule(UPat::op(Op::Where), |m, c| {
-                let (p, a, b) = (m.root().s(0), m.root().s(1), m.root().s(2));
-                Some(t(p).where_(c.dot(a), c.dot(b)).uop())
+                let node = m.root();
+                let (p, a, b) = (node.s(0), node.s(1), node.s(2));
+                let d = match (c.dot(a), c.dot(b)) {
+                    (Tangent::Zero, Tangent::Zero) => Tangent::Zero,
+                    (da, db) => t(p).where_(da.instantiate(a), db.instantiate(b)).into(),
+                };
+                c.give(node, d)
             })
             // d cast(x) = cast(dx)
             .rule(UPat::op(Op::Cast), |m, c| {
-                rule1(m, c, |_, dx| dx.cast(m.root().dtype()))
+                rule1(m, c, |_, dx| dx.map(|dx| dx.cast(m.root().dtype())))
             })
             // linear maps of the first operand: the same map of its tangent
             .rule(UPat::ops(&linear_in_first), |m, c| {
-                Some(same_op_on_tangent(m.root(), c))
+                let d = same_op_on_tangent(m.root(), c);
+                c.give(m.root(), d)
             })
+            // a stack of tangents; zero where every part is
             .rule(UPat::op(Op::Stack), |m, c| {
-                Some(
-                    m.root()
-                        .with_src(m.root().src().iter().map(|s| c.dot(s).uop()).collect()),
-                )
+                let node = m.root();
+                let parts: Vec<Tangent> = node.src().iter().map(|s| c.dot(s)).collect();
+                let d = if parts.iter().all(Tangent::is_zero) {
+                    Tangent::Zero
+                } else {
+                    let src = parts
+                        .into_iter()
+                        .zip(node.src())
+                        .map(|(d, s)| d.instantiate(s).uop())
+                        .collect();
+                    t(&node.with_src(src)).into()
+                };
+                c.give(node, d)
             })
             // d sum(x) = sum(dx);  d max(x) = mean of dx over the maximal positions;
             // d prod(x) = prod(x) * sum(dx / x); over axes or over ranges alike
-            .rule(UPat::op(Op::Reduce), |m, c| reduce_tangent(m.root(), c))
+            .rule(UPat::op(Op::Reduce), |m, c| {
+                let d = reduce_tangent(m.root(), c)?;
+                c.give(m.root(), d)
+            })
     })
 }
 
-fn rule1(m: &Captures, c: &TangentCtx, d: impl Fn(&Tensor, Tensor) -> Tensor) -> Option<UOp> {
+fn rule1(m: &Captures, c: &mut TangentCtx, d: impl Fn(&Tensor, Tangent) -> Tangent) -> Option<UOp> {
     let x = m.root().s(0);
-    Some(d(&t(x), c.dot(x)).uop())
+    let tangent = d(&t(x), c.dot(x));
+    c.give(m.root(), tangent)
 }
 
 fn rule2(
     m: &Captures,
-    c: &TangentCtx,
-    d: impl Fn(&Tensor, &Tensor, Tensor, Tensor) -> Tensor,
+    c: &mut TangentCtx,
+    d: impl Fn(&Tensor, &Tensor, Tangent, Tangent) -> Tangent,
 ) -> Option<UOp> {
     let (x, y) = (m.root().s(0), m.root().s(1));
-    Some(d(&t(x), &t(y), c.dot(x), c.dot(y)).uop())
+    let tangent = d(&t(x), &t(y), c.dot(x), c.dot(y));
+    c.give(m.root(), tangent)
 }
 
 /// How much of `max(x, y)`'s change comes from each operand: 1/0, 0/1, or ½/½ at a tie.
@@ -256,25 +298,26 @@ pub(crate) fn max_weights(x: &Tensor, y: &Tensor) -> (Tensor, Tensor) {
     (wx, wy)
 }
 
-/// `node` with its first operand replaced by that operand's tangent.
-fn same_op_on_tangent(node: &UOp, c: &TangentCtx) -> UOp {
-    let mut src = node.src().to_vec();
-    src[0] = c.dot(&src[0]).uop();
-    node.with_src(src)
+/// `node` with its first operand replaced by that operand's tangent (zero when it is).
+fn same_op_on_tangent(node: &UOp, c: &TangentCtx) -> Tangent {
+    c.dot(node.s(0)).map(|dx| {
+        let mut src = node.src().to_vec();
+        src[0] = dx.uop();
+        t(&node.with_src(src))
+    })
 }
 
-fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<UOp> {
+fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<Tangent> {
     let Arg::Reduce(op, _) = node.arg() else {
         return None;
     };
     let x = node.s(0);
-    let dx = c.dot(x).uop();
-    let sum = |u: Tensor| same_reduce(node, ReduceOp::Add, &u.uop());
-    let tangent = match op {
-        ReduceOp::Add => sum(t(&dx)),
-        ReduceOp::Max => sum(t(&dx) * argmax_share(&t(x), &t(node))),
-        ReduceOp::Mul => (t(node) * t(&sum(t(&dx) / t(x)))).uop(),
-    };
+    let sum = |u: Tensor| t(&same_reduce(node, ReduceOp::Add, &u.uop()));
+    let tangent = c.dot(x).map(|dx| match op {
+        ReduceOp::Add => sum(dx),
+        ReduceOp::Max => sum(dx * argmax_share(&t(x), &t(node))),
+        ReduceOp::Mul => t(node) * sum(dx / t(x)),
+    });
     Some(tangent)
 }
 

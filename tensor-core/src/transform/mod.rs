@@ -9,9 +9,10 @@ pub mod jvp;
 pub mod trace;
 pub mod vjp;
 pub mod vmap;
+pub mod zero;
 
 pub use func::{Func, IntoFunc, IntoOutputs};
-pub use function::{FunctionCache, Schedule};
+pub use function::{CallMode, FunctionCache};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jvp::jvp;
 pub use vjp::{ArgNums, grad, value_and_grad, vjp};

@@ -3,15 +3,20 @@
 //!
 //! The function is traced on placeholders. The pullback walks the graph from the results
 //! toward the inputs (reverse topological order) and gives each operand of a node its share
-//! of the node's cotangent; shares reaching one node add up.
+//! of the node's cotangent; shares reaching one node add up. A cotangent that is zero is
+//! the symbolic zero ([`Tangent`]): a result whose given cotangent is a constant zero (as
+//! `jacrev` gives the results it does not differentiate) starts no pull, operands that do
+//! not depend on the inputs get no share, and zeros are built only for an input that no
+//! cotangent reaches.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::Tensor;
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
-use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, zeros_like};
+use crate::transform::jvp::{argmax_share, is_differentiable, max_weights};
 use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
+use crate::transform::zero::Tangent;
 use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
@@ -189,7 +194,9 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
     let mut crossing = Crossing::of_forward(&order);
     let mut ctx = CotangentCtx::default();
     for (out, ct) in traced.outputs.iter().zip(cotangents) {
-        ctx.accumulate(out, ct.cast(out.dtype()).uop());
+        if let Some(ct) = Tangent::of(ct).value() {
+            ctx.accumulate(out, ct.cast(out.dtype()).uop());
+        }
     }
     for node in order.iter().rev() {
         if !active.contains(node) || traced.inputs.contains(node) || !is_differentiable(node) {
@@ -199,6 +206,11 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
             continue;
         };
         ctx.current = Some(ct);
+        ctx.wanted = node
+            .src()
+            .iter()
+            .map(|s| active.contains(s) && s.dtype().is_float())
+            .collect();
         if gradient_rules().rewrite(node, &mut ctx).is_none() {
             transform_error(&format!(
                 "vjp: no gradient rule for {} (in {node:?})",
@@ -216,11 +228,9 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
     traced
         .inputs
         .iter()
-        .map(|p| {
-            ctx.cotangents
-                .get(p)
-                .cloned()
-                .unwrap_or_else(|| zeros_like(p))
+        .map(|p| match ctx.cotangents.get(p) {
+            Some(ct) => ct.clone(),
+            None => Tangent::Zero.instantiate(p).uop(),
         })
         .collect()
 }
@@ -237,11 +247,13 @@ fn nodes_depending_on(order: &[UOp], inputs: &[UOp]) -> HashSet<UOp> {
 }
 
 /// The state of one backward walk: the summed cotangent of every node reached so far, the
-/// cotangent of the node being pulled back, and the shares its rule produced.
+/// cotangent of the node being pulled back, which of its operands want a share, and the
+/// shares its rule produced.
 #[derive(Default)]
 pub struct CotangentCtx {
     cotangents: HashMap<UOp, UOp>,
     current: Option<UOp>,
+    wanted: Vec<bool>,
     shares: Vec<Option<UOp>>,
 }
 
@@ -264,6 +276,12 @@ impl CotangentCtx {
     fn give(&mut self, shares: Vec<Option<Tensor>>) -> Option<UOp> {
         self.shares = shares.into_iter().map(|s| s.map(|s| s.uop())).collect();
         self.current.clone()
+    }
+
+    /// Whether operand `i` of the node being pulled back takes a share (it depends on an
+    /// input and is a float): rules that must build a value for a share skip the others.
+    fn wants(&self, i: usize) -> bool {
+        self.wanted.get(i).copied().unwrap_or(false)
     }
 
     fn take_shares(&mut self) -> Vec<Option<UOp>> {
@@ -331,16 +349,14 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
                 let ct = c.ct();
                 c.give(vec![Some(&ct * y), Some(&ct * x), Some(ct)])
             })
-            // where(p, a, b): nothing to p, ct where p to a, ct elsewhere to b
+            // where(p, a, b): nothing to p, ct where p to a, ct elsewhere to b (a branch
+            // that does not depend on the inputs gets nothing, so no masked zero is built)
             .rule(UPat::op(Op::Where), |m, c| {
                 let p = t(m.root().s(0));
                 let ct = c.ct();
-                let zero = ct.zeros_like();
-                c.give(vec![
-                    None,
-                    Some(p.where_(&ct, &zero)),
-                    Some(p.where_(&zero, &ct)),
-                ])
+                let to_a = c.wants(1).then(|| p.where_(&ct, 0.0));
+                let to_b = c.wants(2).then(|| p.where_(0.0, &ct));
+                c.give(vec![None, to_a, to_b])
             })
             // cast(x): ct cast back to x's dtype
             .rule(UPat::op(Op::Cast), |m, c| {

@@ -310,8 +310,12 @@ pub enum Arg {
     BufferView { size: usize, offset: usize },
     /// A `Param`'s slot and device.
     Param { slot: usize, device: Option<Device> },
-    /// A name: `DefineVar`, `Special`, `Custom`, `Source`, `CustomFunction`.
+    /// A name: `DefineVar`, `Special`, `Custom`, `Source`, `CustomFunction`, and an inlined
+    /// `Function` (the captured function's name).
     Name(String),
+    /// A `Function` to be compiled as one reusable unit (`#[function(precompile)]`): the
+    /// captured function's name.
+    Precompile(String),
     /// A `Permute`'s axis order.
     Permutation(Vec<usize>),
     /// A `Flip`'s per-axis flags.

@@ -87,6 +87,7 @@ pub struct UOpNode {
     arg: Arg,
     tag: Option<u32>,
     hash: u64,
+    content_key: u64,
     shape: OnceLock<Option<Shape>>,
     min_max: OnceLock<(Scalar, Scalar)>,
     /// Whether a `Buffer` is among this node and its operands (transitively): set when the
@@ -106,6 +107,17 @@ fn structural_hash(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32
     (op, dtype, arg, tag).hash(&mut h);
     for s in src {
         (Arc::as_ptr(&s.0) as usize).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// A hash of the whole graph under a node built from the operands' keys (not their
+/// addresses), so it is the same for the same graph in every run.
+fn content_key(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -> u64 {
+    let mut h = DefaultHasher::new();
+    (op, dtype, arg, tag).hash(&mut h);
+    for s in src {
+        s.0.content_key.hash(&mut h);
     }
     h.finish()
 }
@@ -188,6 +200,7 @@ impl UOp {
     pub fn new_tagged(op: Op, dtype: DType, src: Vec<UOp>, arg: Arg, tag: Option<u32>) -> UOp {
         let hash = structural_hash(op, dtype, &src, &arg, tag);
         let reads_buffers = op == Op::Buffer || src.iter().any(|s| s.0.reads_buffers);
+        let content_key = content_key(op, dtype, &src, &arg, tag);
         let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
         let bucket = table.entry(hash).or_default();
         for weak in bucket.iter() {
@@ -204,6 +217,7 @@ impl UOp {
             arg,
             tag,
             hash,
+            content_key,
             shape: OnceLock::new(),
             min_max: OnceLock::new(),
             reads_buffers,
@@ -250,6 +264,13 @@ impl UOp {
     pub fn downgrade(&self) -> WeakUOp {
         WeakUOp(Arc::downgrade(&self.0))
     }
+    /// A hash of the graph under this node that does not depend on where nodes live in
+    /// memory: equal graphs have equal keys in every run. The canonical operand order of
+    /// commutative ops sorts by it.
+    pub fn content_key(&self) -> u64 {
+        self.0.content_key
+    }
+
     /// A stable identity for the lifetime of the node (its address).
     pub fn id(&self) -> usize {
         Arc::as_ptr(&self.0) as usize

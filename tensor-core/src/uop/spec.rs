@@ -1,6 +1,6 @@
 //! Validity of a node: which src/arg/dtype combinations each op accepts (tinyspec, plus the
 //! vmap scope ops of `seeds/vmap-vmapin-vmapout.md` and the kernel-level forms of
-//! `notes/KERNEL_AST.md`).
+//! `schedule::ScheduleItem::ast`).
 //!
 //! `check` looks at one node and its direct operands; `check_graph` checks every node of a
 //! graph. An error names the op and the rule it breaks, e.g.
@@ -1105,7 +1105,7 @@ mod tests {
         );
     }
 
-    /// The kernel of `out[i] = sum_j in[i*4 + j] * 2` in the form of notes/KERNEL_AST.md.
+    /// The kernel of `out[i] = sum_j in[i*4 + j] * 2` in the form `create_schedule` gives kernels.
     fn kernel_ast(gate: Option<UOp>) -> UOp {
         let out = raw(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
         let inp = raw(Op::DefineGlobal, DType::F32, vec![], Arg::Int(1));
