@@ -242,8 +242,12 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
         });
     }
     realize(&[tensor])?;
-    let bytes = copy_out(&CpuDevice::shared()?, &tensor.uop())?;
-    Ok(T::decode_all(&bytes))
+    let device = CpuDevice::shared()?;
+    let arg = buffer_arg(&output_buffer(&tensor.uop()));
+    let memory = device_buffer(&device, &arg)?;
+    let mut values: Vec<T> = device.copy_out_elements(&memory, T::DTYPE)?;
+    values.truncate(arg.size);
+    Ok(values)
 }
 
 /// The arg of a `Buffer` node a schedule binds to a kernel slot.

@@ -461,21 +461,29 @@ pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// The elements encoded little-endian in `bytes` (as [`encode_scalars`] writes them for
     /// this element's dtype).
     fn decode_all(bytes: &[u8]) -> Vec<Self> {
-        decode_scalars(bytes, Self::DTYPE)
-            .into_iter()
-            .map(Self::from_scalar)
-            .collect()
+        let mut out = Vec::with_capacity(bytes.len() / Self::DTYPE.size_bytes());
+        Self::decode_into(bytes, &mut out);
+        out
+    }
+    /// Appends the elements encoded in `bytes` (a whole number of them) to `out`.
+    fn decode_into(bytes: &[u8], out: &mut Vec<Self>) {
+        out.extend(
+            decode_scalars(bytes, Self::DTYPE)
+                .into_iter()
+                .map(Self::from_scalar),
+        );
     }
 }
 
-/// `decode_all` of a primitive numeric type: its little-endian bytes, read in place.
+/// `decode_into` of a primitive numeric type: its little-endian bytes, read in place.
 macro_rules! decode_le {
     ($t:ty) => {
-        fn decode_all(bytes: &[u8]) -> Vec<Self> {
-            bytes
-                .chunks_exact(std::mem::size_of::<$t>())
-                .map(|c| <$t>::from_le_bytes(c.try_into().expect("a whole element")))
-                .collect()
+        fn decode_into(bytes: &[u8], out: &mut Vec<Self>) {
+            out.extend(
+                bytes
+                    .chunks_exact(std::mem::size_of::<$t>())
+                    .map(|c| <$t>::from_le_bytes(c.try_into().expect("a whole element"))),
+            );
         }
     };
 }

@@ -174,6 +174,23 @@ impl CpuBuffer {
         Ok(())
     }
 
+    /// The contents as elements of `T` (the buffer's bytes read as `T`s, little-endian): one
+    /// pass over the memory, no byte copy in between.
+    pub fn read_elements<T: tensor_core::Element>(&self) -> Vec<T> {
+        let count = self.len / T::DTYPE.size_bytes();
+        let mut out = Vec::with_capacity(count + WORD);
+        match &self.memory {
+            Memory::Host(data) => T::decode_into(&data.to_bytes(), &mut out),
+            Memory::Allocated { .. } => {
+                for word in self.lock().iter() {
+                    T::decode_into(&word.to_le_bytes(), &mut out);
+                }
+            }
+        }
+        out.truncate(count);
+        out
+    }
+
     /// The contents as a new byte vector.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = vec![0u8; self.len];

@@ -454,6 +454,20 @@ impl Device for CpuDevice {
         src.read_bytes(dst)
     }
 
+    fn copy_out_elements<T: tensor_core::Element>(
+        &self,
+        src: &CpuBuffer,
+        dtype: tensor_core::DType,
+    ) -> Result<Vec<T>> {
+        if T::DTYPE != dtype {
+            return Err(RuntimeError::WrongElementType {
+                expected: T::DTYPE,
+                found: dtype,
+            });
+        }
+        Ok(src.read_elements())
+    }
+
     fn compile(&self, source: &str, entry: &str) -> Result<CpuProgram> {
         CpuProgram::find(self.library_for(source, entry)?, entry)
     }
