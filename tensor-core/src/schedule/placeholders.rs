@@ -27,7 +27,7 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
     let sink = UOp::sink(roots.to_vec());
     let mut images: HashMap<UOp, UOp> = HashMap::new();
     let mut inputs = Vec::new();
-    for node in nodes_reading_buffers(&sink) {
+    for node in sink.toposort_where(UOp::reads_buffers) {
         let image = match node.arg() {
             Arg::Buffer(b) if node.op() == Op::Buffer => {
                 let number = inputs.len();
@@ -43,28 +43,6 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
         None => roots.to_vec(),
     };
     Abstracted { roots, inputs }
-}
-
-/// The nodes of `root`'s graph that read a buffer, operands first, in the order of a
-/// depth-first walk that follows operands in order (so equal structures give equal orders).
-fn nodes_reading_buffers(root: &UOp) -> Vec<UOp> {
-    let mut order = Vec::new();
-    let mut visited = std::collections::HashSet::new();
-    let mut stack = vec![(root.clone(), false)];
-    while let Some((node, expanded)) = stack.pop() {
-        if expanded {
-            order.push(node);
-            continue;
-        }
-        if !node.reads_buffers() || !visited.insert(node.clone()) {
-            continue;
-        }
-        stack.push((node.clone(), true));
-        for s in node.src().iter().rev() {
-            stack.push((s.clone(), false));
-        }
-    }
-    order
 }
 
 /// Placeholder `number` for a buffer like `like` (its size, dtype and device).

@@ -157,17 +157,7 @@ impl FunctionCache {
         let arguments = Arguments::of(args);
         let cell = self.cell_for(&arguments.signature);
         let tuple = cell.get_or_init(|| self.trace(&arguments.signature, body));
-        let function = UOp::new(
-            Op::Function,
-            DType::Void,
-            std::iter::once(tuple.clone())
-                .chain(arguments.distinct)
-                .collect(),
-            function_arg(self.name, self.mode),
-        );
-        (0..tuple.src().len())
-            .map(|i| Tensor::from_uop(function.get_tuple(i)))
-            .collect()
+        self.called(tuple, arguments.distinct)
     }
 
     /// Calls `body` as [`FunctionCache::call`] does when its trace reads nothing but its own

@@ -375,6 +375,13 @@ impl UOp {
 
     /// All nodes reachable from this one, operands before users (this node last).
     pub fn toposort(&self) -> Vec<UOp> {
+        self.toposort_where(|_| true)
+    }
+
+    /// The nodes reachable from this one through nodes that satisfy `enter` (a node that does
+    /// not is neither listed nor walked into), operands before users, in the order of a
+    /// depth-first walk that follows operands in order.
+    pub fn toposort_where(&self, enter: impl Fn(&UOp) -> bool) -> Vec<UOp> {
         let mut order = Vec::new();
         let mut visited = std::collections::HashSet::new();
         let mut stack = vec![(self.clone(), false)];
@@ -383,7 +390,7 @@ impl UOp {
                 order.push(node);
                 continue;
             }
-            if !visited.insert(node.id()) {
+            if !enter(&node) || !visited.insert(node.id()) {
                 continue;
             }
             stack.push((node.clone(), true));
