@@ -21,15 +21,10 @@ use std::sync::Arc;
 pub const INDEX_DTYPE: DType = DType::I32;
 
 impl Tensor {
-    /// A tensor of `shape` holding `data` in row-major order.
+    /// A tensor of `shape` holding `data` in row-major order. The vector becomes the
+    /// tensor's memory (no copy; CPU kernels read it in place, as for [`Tensor::from_ndarray`]).
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
-        Tensor::from_slice(&data, shape)
-    }
-
-    /// A tensor of `shape` holding a copy of `data` in row-major order.
-    #[track_caller]
-    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
         let numel = require_addressable("from_slice", shape);
         if data.len() != numel {
             panic!(
@@ -39,8 +34,14 @@ impl Tensor {
                 numel
             );
         }
-        let scalars: Vec<Scalar> = data.iter().map(|v| v.to_scalar()).collect();
-        Tensor::from_scalars(&scalars, T::DTYPE, shape)
+        let storage = BufferStorage::with_host_data(Arc::new(data));
+        host_buffer(storage, numel, T::DTYPE, shape)
+    }
+
+    /// A tensor of `shape` holding a copy of `data` in row-major order.
+    #[track_caller]
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(data.to_vec(), shape)
     }
 
     /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).
