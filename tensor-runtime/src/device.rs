@@ -59,6 +59,18 @@ pub trait Device: Send + Sync {
     ///
     /// The source is trusted: it must follow the kernel ABI, since launching it runs it with
     /// the device's memory.
+    /// Compiles several kernels, `(source, entry)` each, into programs in the same order.
+    /// By default each is compiled on its own, on every core; a device that can build many
+    /// kernels in one compiler run does so.
+    fn compile_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<Self::Program>>
+    where
+        Self: Sized,
+    {
+        crate::parallel::each_in_parallel(kernels, |(source, entry)| self.compile(source, entry))
+            .into_iter()
+            .collect()
+    }
+
     fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
 
     /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`

@@ -27,6 +27,7 @@ pub mod device;
 pub mod error;
 pub mod jit;
 pub mod ndarray_interop;
+pub mod parallel;
 pub mod plan;
 mod private_files;
 pub mod realize;

@@ -12,7 +12,6 @@ use crate::cpu::CpuDevice;
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
 use crate::plan::{PlanCache, generate_kernels};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use tensor_core::codegen::{CodegenOptions, Kernel};
@@ -102,44 +101,16 @@ pub(crate) fn launch_kernel<D: Device>(
     Ok(())
 }
 
-/// The programs of `kernels`, compiled in parallel on as many threads as the machine has
-/// (a cold compile takes far longer than most kernels run). The first error, in kernel
-/// order, is returned.
+/// The programs of `kernels`, compiled by the device in as few compiler runs and on as many
+/// cores as it can (a cold compile takes far longer than most kernels run).
 pub(crate) fn compile_all<'k, D: Device>(
     device: &D,
     kernels: impl Iterator<Item = &'k Kernel>,
 ) -> Result<Vec<D::Program>> {
-    let kernels: Vec<&Kernel> = kernels.collect();
-    let compile = |kernel: &Kernel| device.compile(&kernel.source, &kernel.entry);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(kernels.len());
-    if workers <= 1 {
-        return kernels.into_iter().map(compile).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let mut results: Vec<(usize, Result<D::Program>)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(kernel) = kernels.get(i) else {
-                            return done;
-                        };
-                        done.push((i, compile(kernel)));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a compile thread panicked"))
-            .collect()
-    });
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, program)| program).collect()
+    let sources: Vec<(&str, &str)> = kernels
+        .map(|k| (k.source.as_str(), k.entry.as_str()))
+        .collect();
+    device.compile_many(&sources)
 }
 
 /// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer,

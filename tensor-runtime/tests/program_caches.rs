@@ -174,3 +174,88 @@ fn disk_cache_stays_within_its_size_and_evicts_the_least_recently_used() {
         assert!(entry_bytes(&cache) <= limit, "after kernel {n}");
     }
 }
+
+/// `out[i] = a[i] + b[i] + k` over `n` floats, as the C function `name`, entry `<name>_entry`.
+fn named_add_kernel(name: &str, n: usize, k: usize) -> String {
+    format!(
+        "void {name}(float* restrict out, const float* restrict a, const float* restrict b) {{\n\
+         \x20 for (int i = 0; i < {n}; i++) out[i] = a[i] + b[i] + {k}.0f;\n}}\n\
+         void {name}_entry(void** bufs, int core_id) {{\n\
+         \x20 (void)core_id;\n  {name}((float*)bufs[0], (const float*)bufs[1], (const float*)bufs[2]);\n}}\n"
+    )
+}
+
+fn five_kernels() -> Vec<(String, String)> {
+    (0..5)
+        .map(|k| {
+            (
+                named_add_kernel(&format!("k{k}"), 8 + k, k),
+                format!("k{k}_entry"),
+            )
+        })
+        .collect()
+}
+
+fn as_pairs(kernels: &[(String, String)]) -> Vec<(&str, &str)> {
+    kernels
+        .iter()
+        .map(|(s, e)| (s.as_str(), e.as_str()))
+        .collect()
+}
+
+fn two_core_device(cache: &Path) -> CpuDevice {
+    CpuDevice::with_config(CpuConfig {
+        cache_dir: Some(cache.to_path_buf()),
+        threads: 2,
+        ..CpuConfig::default()
+    })
+}
+
+#[test]
+fn a_cold_batch_of_kernels_takes_one_compiler_run_per_core_and_caches_each_kernel() {
+    let cache = TempDir::new("batch");
+    let device = two_core_device(cache.path());
+    let kernels = five_kernels();
+    let programs = device.compile_many(&as_pairs(&kernels)).unwrap();
+    assert_eq!(device.compile_counts().compiler_invocations, 2);
+    for (k, program) in programs.iter().enumerate() {
+        let n = 8 + k;
+        let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
+        device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
+        device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
+        device.launch(program, &[&out, &a, &b], 1).unwrap();
+        let got: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
+        let want: Vec<f32> = host_sum(&ramp(n, 1.0), &ramp(n, 0.5))
+            .iter()
+            .map(|v| v + k as f32)
+            .collect();
+        assert_eq!(got, want, "kernel k{k}");
+    }
+    let fresh = two_core_device(cache.path());
+    for (source, entry) in &kernels {
+        fresh.compile(source, entry).unwrap();
+    }
+    let counts = fresh.compile_counts();
+    assert_eq!(
+        counts.compiler_invocations, 0,
+        "every kernel has its own cache entry"
+    );
+    assert_eq!(counts.disk_cache_hits, 5);
+}
+
+#[test]
+fn threads_compiling_the_same_batch_share_its_compiler_runs() {
+    let cache = TempDir::new("batch-threads");
+    let device = two_core_device(cache.path());
+    let kernels = five_kernels();
+    let barrier = Barrier::new(4);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                barrier.wait();
+                device.compile_many(&as_pairs(&kernels)).unwrap();
+            });
+        }
+    });
+    assert_eq!(device.compile_counts().compiler_invocations, 2);
+}

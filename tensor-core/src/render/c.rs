@@ -32,9 +32,14 @@ pub fn render(name: &str, program: &Program, args: &[KernelArg]) -> String {
     let mut out = String::from(
         "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n#include <string.h>\n\n",
     );
-    for code in renderer.helpers.values() {
-        out.push_str(code);
-        out.push('\n');
+    // Each helper is guarded, so the sources of several kernels can be compiled as one unit.
+    for (helper, code) in &renderer.helpers {
+        let guard = helper_guard(helper);
+        let _ = writeln!(
+            out,
+            "#ifndef {guard}\n#define {guard}\n{}\n#endif",
+            code.trim_end()
+        );
     }
     if !renderer.helpers.is_empty() {
         out.push('\n');
@@ -44,6 +49,21 @@ pub fn render(name: &str, program: &Program, args: &[KernelArg]) -> String {
     out.push_str("}\n\n");
     out.push_str(&entry(name, args, program.threads));
     out
+}
+
+/// The include-guard macro of the helper `name`.
+fn helper_guard(name: &str) -> String {
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("TENSOR_HELPER_{name}")
 }
 
 fn parameters(args: &[KernelArg], threads: usize) -> Vec<String> {

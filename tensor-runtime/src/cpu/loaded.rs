@@ -35,6 +35,11 @@ impl LoadedLibraries {
         Some(library.clone())
     }
 
+    /// Whether `key` is loaded (without counting as a use).
+    pub fn contains(&self, key: u128) -> bool {
+        self.entries.contains_key(&key)
+    }
+
     /// Keeps `library` under `key`, dropping the least recently used libraries beyond the
     /// limit.
     pub fn insert(&mut self, key: u128, library: Arc<LoadedLibrary>) {

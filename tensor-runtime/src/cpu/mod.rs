@@ -40,6 +40,7 @@ use crate::cache::{
 };
 use crate::device::Device;
 use crate::error::{Result, RuntimeError, positive_setting};
+use crate::parallel::each_in_parallel;
 use crate::private_files::create_private_dir_all;
 use crate::stats::{CompileCounts, CompileStats};
 use crate::warn;
@@ -311,7 +312,7 @@ impl CpuDevice {
         let state = &self.inner;
         let scratch = self.scratch()?;
         let Some(payload) = state.disk.load(key) else {
-            return self.build(source, entry, key, &scratch);
+            return self.build(source, entry, &[key], &scratch);
         };
         match load_library(&write_object(scratch.path(), &payload)?) {
             Ok(library) => {
@@ -324,7 +325,7 @@ impl CpuDevice {
                 warn(&format!(
                     "cached kernel for `{entry}` is unusable ({e}); rebuilding it"
                 ));
-                self.build(source, entry, key, &scratch)
+                self.build(source, entry, &[key], &scratch)
             }
         }
     }
@@ -335,7 +336,7 @@ impl CpuDevice {
         &self,
         source: &str,
         entry: &str,
-        key: u128,
+        keys: &[u128],
         scratch: &ScratchDir,
     ) -> Result<Arc<LoadedLibrary>> {
         let state = &self.inner;
@@ -352,8 +353,85 @@ impl CpuDevice {
         let payload = std::fs::read(&object).map_err(|e| {
             RuntimeError::io(format!("reading compiled kernel `{}`", object.display()), e)
         })?;
-        state.disk.store(key, &payload);
+        for &key in keys {
+            state.disk.store(key, &payload);
+        }
         Ok(library)
+    }
+
+    /// The libraries of several kernels at once: those neither loaded nor on disk are built
+    /// together, one compiler run per core for all of them (a cold schedule pays the
+    /// compiler's start-up and the headers once per core, not once per kernel); then each is
+    /// found as [`CpuDevice::library_for`] finds it.
+    fn libraries_for_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<Arc<LoadedLibrary>>> {
+        let keys = kernels
+            .iter()
+            .map(|(source, _)| self.inner.compiler.cache_key(source))
+            .collect::<Result<Vec<u128>>>()?;
+        // A kernel whose entry name another missing kernel has too is built on its own, so
+        // one compiled unit never defines a name twice.
+        let mut missing: Vec<usize> = Vec::new();
+        for (i, &key) in keys.iter().enumerate() {
+            let known = self.loaded().contains(key)
+                || missing
+                    .iter()
+                    .any(|&m| keys[m] == key || kernels[m].1 == kernels[i].1)
+                || self.inner.disk.entry_path(key).is_some_and(|p| p.exists());
+            if !known {
+                missing.push(i);
+            }
+        }
+        if missing.len() > 1 {
+            let groups = balanced_groups(&missing, self.inner.threads, |i| kernels[i].0.len());
+            each_in_parallel(&groups, |group| self.build_group(group, kernels, &keys))
+                .into_iter()
+                .collect::<Result<Vec<()>>>()?;
+        }
+        kernels
+            .iter()
+            .map(|(source, entry)| self.library_for(source, entry))
+            .collect()
+    }
+
+    /// Builds the kernels `group` (indices into `kernels`) in one compiler run, as the one
+    /// in-flight build of each of their keys, so other threads asking for them wait for it.
+    fn build_group(&self, group: &[usize], kernels: &[(&str, &str)], keys: &[u128]) -> Result<()> {
+        let mut claimed: Vec<(usize, InFlight)> = Vec::new();
+        for &i in group {
+            if let Err(slot) = self.in_memory_or_in_flight(keys[i]) {
+                claimed.push((i, slot));
+            }
+        }
+        let Some(((first, first_slot), others)) = claimed.split_first() else {
+            return Ok(());
+        };
+        let outcome = first_slot.get_or_init(|| {
+            let source: Vec<&str> = claimed.iter().map(|&(i, _)| kernels[i].0).collect();
+            let group_keys: Vec<u128> = claimed.iter().map(|&(i, _)| keys[i]).collect();
+            let built = self.build(
+                &source.join("\n"),
+                kernels[*first].1,
+                &group_keys,
+                &self.scratch()?,
+            );
+            if let Ok(library) = &built {
+                for ((i, slot), key) in claimed.iter().zip(&group_keys) {
+                    self.loaded().insert(*key, library.clone());
+                    if i != first {
+                        let _ = slot.set(Ok(library.clone()));
+                    }
+                }
+            }
+            built
+        });
+        let _ = others;
+        for (i, slot) in &claimed {
+            self.finish_in_flight(keys[*i], slot);
+        }
+        outcome
+            .as_ref()
+            .map(|_| ())
+            .map_err(RuntimeError::duplicate)
     }
 
     /// A private build directory: in the temp dir, else in the cache directory.
@@ -403,6 +481,35 @@ impl CpuDevice {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `items` split into at most `parts` groups of about equal total `weight`, each group in
+/// the order of `items` (largest first into the lightest group).
+fn balanced_groups(
+    items: &[usize],
+    parts: usize,
+    weight: impl Fn(usize) -> usize,
+) -> Vec<Vec<usize>> {
+    let parts = parts.clamp(1, items.len().max(1));
+    let mut by_weight = items.to_vec();
+    by_weight.sort_by_key(|&i| std::cmp::Reverse(weight(i)));
+    let mut groups: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); parts];
+    for i in by_weight {
+        let lightest = groups
+            .iter_mut()
+            .min_by_key(|(total, _)| *total)
+            .expect("at least one group");
+        lightest.0 += weight(i);
+        lightest.1.push(i);
+    }
+    groups
+        .into_iter()
+        .map(|(_, mut group)| {
+            group.sort_unstable();
+            group
+        })
+        .filter(|group| !group.is_empty())
+        .collect()
 }
 
 /// Writes a cached object's bytes to a file in `dir` that can be loaded.
@@ -466,6 +573,15 @@ impl Device for CpuDevice {
             });
         }
         Ok(src.read_elements())
+    }
+
+    fn compile_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<CpuProgram>> {
+        let libraries = self.libraries_for_many(kernels)?;
+        kernels
+            .iter()
+            .zip(libraries)
+            .map(|((_, entry), library)| CpuProgram::find(library, entry))
+            .collect()
     }
 
     fn compile(&self, source: &str, entry: &str) -> Result<CpuProgram> {
