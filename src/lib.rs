@@ -14,12 +14,23 @@ pub use tensor_core::transform::{
 pub use tensor_macros::{function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap};
 pub use tensor_runtime::jit;
 
+/// `jit!(f)`: `f` (a `#[function]`, a closure, or another transform macro's result) compiled
+/// once per input signature and replayed, as a callable of `f`'s arity and result type:
+/// `let step = jit!(grad!(loss, argnums = 0)); let dw = step(&w, &x, &y);`.
+#[macro_export]
+macro_rules! jit {
+    ($f:expr $(,)?) => {
+        $crate::__private::jit($f)
+    };
+}
+
 #[doc(hidden)]
 #[path = "macro_support.rs"]
 pub mod __private;
 
 /// The names most programs need.
 pub mod prelude {
+    pub use crate::jit;
     pub use tensor_core::transform::{
         Func, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
@@ -27,5 +38,5 @@ pub mod prelude {
     pub use tensor_macros::{
         function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
-    pub use tensor_runtime::{Realize, jit};
+    pub use tensor_runtime::Realize;
 }

@@ -272,6 +272,14 @@ where
     F::callable(transform::hessian(f.into_func(), argnum))
 }
 
+/// `jit!`: `f` compiled once per input signature and replayed, typed like `f`.
+pub fn jit<M, F: Signature<M>>(f: F) -> F::Callable<F::Output>
+where
+    F::Output: 'static,
+{
+    F::callable(tensor_runtime::jit(f.into_func()))
+}
+
 /// `jvp!`: `(f(primals), J · tangents)`, each typed like `f`'s results.
 #[track_caller]
 pub fn jvp<M, F: Signature<M>>(

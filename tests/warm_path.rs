@@ -249,3 +249,24 @@ fn transform_results_trace_once_per_signature_without_jit() {
         "traced once"
     );
 }
+
+#[function]
+fn mse(w: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
+    let err = x.matmul(w) - y;
+    (&err * &err).sum_all()
+}
+
+#[test]
+fn jit_macro_types_a_jitted_transform_like_the_function() {
+    let _serial = serial();
+    let step = jit!(grad!(mse, argnums = 0));
+    let w = Tensor::from_vec(vec![1.0f32, -1.0], &[2]);
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    let y = Tensor::from_vec(vec![0.0f32, 1.0], &[2]);
+    let dw: Tensor = step(&w, &x, &y);
+    // err = x w - y = [-1, -2]; d/dw sum(err^2) = 2 xᵀ err = [-14, -20]
+    assert_eq!(dw.to_vec::<f32>().unwrap(), vec![-14.0, -20.0]);
+    // y = 0: err = [-1, -1], gradient 2 xᵀ err = [-8, -12]
+    let again: Tensor = step(&w, &x, &Tensor::from_vec(vec![0.0f32, 0.0], &[2]));
+    assert_eq!(again.to_vec::<f32>().unwrap(), vec![-8.0, -12.0]);
+}
