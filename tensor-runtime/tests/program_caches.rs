@@ -259,3 +259,31 @@ fn threads_compiling_the_same_batch_share_its_compiler_runs() {
     });
     assert_eq!(device.compile_counts().compiler_invocations, 2);
 }
+
+#[test]
+fn threads_compiling_overlapping_batches_in_other_orders_do_not_wait_on_each_other() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for round in 0..5 {
+            let cache = TempDir::new(&format!("batch-orders-{round}"));
+            let device = two_core_device(cache.path());
+            let kernels = five_kernels();
+            let forward = as_pairs(&kernels);
+            let backward: Vec<(&str, &str)> = forward.iter().rev().copied().collect();
+            let barrier = Barrier::new(2);
+            std::thread::scope(|scope| {
+                for order in [&forward, &backward] {
+                    let (device, barrier) = (&device, &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        device.compile_many(order).unwrap();
+                    });
+                }
+            });
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(120))
+        .expect("two threads building overlapping batches deadlocked");
+}

@@ -402,7 +402,11 @@ impl CpuDevice {
                 claimed.push((i, slot));
             }
         }
-        let Some(((first, first_slot), others)) = claimed.split_first() else {
+        // Claimed in the order of their keys: a thread filling the slots of its group only
+        // ever waits on slots with larger keys than the one it holds, so two threads whose
+        // groups overlap cannot wait on each other.
+        claimed.sort_by_key(|&(i, _)| keys[i]);
+        let Some((first, first_slot)) = claimed.first() else {
             return Ok(());
         };
         let outcome = first_slot.get_or_init(|| {
@@ -424,7 +428,6 @@ impl CpuDevice {
             }
             built
         });
-        let _ = others;
         for (i, slot) in &claimed {
             self.finish_in_flight(keys[*i], slot);
         }
