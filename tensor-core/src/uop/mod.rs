@@ -373,6 +373,57 @@ impl UOp {
         }
     }
 
+    /// The id of a `Range`.
+    ///
+    /// Panics when the node is not a `Range`.
+    #[track_caller]
+    pub fn range_id(&self) -> usize {
+        match self.arg() {
+            Arg::Range { id, .. } => *id,
+            other => panic!("expected a Range, got {:?} with arg {other:?}", self.op()),
+        }
+    }
+
+    /// The axis type of a `Range`.
+    ///
+    /// Panics when the node is not a `Range`.
+    #[track_caller]
+    pub fn range_axis_type(&self) -> AxisType {
+        match self.arg() {
+            Arg::Range { axis_type, .. } => *axis_type,
+            other => panic!("expected a Range, got {:?} with arg {other:?}", self.op()),
+        }
+    }
+
+    /// The constant size (bound) of a `Range`, `None` when it is symbolic.
+    pub fn range_size(&self) -> Option<usize> {
+        self.s(0)
+            .const_value()
+            .and_then(|v| usize::try_from(v.as_i64()).ok())
+    }
+
+    /// The combining op of a `Reduce` (the op of its `Arg::Reduce`).
+    ///
+    /// Panics when the node has no `Arg::Reduce`.
+    #[track_caller]
+    pub fn reduce_op(&self) -> ReduceOp {
+        match self.arg() {
+            Arg::Reduce(op, _) => *op,
+            other => panic!("expected a Reduce arg, got {other:?}"),
+        }
+    }
+
+    /// The buffer slot of a `DefineGlobal`.
+    ///
+    /// Panics when the node is not a `DefineGlobal` with an `Int` slot.
+    #[track_caller]
+    pub fn global_slot(&self) -> usize {
+        match (self.op(), self.arg()) {
+            (Op::DefineGlobal, Arg::Int(slot)) => *slot as usize,
+            _ => panic!("expected a DefineGlobal with an Int slot, got {self:?}"),
+        }
+    }
+
     /// All nodes reachable from this one, operands before users (this node last).
     pub fn toposort(&self) -> Vec<UOp> {
         self.toposort_where(|_| true)
