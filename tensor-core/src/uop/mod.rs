@@ -4,6 +4,7 @@
 //! hashing are pointer operations and every graph is a DAG with shared subterms. The intern
 //! table holds weak references: a node lives exactly as long as some handle or parent holds it.
 
+pub mod affine;
 pub mod alu;
 pub mod arg;
 pub mod axis;
