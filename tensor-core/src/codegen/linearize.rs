@@ -148,25 +148,7 @@ impl Linearizer {
     /// The nodes `u` needs that are not visible yet, operands first, not descending into
     /// Reduces (whose values are placed inside their own loops).
     fn unplaced_nodes(&self, u: &UOp) -> Vec<UOp> {
-        let mut order = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stack = vec![(u.clone(), false)];
-        while let Some((node, expanded)) = stack.pop() {
-            if expanded {
-                order.push(node);
-                continue;
-            }
-            if !seen.insert(node.clone()) || self.visible(&node).is_some() {
-                continue;
-            }
-            stack.push((node.clone(), true));
-            if !is_kernel_reduce(&node) {
-                for s in operands_of(&node).into_iter().rev() {
-                    stack.push((s, false));
-                }
-            }
-        }
-        order
+        u.toposort_along(walked_operands, |node| self.visible(node).is_none())
     }
 
     fn operand(&mut self, u: &UOp) -> (Pos, Value) {
@@ -304,12 +286,14 @@ fn load_operands(load: &UOp) -> Vec<UOp> {
     index.src()[1..].to_vec()
 }
 
-/// The operands a node's value is computed from (a Load's address parts, not the Index).
-fn operands_of(u: &UOp) -> Vec<UOp> {
+/// The operands a node's value is computed from (a Load's address parts, not the Index),
+/// none for a kernel Reduce (its value is placed inside its own loops).
+fn walked_operands(u: &UOp) -> &[UOp] {
     match u.op() {
-        Op::Load => load_operands(u),
-        Op::Range | Op::Const => Vec::new(),
-        _ => u.src().to_vec(),
+        _ if is_kernel_reduce(u) => &[],
+        Op::Load => &u.s(0).src()[1..],
+        Op::Range | Op::Const => &[],
+        _ => u.src(),
     }
 }
 

@@ -434,6 +434,19 @@ impl UOp {
     /// not is neither listed nor walked into), operands before users, in the order of a
     /// depth-first walk that follows operands in order.
     pub fn toposort_where(&self, enter: impl Fn(&UOp) -> bool) -> Vec<UOp> {
+        self.toposort_along(UOp::src, enter)
+    }
+
+    /// The one topological walk: the nodes reachable from this one following `operands` (the
+    /// operands of a node to walk into, e.g. a subset of its sources or of its sources'
+    /// sources) through nodes that satisfy `enter` (asked once per node reached, in walk
+    /// order; a node that does not satisfy it is neither listed nor walked into), operands
+    /// before users, in the order of a depth-first walk that follows operands in order.
+    pub fn toposort_along(
+        &self,
+        operands: impl Fn(&UOp) -> &[UOp],
+        mut enter: impl FnMut(&UOp) -> bool,
+    ) -> Vec<UOp> {
         let mut order = Vec::new();
         let mut visited = std::collections::HashSet::new();
         let mut stack = vec![(self.clone(), false)];
@@ -442,11 +455,12 @@ impl UOp {
                 order.push(node);
                 continue;
             }
-            if !enter(&node) || !visited.insert(node.id()) {
+            if visited.contains(&node.id()) || !enter(&node) {
                 continue;
             }
+            visited.insert(node.id());
             stack.push((node.clone(), true));
-            for s in node.src().iter().rev() {
+            for s in operands(&node).iter().rev() {
                 if !visited.contains(&s.id()) {
                     stack.push((s.clone(), false));
                 }
