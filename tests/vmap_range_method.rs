@@ -585,8 +585,9 @@ fn replace_word(text: &str, word: &str, by: &str) -> String {
 fn the_generated_c_indexes_the_intermediate_buffer_by_the_batch_loop() {
     // seeds/vmap-vmapin-vmapout.md §5.3: the kernel filling the intermediate stores at
     // `batch * 2 + k`, and the kernel reading it loads at its own batch loop.
-    use tensor::core::codegen::{CodegenOptions, compile_kernel};
+    use tensor::core::codegen::{CodegenOptions, lower_kernel};
     use tensor::core::render::c::range_name;
+    use tensor::core::render::c::render_kernel;
     let (x, f) = (data(&[4, BATCH], 4), stacked_sums_in_a_buffer());
     let out = vmap_with(f, 1, 0, VmapMethod::Range).call1(std::slice::from_ref(&x));
     let schedule = create_schedule(&[out.uop()]);
@@ -611,7 +612,7 @@ fn the_generated_c_indexes_the_intermediate_buffer_by_the_batch_loop() {
         ),
     ] {
         let batch_loop = range_name(&ranges(&item.ast)[0]);
-        let source = compile_kernel(&item.ast, &sizes(item), &options).source;
+        let source = render_kernel(&lower_kernel(&item.ast, &sizes(item), &options)).source;
         let indices: Vec<String> = load_indices(&source, slot)
             .iter()
             .map(|i| expand_locals(&source, i))

@@ -1,9 +1,10 @@
 //! The compiler: the UOp IR, the rewrite engine, the lazy `Tensor` front end, function
 //! transforms, the scheduler, codegen, renderers and the reference interpreter.
 //!
-//! The modules follow the lowering pipeline: `uop` (the IR) → `rewrite` (the one mechanism
-//! every pass uses) → `symbolic` (index arithmetic) → `tensor` (the front end) → `interp`
-//! (the oracle).
+//! The modules follow the lowering pipeline, and each imports only from those before it:
+//! `uop` (the IR) → `rewrite` (the one mechanism every pass uses) → `symbolic` (index
+//! arithmetic) → `tensor` (the front end) → `transform` → `schedule` → `codegen` → `render`
+//! → `interp` (the oracle). `tests/module_order.rs` checks it.
 
 pub mod codegen;
 pub mod interp;

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::run;
-use tensor_core::codegen::{CodegenOptions, Opt, compile_kernel, compile_kernel_with_opts};
+use common::{render_c, render_c_with_opts, run};
+use tensor_core::codegen::{CodegenOptions, Opt};
 use tensor_core::uop::alu;
 use tensor_core::{Arg, AxisType, DType, Op, ReduceOp, Scalar, UOp};
 
@@ -104,7 +104,7 @@ fn elementwise_add(rows: usize, cols: usize) -> UOp {
 #[test]
 fn elementwise_add_computes_the_sum_of_every_element() {
     for options in [noopt(), opt(1)] {
-        let k = compile_kernel(&elementwise_add(3, 8), &[24, 24, 24], &options);
+        let k = render_c(&elementwise_add(3, 8), &[24, 24, 24], &options);
         let a: Vec<f64> = (0..24).map(|v| v as f64 * 0.5).collect();
         let b: Vec<f64> = (0..24).map(|v| 100.0 - v as f64).collect();
         let mut bufs = vec![zeros(24), floats(&a), floats(&b)];
@@ -125,7 +125,7 @@ fn sum_of_rows_accumulates_over_the_reduce_range() {
         index(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, x, &[j]),
     )]);
-    let k = compile_kernel(&ast, &[3, 15], &opt(1));
+    let k = render_c(&ast, &[3, 15], &opt(1));
     assert_eq!(k.name, "r_3_5");
     let x: Vec<f64> = (0..15).map(|v| v as f64).collect();
     let mut bufs = vec![zeros(3), floats(&x)];
@@ -150,7 +150,7 @@ fn gated_load_reads_zero_outside_the_gate_and_never_touches_memory_there() {
         inside,
     ));
     let ast = kernel(vec![(index(&global(0, DType::F32), i), a)]);
-    let k = compile_kernel(&ast, &[7, 4], &opt(1));
+    let k = render_c(&ast, &[7, 4], &opt(1));
     assert!(k.source.contains(" ? data1["), "{}", k.source);
     let mut bufs = vec![zeros(7), floats(&[1.0, 2.0, 3.0, 4.0])];
     run(&k, &mut bufs);
@@ -191,7 +191,7 @@ fn matmul_shaped_reduce_matches_the_triple_loop_with_and_without_opts() {
     let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.11).cos()).collect();
     let want = matmul_reference(&a, &b, m, k, n);
     for options in [noopt(), opt(1)] {
-        let kern = compile_kernel(&matmul(m, k, n), &[m * n, m * k, k * n], &options);
+        let kern = render_c(&matmul(m, k, n), &[m * n, m * k, k * n], &options);
         let mut bufs = vec![zeros(m * n), floats(&a), floats(&b)];
         run(&kern, &mut bufs);
         assert_eq!(as_f64(&bufs[0]), want, "{}", kern.source);
@@ -203,7 +203,7 @@ fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
     let (m, k, n) = (8, 6, 12);
     let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.37).sin()).collect();
     let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.11).cos()).collect();
-    let kern = compile_kernel(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(1));
+    let kern = render_c(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(1));
     assert_eq!(
         kern.source.matches("float acc").count(),
         16,
@@ -223,7 +223,7 @@ fn a_wide_matmul_gets_a_four_by_sixteen_register_tile_with_the_same_result() {
     let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.29).sin()).collect();
     let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.13).cos()).collect();
     for threads in [1, 2] {
-        let kern = compile_kernel(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(threads));
+        let kern = render_c(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(threads));
         assert_eq!(
             kern.source.matches("float acc").count(),
             64,
@@ -240,7 +240,7 @@ fn a_wide_matmul_gets_a_four_by_sixteen_register_tile_with_the_same_result() {
 
 #[test]
 fn upcast_matmul_shares_one_reduce_loop_between_the_lanes() {
-    let kern = compile_kernel(&matmul(3, 5, 8), &[24, 15, 40], &opt(1));
+    let kern = render_c(&matmul(3, 5, 8), &[24, 15, 40], &opt(1));
     assert_eq!(
         kern.source.matches("for (int ridx2").count(),
         1,
@@ -266,7 +266,7 @@ fn max_reduce_starts_at_minus_infinity_and_propagates_nan() {
         index(&global(0, DType::F32), i),
         reduce(ReduceOp::Max, x, &[j]),
     )]);
-    let k = compile_kernel(&ast, &[3, 12], &opt(1));
+    let k = render_c(&ast, &[3, 12], &opt(1));
     assert!(k.source.contains("= -INFINITY;"), "{}", k.source);
     let x = [
         -5.0,
@@ -298,7 +298,7 @@ fn integer_max_reduce_starts_at_the_dtype_minimum() {
         index(&global(0, DType::I32), idx(0)),
         reduce(ReduceOp::Max, x, &[j]),
     )]);
-    let k = compile_kernel(&ast, &[1, 3], &opt(1));
+    let k = render_c(&ast, &[1, 3], &opt(1));
     let mut bufs = vec![
         zeros(1),
         vec![Scalar::Int(-9), Scalar::Int(-4), Scalar::Int(-7)],
@@ -321,7 +321,7 @@ fn softmax_style_kernel_runs_a_dependent_reduce_in_its_own_loop() {
     let shifted = add(row(&j), mul(m, UOp::constant(-1.0, DType::F32)));
     let s = reduce(ReduceOp::Add, UOp::alu(Op::Exp2, vec![shifted]), &[j]);
     let ast = kernel(vec![(index(&global(0, DType::F32), i), s)]);
-    let k = compile_kernel(&ast, &[2, 6], &opt(1));
+    let k = render_c(&ast, &[2, 6], &opt(1));
     let x = [0.0, 1.0, 2.0, -1.0, 5.0, 4.0];
     let mut bufs = vec![zeros(2), floats(&x)];
     run(&k, &mut bufs);
@@ -491,7 +491,7 @@ fn check_every_op(dtype: DType) {
         .enumerate()
         .map(|(slot, c)| (index(&global(slot, c.out), i.clone()), c.expr.clone()))
         .collect();
-    let k = compile_kernel(&kernel(stores), &vec![N; first_input + 3], &opt(1));
+    let k = render_c(&kernel(stores), &vec![N; first_input + 3], &opt(1));
     let mut bufs: Vec<Vec<Scalar>> = cases.iter().map(|_| zeros(N)).collect();
     bufs.extend(inputs.iter().cloned());
     run(&k, &mut bufs);
@@ -584,7 +584,7 @@ fn casts_and_bitcasts_between_dtypes_match_alu_exec() {
         })
         .collect();
     let ast = kernel(stores);
-    let k = compile_kernel(&ast, &vec![N; 2 * cases.len()], &opt(1));
+    let k = render_c(&ast, &vec![N; 2 * cases.len()], &opt(1));
     let mut bufs: Vec<Vec<Scalar>> = cases.iter().map(|_| zeros(N)).collect();
     let raw = [
         0.0,
@@ -632,7 +632,7 @@ fn threefry_matches_alu_exec() {
         index(&global(0, DType::U64), i),
         UOp::alu(Op::Threefry, vec![x, key]),
     )]);
-    let k = compile_kernel(&ast, &[4, 4, 4], &opt(1));
+    let k = render_c(&ast, &[4, 4, 4], &opt(1));
     let xs: Vec<Scalar> = [0u64, 1, u64::MAX, 0x85a3_08d3_243f_6a88]
         .iter()
         .map(|&v| Scalar::Int(v as i64))
@@ -668,7 +668,7 @@ fn thread_split_gives_identical_results_for_any_core_count() {
                 top: true,
             }]
         };
-        let k = compile_kernel_with_opts(&elementwise_add(rows, cols), &[70, 70, 70], &opts);
+        let k = render_c_with_opts(&elementwise_add(rows, cols), &[70, 70, 70], &opts);
         assert_eq!(k.threads, threads);
         let mut bufs = vec![zeros(70), floats(&a), floats(&b)];
         run(&k, &mut bufs);
@@ -688,7 +688,7 @@ fn heuristic_threads_and_upcasts_a_big_kernel_with_the_same_results() {
     let b: Vec<f64> = (0..n).map(|v| (v % 13) as f64 * 0.25).collect();
     let want: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
     for threads in [1, 2, 3] {
-        let k = compile_kernel(&elementwise_add(rows, cols), &[n, n, n], &opt(threads));
+        let k = render_c(&elementwise_add(rows, cols), &[n, n, n], &opt(threads));
         assert_eq!(k.threads, threads, "{}", k.source);
         let mut bufs = vec![zeros(n), floats(&a), floats(&b)];
         run(&k, &mut bufs);
@@ -713,7 +713,7 @@ fn unrolled_reduce_gives_the_same_sum() {
         target: AxisType::Unroll,
         top: false,
     }];
-    let k = compile_kernel_with_opts(&ast, &[3, 24], &opts);
+    let k = render_c_with_opts(&ast, &[3, 24], &opts);
     assert!(k.source.contains("ridx1 < 2"), "{}", k.source);
     let x: Vec<f64> = (0..24).map(|v| v as f64).collect();
     let mut bufs = vec![zeros(3), floats(&x)];
@@ -737,7 +737,7 @@ fn add_seven() -> UOp {
 
 #[test]
 fn folded_constant_renders_as_one_literal_add() {
-    let k = compile_kernel(&add_seven(), &[16, 16], &noopt());
+    let k = render_c(&add_seven(), &[16, 16], &noopt());
     assert_eq!(k.source.matches(" + 7.0f").count(), 1, "{}", k.source);
     let mut bufs = vec![zeros(16), floats(&[1.0; 16])];
     run(&k, &mut bufs);
@@ -747,7 +747,7 @@ fn folded_constant_renders_as_one_literal_add() {
 #[test]
 fn noopt_renders_no_thread_split_and_no_upcast() {
     let n = 1001 * 68;
-    let k = compile_kernel(
+    let k = render_c(
         &elementwise_add(1001, 68),
         &[n, n, n],
         &CodegenOptions {
@@ -758,14 +758,14 @@ fn noopt_renders_no_thread_split_and_no_upcast() {
     assert_eq!(k.threads, 1);
     assert!(!k.source.contains("core_id *"), "{}", k.source);
     assert_eq!(k.source.matches("data0[").count(), 1, "{}", k.source);
-    let optimized = compile_kernel(&elementwise_add(1001, 68), &[n, n, n], &opt(4));
+    let optimized = render_c(&elementwise_add(1001, 68), &[n, n, n], &opt(4));
     assert_eq!(optimized.threads, 4);
     assert_eq!(optimized.source.matches("data0[").count(), 4);
 }
 
 #[test]
 fn small_elementwise_kernel_reads_like_hand_written_c() {
-    let k = compile_kernel(&add_seven(), &[16, 16], &noopt());
+    let k = render_c(&add_seven(), &[16, 16], &noopt());
     println!("{}", k.source);
     assert_eq!(k.name, "E_4_4");
     assert_eq!(k.entry, "E_4_4_entry");
@@ -790,7 +790,7 @@ fn small_elementwise_kernel_reads_like_hand_written_c() {
 
 #[test]
 fn upcast_kernel_writes_four_neighbouring_elements_per_statement_group() {
-    let k = compile_kernel(&add_seven(), &[16, 16], &opt(1));
+    let k = render_c(&add_seven(), &[16, 16], &opt(1));
     println!("{}", k.source);
     assert_eq!(k.source.matches(" + 7.0f;").count(), 4, "{}", k.source);
     assert!(
@@ -814,7 +814,7 @@ fn gated_store_writes_only_where_the_gate_holds() {
         gated_index(&global(0, DType::I32), i.clone(), gate),
         i.cast(DType::I32),
     )]);
-    let k = compile_kernel(&ast, &[6], &opt(1));
+    let k = render_c(&ast, &[6], &opt(1));
     let mut bufs = vec![vec![Scalar::Int(-1); 6]];
     run(&k, &mut bufs);
     let got: Vec<i64> = bufs[0].iter().map(|v| v.as_i64()).collect();
@@ -829,7 +829,7 @@ fn loop_invariant_loads_are_hoisted_out_of_the_inner_loop() {
     let a = load(index(&global(1, DType::F32), flat.clone()));
     let s = load(index(&global(2, DType::F32), i));
     let ast = kernel(vec![(index(&global(0, DType::F32), flat), mul(a, s))]);
-    let k = compile_kernel(&ast, &[15, 15, 3], &noopt());
+    let k = render_c(&ast, &[15, 15, 3], &noopt());
     let outer_load = k.source.find("data2[gidx0]").expect("load of s");
     let inner_loop = k.source.find("for (int gidx1").expect("inner loop");
     assert!(outer_load < inner_loop, "{}", k.source);
@@ -852,7 +852,7 @@ fn reduce_nested_in_a_reduce_runs_inside_the_outer_reduce_loop() {
         index(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, mul(a, inner), &[j]),
     )]);
-    let k = compile_kernel(&ast, &[2, 6, 6], &opt(1));
+    let k = render_c(&ast, &[2, 6, 6], &opt(1));
     let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
     let b = [1.0, 1.0, 2.0, 3.0, 10.0, 20.0];
     let mut bufs = vec![zeros(2), floats(&a), floats(&b)];
@@ -893,7 +893,7 @@ fn reduces_round_and_wrap_like_a_sequential_alu_fold_in_every_dtype() {
                 (out, reduce(op, x.clone(), std::slice::from_ref(&j)))
             })
             .collect();
-        let k = compile_kernel(&kernel(stores), &[rows, rows, rows, rows * cols], &opt(1));
+        let k = render_c(&kernel(stores), &[rows, rows, rows, rows * cols], &opt(1));
         let input: Vec<Scalar> = raw
             .iter()
             .map(|&v| match dtype.is_float() {
@@ -940,10 +940,10 @@ fn compiling_the_same_kernel_twice_gives_the_same_source() {
         let s = reduce(ReduceOp::Add, add(row(&j), m), &[j]);
         kernel(vec![(index(&global(0, DType::F32), i), s)])
     };
-    let first = compile_kernel(&build(), &[4, 32], &opt(2));
+    let first = render_c(&build(), &[4, 32], &opt(2));
     for _ in 0..5 {
-        assert_eq!(compile_kernel(&build(), &[4, 32], &opt(2)), first);
+        assert_eq!(render_c(&build(), &[4, 32], &opt(2)), first);
     }
-    let mm = compile_kernel(&matmul(8, 4, 8), &[64, 32, 32], &opt(2));
-    assert_eq!(compile_kernel(&matmul(8, 4, 8), &[64, 32, 32], &opt(2)), mm);
+    let mm = render_c(&matmul(8, 4, 8), &[64, 32, 32], &opt(2));
+    assert_eq!(render_c(&matmul(8, 4, 8), &[64, 32, 32], &opt(2)), mm);
 }

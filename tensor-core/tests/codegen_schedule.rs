@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::run;
+use common::{render_c, run};
 use std::collections::HashMap;
-use tensor_core::codegen::{CodegenOptions, compile_kernel};
+use tensor_core::codegen::CodegenOptions;
 use tensor_core::interp::evaluate;
 use tensor_core::schedule::create_schedule;
 use tensor_core::uop::dtype::decode_scalars;
@@ -41,7 +41,7 @@ fn run_through_c(outputs: &[UOp], options: &CodegenOptions) -> Vec<Vec<Scalar>> 
                 _ => panic!("kernel buffers are Buffers"),
             })
             .collect();
-        let kernel = compile_kernel(&item.ast, &sizes, options);
+        let kernel = render_c(&item.ast, &sizes, options);
         let mut bufs: Vec<Vec<Scalar>> = item
             .buffers
             .iter()

@@ -25,9 +25,8 @@ use crate::error::Result;
 use crate::realize::{buffer_arg, compile_all, debug_level, launch_kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use tensor_core::codegen::{
-    CodegenOptions, Kernel, compile_kernel_named, kernel_name, unique_name,
-};
+use tensor_core::codegen::{CodegenOptions, kernel_name, lower_kernel_named, unique_name};
+use tensor_core::render::{Kernel, c::render_kernel};
 use tensor_core::schedule::placeholders::placeholder_number;
 use tensor_core::schedule::{Schedule, create_schedule};
 use tensor_core::uop::BufferArg;
@@ -238,7 +237,7 @@ fn fresh_like(buffer: &UOp) -> UOp {
     UOp::new_buffer(arg.size, arg.dtype, arg.device)
 }
 
-/// The kernels of `schedule`, named as tinygrad names them (duplicates get `n1`, `n2`, ...).
+/// The kernels of `schedule` lowered and rendered as C, named as tinygrad names them (duplicates get `n1`, `n2`, ...).
 pub fn generate_kernels(schedule: &Schedule, options: &CodegenOptions) -> Vec<Kernel> {
     let mut seen_names = HashMap::new();
     schedule
@@ -248,7 +247,7 @@ pub fn generate_kernels(schedule: &Schedule, options: &CodegenOptions) -> Vec<Ke
             crate::stats::record_kernel_generated();
             let sizes: Vec<usize> = item.buffers.iter().map(|b| buffer_arg(b).size).collect();
             let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
-            compile_kernel_named(&item.ast, &sizes, options, &name)
+            render_kernel(&lower_kernel_named(&item.ast, &sizes, options, &name))
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{TempDir, device};
-use tensor_core::codegen::compile_kernel;
+use tensor_core::codegen::lower_kernel;
 use tensor_core::interp::{HostArray, evaluate};
 use tensor_core::schedule::create_schedule;
 use tensor_core::{Arg, DType, Tensor};
@@ -89,7 +89,10 @@ fn kernel_split_across_threads_matches_the_interpreter() {
                 other => panic!("slot bound to {other:?}"),
             })
             .collect();
-        compile_kernel(&item.ast, &sizes, &codegen_options(&device)).threads > 1
+        lower_kernel(&item.ast, &sizes, &codegen_options(&device))
+            .program
+            .threads
+            > 1
     });
     assert!(threaded, "the heuristics should thread a kernel this large");
     assert_matches_interpreter(&device, &y);

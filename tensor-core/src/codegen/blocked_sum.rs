@@ -18,8 +18,8 @@
 //! OptOps: it only blocks plain `Reduce` ranges and leaves a reduce with unrolled or upcast
 //! ranges in its list alone.
 
-use super::expand::{is_kernel_reduce, reduce_op};
-use super::opt::{kernel_ranges, range_axis_type, range_id, range_size};
+use super::expand::is_kernel_reduce;
+use super::opt::kernel_ranges;
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::symbolic::simplify;
 use crate::uop::substitute;
@@ -33,7 +33,7 @@ pub const BLOCK: usize = 4096;
 /// `ast` with every long float sum split into blocks of at most [`BLOCK`] terms.
 pub fn block_long_sums(ast: &UOp) -> UOp {
     let mut ctx = FreshRanges {
-        next_id: kernel_ranges(ast).last().map_or(0, |r| range_id(r) + 1),
+        next_id: kernel_ranges(ast).last().map_or(0, |r| r.range_id() + 1),
     };
     graph_rewrite(ast, rules(), &mut ctx)
 }
@@ -73,17 +73,19 @@ fn rules() -> &'static PatternMatcher<FreshRanges> {
 /// The ranges of a float `Add` reduce over more than [`BLOCK`] terms in all, if every one is a
 /// plain `Reduce` range of constant size.
 fn long_sum_ranges(reduce: &UOp) -> Option<Vec<UOp>> {
-    if !is_kernel_reduce(reduce) || reduce_op(reduce) != ReduceOp::Add || !reduce.dtype().is_float()
+    if !is_kernel_reduce(reduce)
+        || reduce.reduce_op() != ReduceOp::Add
+        || !reduce.dtype().is_float()
     {
         return None;
     }
     let ranges = reduce.src()[1..].to_vec();
     let mut terms = 1usize;
     for r in &ranges {
-        if r.op() != Op::Range || range_axis_type(r) != AxisType::Reduce {
+        if r.op() != Op::Range || r.range_axis_type() != AxisType::Reduce {
             return None;
         }
-        terms = terms.saturating_mul(range_size(r)?);
+        terms = terms.saturating_mul(r.range_size()?);
     }
     (terms > BLOCK).then_some(ranges)
 }
@@ -95,7 +97,9 @@ fn nest_innermost(reduce: &UOp, ranges: &[UOp]) -> UOp {
 }
 
 fn blocks(reduce: &UOp, r: &UOp, ctx: &mut FreshRanges) -> UOp {
-    let n = range_size(r).expect("a long sum's range has a constant size");
+    let n = r
+        .range_size()
+        .expect("a long sum's range has a constant size");
     let value = reduce.s(0);
     let at = |index: UOp| simplify(&substitute(value, &HashMap::from([(r.clone(), index)])));
     let (o, i) = (ctx.reduce_range(n / BLOCK), ctx.reduce_range(BLOCK));
@@ -160,7 +164,7 @@ mod tests {
         for s in &sums {
             let terms: usize = s.src()[1..]
                 .iter()
-                .map(|r| range_size(r).unwrap())
+                .map(|r| r.range_size().unwrap())
                 .product();
             assert!(terms <= BLOCK, "a sum of {terms} terms remains");
         }

@@ -9,11 +9,10 @@
 //!
 //! The result is simplified with the `symbolic` rules (substituted constants fold away).
 
-use super::opt::{range_axis_type, range_size};
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::symbolic::simplify;
 use crate::uop::substitute;
-use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp};
+use crate::uop::{AxisType, Op, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -29,7 +28,7 @@ fn expand_rules() -> &'static PatternMatcher<()> {
         PatternMatcher::new()
             // range of size 1                  => 0
             .rule(UPat::op(Op::Range), |m, _| {
-                (range_size(m.root()) == Some(1)).then(|| UOp::index(0))
+                (m.root().range_size() == Some(1)).then(|| UOp::index(0))
             })
             // Reduce(v, r.., 0, ..)              => Reduce(v, r..), and Reduce(v) => v
             .rule(UPat::op(Op::Reduce), |m, _| drop_constant_ranges(m.root()))
@@ -74,24 +73,15 @@ pub fn is_kernel_reduce(u: &UOp) -> bool {
     u.op() == Op::Reduce && u.src().len() > 1
 }
 
-/// The combining op of a kernel Reduce.
-#[track_caller]
-pub fn reduce_op(u: &UOp) -> ReduceOp {
-    match u.arg() {
-        Arg::Reduce(op, _) => *op,
-        other => panic!("expected a Reduce arg, got {other:?}"),
-    }
-}
-
 fn unroll(reduce: &UOp) -> Option<UOp> {
     if !is_kernel_reduce(reduce) {
         return None;
     }
     let unroll = reduce.src()[1..]
         .iter()
-        .find(|r| r.op() == Op::Range && range_axis_type(r) == AxisType::Unroll)?
+        .find(|r| r.op() == Op::Range && r.range_axis_type() == AxisType::Unroll)?
         .clone();
-    let combine = reduce_op(reduce).binary();
+    let combine = reduce.reduce_op().binary();
     let folded = lanes(reduce.s(0), &unroll)
         .into_iter()
         .reduce(|a, b| UOp::alu(combine, vec![a, b]))?;
@@ -105,7 +95,9 @@ fn unroll(reduce: &UOp) -> Option<UOp> {
 
 /// `u` once per value of `range`.
 fn lanes(u: &UOp, range: &UOp) -> Vec<UOp> {
-    let size = range_size(range).expect("expanded ranges have constant sizes");
+    let size = range
+        .range_size()
+        .expect("expanded ranges have constant sizes");
     (0..size)
         .map(|lane| {
             substitute(
@@ -119,7 +111,7 @@ fn lanes(u: &UOp, range: &UOp) -> Vec<UOp> {
 fn upcast_stores(sink: &UOp) -> Option<UOp> {
     let upcast = ranges_of(sink)
         .into_iter()
-        .find(|r| range_axis_type(r) == AxisType::Upcast)?;
+        .find(|r| r.range_axis_type() == AxisType::Upcast)?;
     let stores = sink
         .src()
         .iter()

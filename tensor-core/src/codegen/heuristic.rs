@@ -12,7 +12,7 @@
 //!    pay for waking them.
 
 use super::expand::is_kernel_reduce;
-use super::opt::{Opt, kernel_ranges, range_axis_type, range_id, range_size};
+use super::opt::{Opt, kernel_ranges};
 use crate::uop::{AxisType, Op, Scalar, UOp, alu};
 use std::collections::HashMap;
 
@@ -30,11 +30,11 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let mut opts = Vec::new();
     let outputs: Vec<UOp> = kernel_ranges(ast)
         .into_iter()
-        .filter(|r| range_axis_type(r) == AxisType::Loop)
+        .filter(|r| r.range_axis_type() == AxisType::Loop)
         .collect();
     if let Some((axis, factor)) = upcastable_axis(ast, &outputs) {
         opts.push(Opt::Split {
-            axis: range_id(&axis),
+            axis: axis.range_id(),
             factor,
             target: AxisType::Upcast,
             top: false,
@@ -43,7 +43,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     let upcast_first = opts.first().cloned();
     if let Some(axis) = reuse_axis(ast, &outputs, upcast_first.as_ref()) {
         opts.push(Opt::Split {
-            axis: range_id(&axis),
+            axis: axis.range_id(),
             factor: UPCAST_WIDTH,
             target: AxisType::Upcast,
             top: false,
@@ -51,16 +51,16 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     }
     let work: usize = kernel_ranges(ast)
         .iter()
-        .map(|r| range_size(r).unwrap_or(1))
+        .map(|r| r.range_size().unwrap_or(1))
         .product();
     if threads > 1
         && work >= MIN_WORK_PER_THREADED_KERNEL
         && let Some(outer) = outputs.first()
     {
-        let mut size = range_size(outer).unwrap_or(1);
+        let mut size = outer.range_size().unwrap_or(1);
         for opt in &opts {
             if let Opt::Split { axis, factor, .. } = opt
-                && *axis == range_id(outer)
+                && *axis == outer.range_id()
             {
                 size /= factor;
             }
@@ -72,7 +72,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(outer));
         if size >= 2 && addressed {
             opts.push(Opt::Split {
-                axis: range_id(outer),
+                axis: outer.range_id(),
                 factor: threads,
                 target: AxisType::Thread,
                 top: true,
@@ -95,7 +95,7 @@ fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<(UOp, usize)> {
         UPCAST_WIDTH
     };
     outputs.iter().rev().find_map(|r| {
-        let size = range_size(r)?;
+        let size = r.range_size()?;
         let contiguous = stores
             .iter()
             .all(|s| index_stride(&s.s(0).src()[1], r) == Some(1));
@@ -114,9 +114,10 @@ fn reuse_axis(ast: &UOp, outputs: &[UOp], upcast: Option<&Opt>) -> Option<UOp> {
         return None;
     }
     let loads: Vec<&UOp> = nodes.iter().filter(|u| u.op() == Op::Load).collect();
-    let already = |r: &UOp| matches!(upcast, Some(Opt::Split { axis, .. }) if *axis == range_id(r));
+    let already =
+        |r: &UOp| matches!(upcast, Some(Opt::Split { axis, .. }) if *axis == r.range_id());
     outputs.iter().rev().find_map(|r| {
-        let size = range_size(r)?;
+        let size = r.range_size()?;
         let fits = size >= UPCAST_WIDTH && size % UPCAST_WIDTH == 0 && !already(r);
         let reused = loads.iter().any(|l| !l.toposort().contains(r));
         (fits && reused).then(|| r.clone())

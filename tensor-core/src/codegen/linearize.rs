@@ -8,64 +8,10 @@
 //! accumulator read after the loops. Independent Reduces over the same ranges (the lanes of an
 //! upcast, or a sum and a sum of squares) share one loop.
 
-use super::expand::{is_kernel_reduce, reduce_op};
-use super::opt::{range_axis_type, range_id};
-use crate::uop::{AxisType, Op, ReduceOp, UOp};
+use super::expand::is_kernel_reduce;
+use super::program::{Line, Program, Value};
+use crate::uop::{AxisType, Op, UOp};
 use std::collections::{HashMap, HashSet};
-
-/// A linearized kernel: the lines of its body and its core count.
-#[derive(Clone, Debug)]
-pub struct Program {
-    /// The statements in execution order.
-    pub lines: Vec<Line>,
-    /// How many cores split the THREAD range (1 without one).
-    pub threads: usize,
-}
-
-/// An operand of a statement.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Value {
-    /// The result of the `Assign` with this temp number.
-    Temp(usize),
-    /// The accumulator with this number (read after its loops closed).
-    Acc(usize),
-    /// A loop variable.
-    Range(UOp),
-    /// A constant, printed in place.
-    Const(UOp),
-}
-
-/// One statement of a linearized kernel.
-#[derive(Clone, Debug)]
-pub enum Line {
-    /// Opens a loop over a range.
-    Loop(UOp),
-    /// Closes the innermost open loop.
-    EndLoop,
-    /// Declares accumulator `acc` of `reduce`, set to the reduce op's identity.
-    DefineAcc { acc: usize, reduce: UOp },
-    /// Folds `value` into accumulator `acc` with the reduce op.
-    Accumulate {
-        acc: usize,
-        op: ReduceOp,
-        reduce: UOp,
-        value: Value,
-    },
-    /// Computes `node` (an ALU op or a Load) from `operands` into temp `temp`. A Load's
-    /// operands are its element index and, when gated, its gate.
-    Assign {
-        temp: usize,
-        node: UOp,
-        operands: Vec<Value>,
-    },
-    /// Writes `value` at `index` of the store's buffer, only where `gate` holds.
-    Store {
-        store: UOp,
-        index: Value,
-        gate: Option<Value>,
-        value: Value,
-    },
-}
 
 /// The loop nest of an expanded kernel AST (a `Sink` of `Store`s).
 #[track_caller]
@@ -124,7 +70,7 @@ impl Linearizer {
             free_ranges.insert(u.clone(), set);
         }
         let mut outputs: Vec<UOp> = free_ranges[ast].iter().cloned().collect();
-        outputs.sort_by_key(|r| (range_axis_type(r) != AxisType::Thread, range_id(r)));
+        outputs.sort_by_key(|r| (r.range_axis_type() != AxisType::Thread, r.range_id()));
         let mut lz = Linearizer {
             stack: Vec::new(),
             bindings: HashMap::new(),
@@ -202,25 +148,7 @@ impl Linearizer {
     /// The nodes `u` needs that are not visible yet, operands first, not descending into
     /// Reduces (whose values are placed inside their own loops).
     fn unplaced_nodes(&self, u: &UOp) -> Vec<UOp> {
-        let mut order = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stack = vec![(u.clone(), false)];
-        while let Some((node, expanded)) = stack.pop() {
-            if expanded {
-                order.push(node);
-                continue;
-            }
-            if !seen.insert(node.clone()) || self.visible(&node).is_some() {
-                continue;
-            }
-            stack.push((node.clone(), true));
-            if !is_kernel_reduce(&node) {
-                for s in operands_of(&node).into_iter().rev() {
-                    stack.push((s, false));
-                }
-            }
-        }
-        order
+        u.toposort_along(walked_operands, |node| self.visible(node).is_none())
     }
 
     fn operand(&mut self, u: &UOp) -> (Pos, Value) {
@@ -237,10 +165,9 @@ impl Linearizer {
         match u.op() {
             Op::Const => self.record(u, (0, 0), Value::Const(u.clone())),
             Op::Range => {
-                let pos = *self
-                    .bindings
-                    .get(u)
-                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", range_id(u)));
+                let pos = *self.bindings.get(u).unwrap_or_else(|| {
+                    panic!("range {} is used outside of its loop", u.range_id())
+                });
                 self.record(u, pos, Value::Range(u.clone()));
             }
             Op::Reduce if is_kernel_reduce(u) => self.place_reduce_group(u),
@@ -283,7 +210,7 @@ impl Linearizer {
                 *self
                     .bindings
                     .get(r)
-                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", range_id(r)))
+                    .unwrap_or_else(|| panic!("range {} is used outside of its loop", r.range_id()))
             })
             .max()
             .unwrap_or((0, 0));
@@ -309,7 +236,7 @@ impl Linearizer {
             let (_, value) = self.place(r.s(0));
             let line = Line::Accumulate {
                 acc,
-                op: reduce_op(r),
+                op: r.reduce_op(),
                 reduce: r.clone(),
                 value,
             };
@@ -359,12 +286,14 @@ fn load_operands(load: &UOp) -> Vec<UOp> {
     index.src()[1..].to_vec()
 }
 
-/// The operands a node's value is computed from (a Load's address parts, not the Index).
-fn operands_of(u: &UOp) -> Vec<UOp> {
+/// The operands a node's value is computed from (a Load's address parts, not the Index),
+/// none for a kernel Reduce (its value is placed inside its own loops).
+fn walked_operands(u: &UOp) -> &[UOp] {
     match u.op() {
-        Op::Load => load_operands(u),
-        Op::Range | Op::Const => Vec::new(),
-        _ => u.src().to_vec(),
+        _ if is_kernel_reduce(u) => &[],
+        Op::Load => &u.s(0).src()[1..],
+        Op::Range | Op::Const => &[],
+        _ => u.src(),
     }
 }
 

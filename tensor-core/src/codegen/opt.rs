@@ -72,7 +72,8 @@ impl OptimizedKernel {
         } = *opt;
         let range = find_range(&self.ast, axis)
             .ok_or_else(|| OptError(format!("the kernel has no range with id {axis}")))?;
-        let size = range_size(&range)
+        let size = range
+            .range_size()
             .ok_or_else(|| OptError(format!("range {axis} has a symbolic size")))?;
         if factor < 2 {
             return Err(OptError(format!("split factor {factor} is below 2")));
@@ -86,7 +87,7 @@ impl OptimizedKernel {
             )));
         }
         let fresh = next_range_id(&self.ast);
-        let old_type = range_axis_type(&range);
+        let old_type = range.range_axis_type();
         let (outer, inner) = if top {
             (
                 UOp::range(factor, fresh, target),
@@ -115,7 +116,7 @@ impl OptimizedKernel {
         if !top {
             return Err(OptError("a THREAD split is always the outer part".into()));
         }
-        if range_axis_type(range) != AxisType::Loop {
+        if range.range_axis_type() != AxisType::Loop {
             return Err(OptError("only LOOP ranges can be spread over cores".into()));
         }
         let addressed = self
@@ -150,41 +151,16 @@ pub fn kernel_ranges(ast: &UOp) -> Vec<UOp> {
         .into_iter()
         .filter(|u| u.op() == Op::Range)
         .collect();
-    ranges.sort_by_key(range_id);
+    ranges.sort_by_key(UOp::range_id);
     ranges
 }
 
-/// The id of a range.
-#[track_caller]
-pub fn range_id(r: &UOp) -> usize {
-    match r.arg() {
-        Arg::Range { id, .. } => *id,
-        other => panic!("expected a Range, got {:?} with arg {other:?}", r.op()),
-    }
-}
-
-/// The axis type of a range.
-#[track_caller]
-pub fn range_axis_type(r: &UOp) -> AxisType {
-    match r.arg() {
-        Arg::Range { axis_type, .. } => *axis_type,
-        other => panic!("expected a Range, got {:?} with arg {other:?}", r.op()),
-    }
-}
-
-/// The constant size of a range, `None` when it is symbolic.
-pub fn range_size(r: &UOp) -> Option<usize> {
-    r.s(0)
-        .const_value()
-        .and_then(|v| usize::try_from(v.as_i64()).ok())
-}
-
 fn find_range(ast: &UOp, id: usize) -> Option<UOp> {
-    kernel_ranges(ast).into_iter().find(|r| range_id(r) == id)
+    kernel_ranges(ast).into_iter().find(|r| r.range_id() == id)
 }
 
 fn next_range_id(ast: &UOp) -> usize {
-    kernel_ranges(ast).last().map_or(0, |r| range_id(r) + 1)
+    kernel_ranges(ast).last().map_or(0, |r| r.range_id() + 1)
 }
 
 /// A split in progress: the range and what it becomes.
@@ -226,7 +202,11 @@ fn split_rules() -> &'static PatternMatcher<SplitCtx> {
 /// `ast` with `range` replaced by `outer * inner.size + inner`; in a Reduce's range list the
 /// range is replaced by the two sub-ranges.
 fn split_range(ast: &UOp, range: &UOp, outer: &UOp, inner: &UOp) -> UOp {
-    let k = UOp::index(range_size(inner).expect("split sub-ranges have constant sizes") as i64);
+    let k = UOp::index(
+        inner
+            .range_size()
+            .expect("split sub-ranges have constant sizes") as i64,
+    );
     let value = UOp::alu(
         Op::Add,
         vec![UOp::alu(Op::Mul, vec![outer.clone(), k]), inner.clone()],
@@ -298,7 +278,7 @@ mod tests {
             .expect("a reduce");
         let ranges: Vec<(usize, AxisType, Option<usize>)> = reduce.src()[1..]
             .iter()
-            .map(|r| (range_id(r), range_axis_type(r), range_size(r)))
+            .map(|r| (r.range_id(), r.range_axis_type(), r.range_size()))
             .collect();
         assert_eq!(
             ranges,
@@ -337,7 +317,7 @@ mod tests {
         assert_eq!(threaded.threads, 3);
         let types: Vec<AxisType> = kernel_ranges(&threaded.ast)
             .iter()
-            .map(range_axis_type)
+            .map(UOp::range_axis_type)
             .collect();
         assert_eq!(types, vec![AxisType::Thread, AxisType::Reduce]);
         let again = threaded.apply(&Opt::Split {

@@ -136,23 +136,7 @@ impl Interpreter {
 
     /// The not-yet-memoized nodes `root` needs, operands first, not entering scope bodies.
     fn pending(&mut self, root: &UOp) -> Vec<UOp> {
-        let mut order = Vec::new();
-        let mut visited = std::collections::HashSet::new();
-        let mut stack = vec![(root.clone(), false)];
-        while let Some((node, expanded)) = stack.pop() {
-            if expanded {
-                order.push(node);
-                continue;
-            }
-            if !visited.insert(node.id()) || self.lookup(&node).is_some() {
-                continue;
-            }
-            stack.push((node.clone(), true));
-            for s in evaluated_operands(&node).iter().rev() {
-                stack.push((s.clone(), false));
-            }
-        }
-        order
+        root.toposort_along(evaluated_operands, |node| self.lookup(node).is_none())
     }
 
     fn key(&self, node: &UOp) -> MemoKey {

@@ -15,13 +15,24 @@
 //! - Index arithmetic is `int` when every index value of the kernel fits in 32 bits, else
 //!   `long long`.
 
+use super::Kernel;
 use super::c_helpers::{self as helpers, storage_type, tag};
-use crate::codegen::KernelArg;
-use crate::codegen::linearize::{Line, Program, Value};
-use crate::codegen::opt::{range_axis_type, range_id, range_size};
+use crate::codegen::program::{KernelArg, Line, LinearKernel, Program, Value};
 use crate::uop::{AxisType, DType, Op, ReduceOp, Scalar, UOp};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
+
+/// A linearized kernel rendered as C: its source (see [`render`]), its entry trampoline
+/// `<name>_entry`, its core count and its buffer arguments.
+pub fn render_kernel(kernel: &LinearKernel) -> Kernel {
+    Kernel {
+        source: render(&kernel.name, &kernel.program, &kernel.args),
+        entry: format!("{}_entry", kernel.name),
+        name: kernel.name.clone(),
+        threads: kernel.program.threads,
+        args: kernel.args.clone(),
+    }
+}
 
 /// The C source of a kernel: includes, helpers, the function `name`, and its entry
 /// trampoline `<name>_entry(void** bufs, int core_id)`.
@@ -155,7 +166,7 @@ impl<'a> CRenderer<'a> {
             Line::DefineAcc { acc, reduce } => format!(
                 "{} acc{acc} = {};",
                 self.ctype(reduce.dtype()),
-                self.identity(reduce_op_of(reduce), reduce.dtype())
+                self.identity(reduce.reduce_op(), reduce.dtype())
             ),
             Line::Accumulate {
                 acc,
@@ -204,8 +215,8 @@ impl<'a> CRenderer<'a> {
     fn loop_header(&self, r: &UOp) -> String {
         let var = range_name(r);
         let it = self.index_type;
-        let size = range_size(r).expect("rendered ranges have constant sizes");
-        if range_axis_type(r) == AxisType::Thread {
+        let size = r.range_size().expect("rendered ranges have constant sizes");
+        if r.range_axis_type() == AxisType::Thread {
             let t = self.program.threads;
             return format!(
                 "for ({it} {var} = core_id * {size}LL / {t}; {var} < (core_id + 1) * {size}LL / {t}; {var}++) {{"
@@ -281,7 +292,7 @@ impl<'a> CRenderer<'a> {
     }
 
     fn load(&mut self, load: &UOp, operands: &[Value]) -> String {
-        let slot = crate::codegen::global_slot(load.s(0).s(0));
+        let slot = load.s(0).s(0).global_slot();
         let read = format!("data{slot}[{}]", self.bare(&operands[0]));
         let read = match load.dtype() {
             DType::F16 => format!("(float){read}"),
@@ -305,7 +316,7 @@ impl<'a> CRenderer<'a> {
     }
 
     fn store(&mut self, store: &UOp, index: &Value, gate: Option<&Value>, value: &Value) -> String {
-        let slot = crate::codegen::global_slot(store.s(0).s(0));
+        let slot = store.s(0).s(0).global_slot();
         let dtype = store.s(0).s(0).dtype();
         let v = self.bare(value);
         let v = match dtype {
@@ -676,17 +687,13 @@ fn c_operator(op: Op) -> &'static str {
     }
 }
 
-fn reduce_op_of(reduce: &UOp) -> ReduceOp {
-    crate::codegen::expand::reduce_op(reduce)
-}
-
 /// The C name of a loop variable.
 pub fn range_name(r: &UOp) -> String {
-    let prefix = match range_axis_type(r) {
+    let prefix = match r.range_axis_type() {
         AxisType::Reduce | AxisType::GroupReduce | AxisType::Unroll => "ridx",
         _ => "gidx",
     };
-    format!("{prefix}{}", range_id(r))
+    format!("{prefix}{}", r.range_id())
 }
 
 /// A constant as a C literal of the C type `dtype` is computed in, exactly.

@@ -1,7 +1,26 @@
-//! Renderers: a linearized kernel printed as source text for a device's compiler.
+//! Renderers: a linearized kernel (`codegen::program`) printed as source text for a device's
+//! compiler. A renderer is a leaf: it reads the program types and the UOps they hold, and no
+//! codegen pass.
 
 // A UOp hashes and compares by node identity; its lazily filled caches never change that.
 #![allow(clippy::mutable_key_type)]
 
 pub mod c;
 pub mod c_helpers;
+
+use crate::codegen::program::KernelArg;
+
+/// A rendered kernel, ready to compile: its source and how to call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// The readable function's name (`E_4_4`, `r_3_2`, ...).
+    pub name: String,
+    /// Self-contained source (C11 for `render::c`).
+    pub source: String,
+    /// The trampoline the runtime calls: `void <entry>(void** bufs, int core_id)`.
+    pub entry: String,
+    /// How many cores to call the entry on (`core_id` in `0..threads`).
+    pub threads: usize,
+    /// The buffer arguments, `bufs[slot]`.
+    pub args: Vec<KernelArg>,
+}

@@ -53,22 +53,12 @@ impl Crossing {
 
     /// The free ranges of `u`, computing those of the nodes not seen yet (operands first).
     fn ranges_of(&mut self, u: &UOp) -> Vec<UOp> {
-        let mut stack = vec![(u.clone(), false)];
-        while let Some((node, operands_done)) = stack.pop() {
-            if self.free.contains_key(&node) {
-                continue;
-            }
-            if operands_done {
-                let ranges = {
-                    let operands = node.src().iter().map(|s| self.free[s].as_slice());
-                    node_free_ranges(&node, operands)
-                };
-                self.free.insert(node, ranges);
-            } else {
-                stack.push((node.clone(), true));
-                let unseen = node.src().iter().filter(|s| !self.free.contains_key(*s));
-                stack.extend(unseen.map(|s| (s.clone(), false)));
-            }
+        for node in u.toposort_where(|n| !self.free.contains_key(n)) {
+            let ranges = {
+                let operands = node.src().iter().map(|s| self.free[s].as_slice());
+                node_free_ranges(&node, operands)
+            };
+            self.free.insert(node, ranges);
         }
         self.free[u].clone()
     }

@@ -4,6 +4,7 @@
 //! hashing are pointer operations and every graph is a DAG with shared subterms. The intern
 //! table holds weak references: a node lives exactly as long as some handle or parent holds it.
 
+pub mod affine;
 pub mod alu;
 pub mod arg;
 pub mod axis;
@@ -373,6 +374,57 @@ impl UOp {
         }
     }
 
+    /// The id of a `Range`.
+    ///
+    /// Panics when the node is not a `Range`.
+    #[track_caller]
+    pub fn range_id(&self) -> usize {
+        match self.arg() {
+            Arg::Range { id, .. } => *id,
+            other => panic!("expected a Range, got {:?} with arg {other:?}", self.op()),
+        }
+    }
+
+    /// The axis type of a `Range`.
+    ///
+    /// Panics when the node is not a `Range`.
+    #[track_caller]
+    pub fn range_axis_type(&self) -> AxisType {
+        match self.arg() {
+            Arg::Range { axis_type, .. } => *axis_type,
+            other => panic!("expected a Range, got {:?} with arg {other:?}", self.op()),
+        }
+    }
+
+    /// The constant size (bound) of a `Range`, `None` when it is symbolic.
+    pub fn range_size(&self) -> Option<usize> {
+        self.s(0)
+            .const_value()
+            .and_then(|v| usize::try_from(v.as_i64()).ok())
+    }
+
+    /// The combining op of a `Reduce` (the op of its `Arg::Reduce`).
+    ///
+    /// Panics when the node has no `Arg::Reduce`.
+    #[track_caller]
+    pub fn reduce_op(&self) -> ReduceOp {
+        match self.arg() {
+            Arg::Reduce(op, _) => *op,
+            other => panic!("expected a Reduce arg, got {other:?}"),
+        }
+    }
+
+    /// The buffer slot of a `DefineGlobal`.
+    ///
+    /// Panics when the node is not a `DefineGlobal` with an `Int` slot.
+    #[track_caller]
+    pub fn global_slot(&self) -> usize {
+        match (self.op(), self.arg()) {
+            (Op::DefineGlobal, Arg::Int(slot)) => *slot as usize,
+            _ => panic!("expected a DefineGlobal with an Int slot, got {self:?}"),
+        }
+    }
+
     /// All nodes reachable from this one, operands before users (this node last).
     pub fn toposort(&self) -> Vec<UOp> {
         self.toposort_where(|_| true)
@@ -382,6 +434,19 @@ impl UOp {
     /// not is neither listed nor walked into), operands before users, in the order of a
     /// depth-first walk that follows operands in order.
     pub fn toposort_where(&self, enter: impl Fn(&UOp) -> bool) -> Vec<UOp> {
+        self.toposort_along(UOp::src, enter)
+    }
+
+    /// The one topological walk: the nodes reachable from this one following `operands` (the
+    /// operands of a node to walk into, e.g. a subset of its sources or of its sources'
+    /// sources) through nodes that satisfy `enter` (asked once per node reached, in walk
+    /// order; a node that does not satisfy it is neither listed nor walked into), operands
+    /// before users, in the order of a depth-first walk that follows operands in order.
+    pub fn toposort_along(
+        &self,
+        operands: impl Fn(&UOp) -> &[UOp],
+        mut enter: impl FnMut(&UOp) -> bool,
+    ) -> Vec<UOp> {
         let mut order = Vec::new();
         let mut visited = std::collections::HashSet::new();
         let mut stack = vec![(self.clone(), false)];
@@ -390,11 +455,12 @@ impl UOp {
                 order.push(node);
                 continue;
             }
-            if !enter(&node) || !visited.insert(node.id()) {
+            if visited.contains(&node.id()) || !enter(&node) {
                 continue;
             }
+            visited.insert(node.id());
             stack.push((node.clone(), true));
-            for s in node.src().iter().rev() {
+            for s in operands(&node).iter().rev() {
                 if !visited.contains(&s.id()) {
                     stack.push((s.clone(), false));
                 }

@@ -5,8 +5,8 @@
 //! [`MAX_ELEMENTS`]: every size, offset and byte count computed from a derived shape is then
 //! free of overflow (in `usize` and in the kernels' 64-bit index arithmetic).
 
+use super::affine;
 use super::{Arg, DType, Op, Shape, UOp, tuple_body};
-use crate::symbolic::simplify;
 
 /// The most elements a shape may have: 2^48 (a petabyte of `f32`), far beyond any memory,
 /// and low enough that element counts times element sizes, and the index arithmetic of the
@@ -199,11 +199,10 @@ fn sliding_window(u: &UOp, from: &[usize]) -> Option<Shape> {
         .collect()
 }
 
-/// The non-negative value an index expression always has, if it simplifies to a constant.
+/// The non-negative value an index expression always has, if its affine form is a constant
+/// (`uop::affine`: shape derivation uses no rewrite rules).
 fn constant_value(x: &UOp) -> Option<usize> {
-    simplify(x)
-        .const_value()
-        .and_then(|v| usize::try_from(v.as_i64()).ok())
+    affine::constant_value(x).and_then(|v| usize::try_from(v).ok())
 }
 
 fn reshape(from: &[usize], to: &[usize]) -> Option<Shape> {

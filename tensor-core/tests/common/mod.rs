@@ -3,7 +3,9 @@
 //! the runtime's flags is tested here too).
 
 use tensor_core::Scalar;
-use tensor_core::codegen::Kernel;
+use tensor_core::UOp;
+use tensor_core::codegen::{CodegenOptions, Opt, lower_kernel, lower_kernel_with_opts};
+use tensor_core::render::{Kernel, c::render_kernel};
 use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 use tensor_runtime::cpu::CpuDevice;
 use tensor_runtime::device::Device;
@@ -46,4 +48,15 @@ pub fn run(kernel: &Kernel, buffers: &mut [Vec<Scalar>]) {
         device.copy_out(buffer, &mut bytes).expect("copy out");
         *values = decode_scalars(&bytes, a.dtype);
     }
+}
+
+/// The kernel AST lowered by codegen and rendered as C (what the runtime does per kernel).
+pub fn render_c(ast: &UOp, buffer_sizes: &[usize], options: &CodegenOptions) -> Kernel {
+    render_kernel(&lower_kernel(ast, buffer_sizes, options))
+}
+
+/// [`render_c`] with exactly the given OptOps.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn render_c_with_opts(ast: &UOp, buffer_sizes: &[usize], opts: &[Opt]) -> Kernel {
+    render_kernel(&lower_kernel_with_opts(ast, buffer_sizes, opts))
 }
