@@ -66,13 +66,18 @@ fn jacobians() {
     }
 }
 
-fn grad_loop() {
-    let params = [
+/// The MLP's parameters, scaled like a standard initialization.
+fn mlp_params() -> [Tensor; 4] {
+    [
         Tensor::randn(&[IN, HIDDEN], 1) * (1.0 / (IN as f64).sqrt()),
         Tensor::zeros(&[HIDDEN], DType::F32),
         Tensor::randn(&[HIDDEN, OUT], 2) * (1.0 / (HIDDEN as f64).sqrt()),
         Tensor::zeros(&[OUT], DType::F32),
-    ];
+    ]
+}
+
+fn grad_loop() {
+    let params = mlp_params();
     for p in &params {
         p.realize().unwrap();
     }
@@ -116,12 +121,7 @@ fn cold_start() {
 }
 
 fn cold_child() {
-    let params = [
-        Tensor::randn(&[IN, HIDDEN], 1) * (1.0 / (IN as f64).sqrt()),
-        Tensor::zeros(&[HIDDEN], DType::F32),
-        Tensor::randn(&[HIDDEN, OUT], 2) * (1.0 / (HIDDEN as f64).sqrt()),
-        Tensor::zeros(&[OUT], DType::F32),
-    ];
+    let params = mlp_params();
     let x = Tensor::rand(&[256, IN], 3);
     let y = Tensor::from_vec((0..256).map(|i| (i % OUT) as i32).collect(), &[256])
         .one_hot(OUT)

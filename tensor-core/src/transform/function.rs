@@ -75,6 +75,27 @@ struct Signature {
     slot_of_arg: Vec<usize>,
 }
 
+impl Signature {
+    /// One `Param(slot)` per distinct argument, shaped like it.
+    fn params(&self) -> Vec<UOp> {
+        self.distinct
+            .iter()
+            .enumerate()
+            .map(|(slot, (shape, dtype, device))| {
+                UOp::param(slot, shape, *dtype, Some(device.clone()))
+            })
+            .collect()
+    }
+
+    /// The tensors a body is called with: for each argument, the stand-in of its distinct slot.
+    fn inputs(&self, stand_ins: &[UOp]) -> Vec<Tensor> {
+        self.slot_of_arg
+            .iter()
+            .map(|&slot| Tensor::from_uop(stand_ins[slot].clone()))
+            .collect()
+    }
+}
+
 /// The arguments of one call: the distinct graphs (one `Param` each) and the signature.
 struct Arguments {
     distinct: Vec<UOp>,
@@ -180,12 +201,12 @@ impl FunctionCache {
             .iter()
             .map(|(shape, dtype, device)| placeholder(shape, *dtype, device.clone()))
             .collect();
-        let inputs: Vec<Tensor> = signature
-            .slot_of_arg
-            .iter()
-            .map(|&slot| Tensor::from_uop(stand_ins[slot].clone()))
-            .collect();
-        let results = UOp::tuple(body(&inputs).iter().map(Tensor::uop).collect());
+        let results = UOp::tuple(
+            body(&signature.inputs(&stand_ins))
+                .iter()
+                .map(Tensor::uop)
+                .collect(),
+        );
         if reads_foreign_params(&results, &stand_ins) {
             let actual: HashMap<UOp, UOp> =
                 stand_ins.iter().cloned().zip(arguments.distinct).collect();
@@ -197,17 +218,7 @@ impl FunctionCache {
                 .map(Tensor::from_uop)
                 .collect();
         }
-        let params: HashMap<UOp, UOp> = stand_ins
-            .iter()
-            .enumerate()
-            .map(|(slot, p)| {
-                let (shape, dtype, device) = &signature.distinct[slot];
-                (
-                    p.clone(),
-                    UOp::param(slot, shape, *dtype, Some(device.clone())),
-                )
-            })
-            .collect();
+        let params: HashMap<UOp, UOp> = stand_ins.into_iter().zip(signature.params()).collect();
         let tuple = cell.get_or_init(|| substitute(&results, &params));
         self.called(tuple, arguments.distinct)
     }
@@ -238,20 +249,7 @@ impl FunctionCache {
     /// Runs `body` on `Param` placeholders and packs its results in a `Tuple`.
     fn trace(&self, signature: &Signature, body: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> UOp {
         self.traces.fetch_add(1, Ordering::Relaxed);
-        let params: Vec<UOp> = signature
-            .distinct
-            .iter()
-            .enumerate()
-            .map(|(slot, (shape, dtype, device))| {
-                UOp::param(slot, shape, *dtype, Some(device.clone()))
-            })
-            .collect();
-        let inputs: Vec<Tensor> = signature
-            .slot_of_arg
-            .iter()
-            .map(|&slot| Tensor::from_uop(params[slot].clone()))
-            .collect();
-        let results = body(&inputs);
+        let results = body(&signature.inputs(&signature.params()));
         UOp::tuple(results.iter().map(Tensor::uop).collect())
     }
 }
