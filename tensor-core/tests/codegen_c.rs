@@ -15,13 +15,13 @@ fn global(slot: usize, dtype: DType) -> UOp {
     UOp::new(Op::DefineGlobal, dtype, vec![], Arg::Int(slot as i64))
 }
 
-fn index(buf: &UOp, idx: UOp) -> UOp {
-    UOp::new(Op::Index, buf.dtype(), vec![buf.clone(), idx], Arg::None)
+fn address(buf: &UOp, idx: UOp) -> UOp {
+    UOp::new(Op::Address, buf.dtype(), vec![buf.clone(), idx], Arg::None)
 }
 
-fn gated_index(buf: &UOp, idx: UOp, gate: UOp) -> UOp {
+fn gated_address(buf: &UOp, idx: UOp, gate: UOp) -> UOp {
     UOp::new(
-        Op::Index,
+        Op::Address,
         buf.dtype(),
         vec![buf.clone(), idx, gate],
         Arg::None,
@@ -96,9 +96,9 @@ fn as_f64(values: &[Scalar]) -> Vec<f64> {
 fn elementwise_add(rows: usize, cols: usize) -> UOp {
     let (i, j) = (loop_range(rows, 0), loop_range(cols, 1));
     let flat = add(mul(i, idx(cols as i64)), j);
-    let a = load(index(&global(1, DType::F32), flat.clone()));
-    let b = load(index(&global(2, DType::F32), flat.clone()));
-    kernel(vec![(index(&global(0, DType::F32), flat), add(a, b))])
+    let a = load(address(&global(1, DType::F32), flat.clone()));
+    let b = load(address(&global(2, DType::F32), flat.clone()));
+    kernel(vec![(address(&global(0, DType::F32), flat), add(a, b))])
 }
 
 #[test]
@@ -117,12 +117,12 @@ fn elementwise_add_computes_the_sum_of_every_element() {
 #[test]
 fn sum_of_rows_accumulates_over_the_reduce_range() {
     let (i, j) = (loop_range(3, 0), reduce_range(5, 1));
-    let x = load(index(
+    let x = load(address(
         &global(1, DType::F32),
         add(mul(i.clone(), idx(5)), j.clone()),
     ));
     let ast = kernel(vec![(
-        index(&global(0, DType::F32), i),
+        address(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, x, &[j]),
     )]);
     let k = render_c(&ast, &[3, 15], &opt(1));
@@ -144,12 +144,12 @@ fn gated_load_reads_zero_outside_the_gate_and_never_touches_memory_there() {
             UOp::alu(Op::CmpLt, vec![i.clone(), idx(6)]),
         ],
     );
-    let a = load(gated_index(
+    let a = load(gated_address(
         &global(1, DType::F32),
         add(i.clone(), idx(-2)),
         inside,
     ));
-    let ast = kernel(vec![(index(&global(0, DType::F32), i), a)]);
+    let ast = kernel(vec![(address(&global(0, DType::F32), i), a)]);
     let k = render_c(&ast, &[7, 4], &opt(1));
     assert!(k.source.contains(" ? data1["), "{}", k.source);
     let mut bufs = vec![zeros(7), floats(&[1.0, 2.0, 3.0, 4.0])];
@@ -160,15 +160,15 @@ fn gated_load_reads_zero_outside_the_gate_and_never_touches_memory_there() {
 /// `c[m, n] = sum_k a[m, k] * b[k, n]`.
 fn matmul(m: usize, k: usize, n: usize) -> UOp {
     let (rm, rn, rk) = (loop_range(m, 0), loop_range(n, 1), reduce_range(k, 2));
-    let a = load(index(
+    let a = load(address(
         &global(1, DType::F32),
         add(mul(rm.clone(), idx(k as i64)), rk.clone()),
     ));
-    let b = load(index(
+    let b = load(address(
         &global(2, DType::F32),
         add(mul(rk.clone(), idx(n as i64)), rn.clone()),
     ));
-    let out = index(&global(0, DType::F32), add(mul(rm, idx(n as i64)), rn));
+    let out = address(&global(0, DType::F32), add(mul(rm, idx(n as i64)), rn));
     kernel(vec![(out, reduce(ReduceOp::Add, mul(a, b), &[rk]))])
 }
 
@@ -258,12 +258,12 @@ fn upcast_matmul_shares_one_reduce_loop_between_the_lanes() {
 #[test]
 fn max_reduce_starts_at_minus_infinity_and_propagates_nan() {
     let (i, j) = (loop_range(3, 0), reduce_range(4, 1));
-    let x = load(index(
+    let x = load(address(
         &global(1, DType::F32),
         add(mul(i.clone(), idx(4)), j.clone()),
     ));
     let ast = kernel(vec![(
-        index(&global(0, DType::F32), i),
+        address(&global(0, DType::F32), i),
         reduce(ReduceOp::Max, x, &[j]),
     )]);
     let k = render_c(&ast, &[3, 12], &opt(1));
@@ -293,9 +293,9 @@ fn max_reduce_starts_at_minus_infinity_and_propagates_nan() {
 #[test]
 fn integer_max_reduce_starts_at_the_dtype_minimum() {
     let j = reduce_range(3, 0);
-    let x = load(index(&global(1, DType::I32), j.clone()));
+    let x = load(address(&global(1, DType::I32), j.clone()));
     let ast = kernel(vec![(
-        index(&global(0, DType::I32), idx(0)),
+        address(&global(0, DType::I32), idx(0)),
         reduce(ReduceOp::Max, x, &[j]),
     )]);
     let k = render_c(&ast, &[1, 3], &opt(1));
@@ -312,7 +312,7 @@ fn softmax_style_kernel_runs_a_dependent_reduce_in_its_own_loop() {
     // out[i] = sum_j exp2(x[i, j] - max_k x[i, k]) over the same row.
     let (i, j, kk) = (loop_range(2, 0), reduce_range(3, 1), reduce_range(3, 2));
     let row = |r: &UOp| {
-        load(index(
+        load(address(
             &global(1, DType::F32),
             add(mul(i.clone(), idx(3)), r.clone()),
         ))
@@ -320,7 +320,7 @@ fn softmax_style_kernel_runs_a_dependent_reduce_in_its_own_loop() {
     let m = reduce(ReduceOp::Max, row(&kk), &[kk]);
     let shifted = add(row(&j), mul(m, UOp::constant(-1.0, DType::F32)));
     let s = reduce(ReduceOp::Add, UOp::alu(Op::Exp2, vec![shifted]), &[j]);
-    let ast = kernel(vec![(index(&global(0, DType::F32), i), s)]);
+    let ast = kernel(vec![(address(&global(0, DType::F32), i), s)]);
     let k = render_c(&ast, &[2, 6], &opt(1));
     let x = [0.0, 1.0, 2.0, -1.0, 5.0, 4.0];
     let mut bufs = vec![zeros(2), floats(&x)];
@@ -457,7 +457,7 @@ fn check_every_op(dtype: DType) {
     let i = loop_range(N, 0);
     let inputs = sample_inputs(dtype);
     let first_input = unary_ops(dtype).len() + binary_ops(dtype).len() + COMPARISONS.len() + 4;
-    let input = |k: usize, dt: DType| load(index(&global(first_input + k, dt), i.clone()));
+    let input = |k: usize, dt: DType| load(address(&global(first_input + k, dt), i.clone()));
     let operands = [input(0, dtype), input(1, dtype), input(2, DType::Bool)];
     let case = |op: Op, out: DType, operand: DType, reads: Vec<usize>| Case {
         op,
@@ -489,7 +489,7 @@ fn check_every_op(dtype: DType) {
     let stores = cases
         .iter()
         .enumerate()
-        .map(|(slot, c)| (index(&global(slot, c.out), i.clone()), c.expr.clone()))
+        .map(|(slot, c)| (address(&global(slot, c.out), i.clone()), c.expr.clone()))
         .collect();
     let k = render_c(&kernel(stores), &vec![N; first_input + 3], &opt(1));
     let mut bufs: Vec<Vec<Scalar>> = cases.iter().map(|_| zeros(N)).collect();
@@ -578,9 +578,9 @@ fn casts_and_bitcasts_between_dtypes_match_alu_exec() {
         .iter()
         .enumerate()
         .map(|(slot, &(op, from, to))| {
-            let x = load(index(&global(first_input + slot, from), i.clone()));
+            let x = load(address(&global(first_input + slot, from), i.clone()));
             let y = UOp::new(op, to, vec![x], Arg::None);
-            (index(&global(slot, to), i.clone()), y)
+            (address(&global(slot, to), i.clone()), y)
         })
         .collect();
     let ast = kernel(stores);
@@ -626,10 +626,10 @@ fn casts_and_bitcasts_between_dtypes_match_alu_exec() {
 #[test]
 fn threefry_matches_alu_exec() {
     let i = loop_range(4, 0);
-    let x = load(index(&global(1, DType::U64), i.clone()));
-    let key = load(index(&global(2, DType::U64), i.clone()));
+    let x = load(address(&global(1, DType::U64), i.clone()));
+    let key = load(address(&global(2, DType::U64), i.clone()));
     let ast = kernel(vec![(
-        index(&global(0, DType::U64), i),
+        address(&global(0, DType::U64), i),
         UOp::alu(Op::Threefry, vec![x, key]),
     )]);
     let k = render_c(&ast, &[4, 4, 4], &opt(1));
@@ -699,12 +699,12 @@ fn heuristic_threads_and_upcasts_a_big_kernel_with_the_same_results() {
 #[test]
 fn unrolled_reduce_gives_the_same_sum() {
     let (i, j) = (loop_range(3, 0), reduce_range(8, 1));
-    let x = load(index(
+    let x = load(address(
         &global(1, DType::F32),
         add(mul(i.clone(), idx(8)), j.clone()),
     ));
     let ast = kernel(vec![(
-        index(&global(0, DType::F32), i),
+        address(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, x, &[j]),
     )]);
     let opts = [Opt::Split {
@@ -728,9 +728,9 @@ fn unrolled_reduce_gives_the_same_sum() {
 fn add_seven() -> UOp {
     let (i, j) = (loop_range(4, 0), loop_range(4, 1));
     let flat = add(mul(i, idx(4)), j);
-    let a = load(index(&global(1, DType::F32), flat.clone()));
+    let a = load(address(&global(1, DType::F32), flat.clone()));
     kernel(vec![(
-        index(&global(0, DType::F32), flat),
+        address(&global(0, DType::F32), flat),
         add(a, UOp::constant(7.0, DType::F32)),
     )])
 }
@@ -811,7 +811,7 @@ fn gated_store_writes_only_where_the_gate_holds() {
     let i = loop_range(6, 0);
     let gate = UOp::alu(Op::CmpLt, vec![i.clone(), idx(4)]);
     let ast = kernel(vec![(
-        gated_index(&global(0, DType::I32), i.clone(), gate),
+        gated_address(&global(0, DType::I32), i.clone(), gate),
         i.cast(DType::I32),
     )]);
     let k = render_c(&ast, &[6], &opt(1));
@@ -826,9 +826,9 @@ fn loop_invariant_loads_are_hoisted_out_of_the_inner_loop() {
     // out[i, j] = a[i, j] * s[i]: the load of s[i] belongs to the outer loop.
     let (i, j) = (loop_range(3, 0), loop_range(5, 1));
     let flat = add(mul(i.clone(), idx(5)), j);
-    let a = load(index(&global(1, DType::F32), flat.clone()));
-    let s = load(index(&global(2, DType::F32), i));
-    let ast = kernel(vec![(index(&global(0, DType::F32), flat), mul(a, s))]);
+    let a = load(address(&global(1, DType::F32), flat.clone()));
+    let s = load(address(&global(2, DType::F32), i));
+    let ast = kernel(vec![(address(&global(0, DType::F32), flat), mul(a, s))]);
     let k = render_c(&ast, &[15, 15, 3], &noopt());
     let outer_load = k.source.find("data2[gidx0]").expect("load of s");
     let inner_loop = k.source.find("for (int gidx1").expect("inner loop");
@@ -839,17 +839,17 @@ fn loop_invariant_loads_are_hoisted_out_of_the_inner_loop() {
 fn reduce_nested_in_a_reduce_runs_inside_the_outer_reduce_loop() {
     // out[i] = sum_j a[i, j] * (sum_k b[j, k])
     let (i, j, kk) = (loop_range(2, 0), reduce_range(3, 1), reduce_range(2, 2));
-    let a = load(index(
+    let a = load(address(
         &global(1, DType::F32),
         add(mul(i.clone(), idx(3)), j.clone()),
     ));
-    let b = load(index(
+    let b = load(address(
         &global(2, DType::F32),
         add(mul(j.clone(), idx(2)), kk.clone()),
     ));
     let inner = reduce(ReduceOp::Add, b, &[kk]);
     let ast = kernel(vec![(
-        index(&global(0, DType::F32), i),
+        address(&global(0, DType::F32), i),
         reduce(ReduceOp::Add, mul(a, inner), &[j]),
     )]);
     let k = render_c(&ast, &[2, 6, 6], &opt(1));
@@ -884,12 +884,12 @@ fn reduces_round_and_wrap_like_a_sequential_alu_fold_in_every_dtype() {
     ] {
         let (i, j) = (loop_range(rows, 0), reduce_range(cols, 1));
         let flat = add(mul(i.clone(), idx(cols as i64)), j.clone());
-        let x = load(index(&global(ops.len(), dtype), flat));
+        let x = load(address(&global(ops.len(), dtype), flat));
         let stores = ops
             .iter()
             .enumerate()
             .map(|(slot, &op)| {
-                let out = index(&global(slot, dtype), i.clone());
+                let out = address(&global(slot, dtype), i.clone());
                 (out, reduce(op, x.clone(), std::slice::from_ref(&j)))
             })
             .collect();
@@ -931,14 +931,14 @@ fn compiling_the_same_kernel_twice_gives_the_same_source() {
     let build = || {
         let (i, j, kk) = (loop_range(4, 0), reduce_range(8, 1), reduce_range(8, 2));
         let row = |r: &UOp| {
-            load(index(
+            load(address(
                 &global(1, DType::F32),
                 add(mul(i.clone(), idx(8)), r.clone()),
             ))
         };
         let m = reduce(ReduceOp::Max, row(&kk), &[kk]);
         let s = reduce(ReduceOp::Add, add(row(&j), m), &[j]);
-        kernel(vec![(index(&global(0, DType::F32), i), s)])
+        kernel(vec![(address(&global(0, DType::F32), i), s)])
     };
     let first = render_c(&build(), &[4, 32], &opt(2));
     for _ in 0..5 {

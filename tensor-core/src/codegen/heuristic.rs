@@ -138,7 +138,7 @@ fn eval_index(idx: &UOp, env: &HashMap<UOp, i64>) -> Option<i64> {
         let value = match node.op() {
             Op::Range => Scalar::Int(env.get(&node).copied().unwrap_or(0)),
             Op::Const => node.const_value()?,
-            Op::Load | Op::DefineGlobal | Op::Index => return None,
+            Op::Load | Op::DefineGlobal | Op::Address => return None,
             _ if is_kernel_reduce(&node) => return None,
             op if op.is_elementwise() => {
                 let args: Vec<Scalar> = node.src().iter().map(|s| values[s]).collect();

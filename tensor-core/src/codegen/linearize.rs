@@ -252,8 +252,8 @@ impl Linearizer {
         let index = store.s(0);
         assert_eq!(
             index.op(),
-            Op::Index,
-            "a Store writes through an Index of a DefineGlobal"
+            Op::Address,
+            "a Store writes through an Address of a DefineGlobal"
         );
         let (p_idx, idx) = self.operand(index.s(1));
         let gate = index.src().get(2).map(|g| self.operand(g));
@@ -280,13 +280,13 @@ fn load_operands(load: &UOp) -> Vec<UOp> {
     let index = load.s(0);
     assert_eq!(
         index.op(),
-        Op::Index,
-        "a Load reads through an Index of a DefineGlobal"
+        Op::Address,
+        "a Load reads through an Address of a DefineGlobal"
     );
     index.src()[1..].to_vec()
 }
 
-/// The operands a node's value is computed from (a Load's address parts, not the Index),
+/// The operands a node's value is computed from (a Load's address parts, not the Address),
 /// none for a kernel Reduce (its value is placed inside its own loops).
 fn walked_operands(u: &UOp) -> &[UOp] {
     match u.op() {

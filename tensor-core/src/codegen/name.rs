@@ -64,7 +64,7 @@ mod tests {
         let out = UOp::range(3, 0, AxisType::Loop);
         let red = UOp::range(2, 1, AxisType::Reduce);
         let buf = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
-        let idx = UOp::new(Op::Index, DType::F32, vec![buf, out.clone()], Arg::None);
+        let idx = UOp::new(Op::Address, DType::F32, vec![buf, out.clone()], Arg::None);
         let sum = UOp::new(
             Op::Reduce,
             DType::F32,

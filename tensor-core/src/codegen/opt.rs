@@ -242,7 +242,7 @@ mod tests {
             Op::Load,
             DType::F32,
             vec![UOp::new(
-                Op::Index,
+                Op::Address,
                 DType::F32,
                 vec![buf.clone(), flat],
                 Arg::None,
@@ -255,7 +255,7 @@ mod tests {
             vec![x, j],
             Arg::Reduce(ReduceOp::Add, vec![]),
         );
-        let out = UOp::new(Op::Index, DType::F32, vec![buf, i], Arg::None);
+        let out = UOp::new(Op::Address, DType::F32, vec![buf, i], Arg::None);
         UOp::sink(vec![UOp::store(&out, &sum)])
     }
 

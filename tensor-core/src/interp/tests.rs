@@ -62,15 +62,10 @@ fn a_buffer_without_contents_panics_naming_it() {
 }
 
 #[test]
-#[should_panic(expected = "cannot evaluate Special")]
+#[should_panic(expected = "cannot evaluate DefineGlobal")]
 fn codegen_ops_panic_naming_the_op() {
-    let special = UOp::new(
-        Op::Special,
-        DType::Index,
-        vec![UOp::index(4)],
-        Arg::Name("gidx0".into()),
-    );
-    evaluate(&special);
+    let global = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
+    evaluate(&global);
 }
 
 // ---- movement ----

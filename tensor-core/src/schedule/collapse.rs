@@ -193,7 +193,7 @@ fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
         } else {
             n.with_src(src)
         };
-        if n.op() == Op::Index && n.src().len() >= 2 && n.s(1).toposort().contains(at) {
+        if n.op() == Op::Address && n.src().len() >= 2 && n.s(1).toposort().contains(at) {
             let gate = and(m.src().get(2).cloned(), Some(valid.clone()));
             let mut src = m.src()[..2].to_vec();
             src.extend(gate);

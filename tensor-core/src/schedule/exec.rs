@@ -133,14 +133,14 @@ fn eval(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar 
 
 fn load(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar {
     let index = u.s(0);
-    assert_eq!(index.op(), Op::Index, "a Load reads through an Index");
+    assert_eq!(index.op(), Op::Address, "a Load reads through an Address");
     if let Some(gate) = index.src().get(2)
         && !eval(gate, env, bufs).as_bool()
     {
         return Scalar::Int(0).cast(u.dtype());
     }
     let Arg::Int(slot) = index.s(0).arg() else {
-        panic!("exec: Index of something other than a DefineGlobal")
+        panic!("exec: Address of something other than a DefineGlobal")
     };
     let buf = &bufs[*slot as usize];
     let flat = eval(index.s(1), env, bufs).as_i64();

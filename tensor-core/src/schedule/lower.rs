@@ -15,7 +15,7 @@
 //! Stack(x0, x1, ..)[s, i]      => x_s[i]  (a where-chain on s when s is not a constant)
 //! Index(x, j0, ..)[i]          => x[j0[..], .., i..] gated by 0 <= j < n
 //! Reduce(x, op, axes)[i]       => Reduce(x[i with axes := fresh Reduce ranges], ranges)
-//! realized or Buffer x[i]      => Load(Index(DefineGlobal(slot of x), flatten(i), gate))
+//! realized or Buffer x[i]      => Load(Address(DefineGlobal(slot of x), flatten(i), gate))
 //! ```
 //!
 //! Lowerings are memoized on `(node, index, gate)`, so two consumers asking for the same element
@@ -121,7 +121,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
     builder.loops = batch.iter().chain(&loops).cloned().collect();
     let value = builder.lower_node(root, &loops, None);
     stored_shape.extend(&shape);
-    let target = index_node(&out, 0, flatten(&builder.loops, &stored_shape), None);
+    let target = address_node(&out, 0, flatten(&builder.loops, &stored_shape), None);
     let store = UOp::new(Op::Store, DType::Void, vec![target, value], Arg::None);
     ScheduleItem {
         ast: simplify_kernel(&UOp::sink(vec![store])),
@@ -133,7 +133,7 @@ fn range_size(r: &UOp) -> usize {
     r.vmax().as_i64() as usize + 1
 }
 
-fn index_node(buffer: &UOp, slot: usize, flat: UOp, gate: Option<UOp>) -> UOp {
+fn address_node(buffer: &UOp, slot: usize, flat: UOp, gate: Option<UOp>) -> UOp {
     let dg = UOp::new(
         Op::DefineGlobal,
         buffer.dtype(),
@@ -142,7 +142,7 @@ fn index_node(buffer: &UOp, slot: usize, flat: UOp, gate: Option<UOp>) -> UOp {
     );
     let mut src = vec![dg, flat];
     src.extend(gate);
-    UOp::new(Op::Index, buffer.dtype(), src, Arg::None)
+    UOp::new(Op::Address, buffer.dtype(), src, Arg::None)
 }
 
 fn zero(dtype: DType) -> UOp {
@@ -233,8 +233,8 @@ impl KernelBuilder<'_> {
             return zero(buffer.dtype());
         }
         let slot = self.slot(buffer);
-        let index = index_node(buffer, slot, flat, gate);
-        UOp::new(Op::Load, buffer.dtype(), vec![index], Arg::None)
+        let address = address_node(buffer, slot, flat, gate);
+        UOp::new(Op::Load, buffer.dtype(), vec![address], Arg::None)
     }
 
     /// Element `idx` of `x` (under validity `gate`): a load if `x` is realized, else its

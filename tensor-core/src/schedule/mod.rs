@@ -17,10 +17,10 @@
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
 //!    validity gates), and a realized operand or a `Buffer` becomes a `Load` through
-//!    `Index(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
+//!    `Address(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
 //!    ([`index`]) and every finished AST goes through the kernel rule table ([`simplify`]:
 //!    the `symbolic` rules plus float constant reassociation).
-//! 4. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Index(DefineGlobal 0,
+//! 4. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Address(DefineGlobal 0,
 //!    flat), value))`, ordered so producers run before consumers. Range ids count from 0 in the
 //!    order axes appear (output loops first) and slots are numbered output first, then inputs in
 //!    the order the lowering first reads them; both depend only on the graph's structure, so
@@ -84,8 +84,8 @@ use std::collections::{HashMap, HashSet};
 /// One kernel: its AST and the buffers bound to its `DefineGlobal` slots.
 #[derive(Clone, Debug)]
 pub struct ScheduleItem {
-    /// `Sink(Store(Index(DefineGlobal(0), flat), value))` over `Range`s: loads are
-    /// `Load(Index(DefineGlobal(slot), flat[, gate]))`, reductions `Reduce(value, ranges...)`.
+    /// `Sink(Store(Address(DefineGlobal(0), flat), value))` over `Range`s: loads are
+    /// `Load(Address(DefineGlobal(slot), flat[, gate]))`, reductions `Reduce(value, ranges...)`.
     pub ast: UOp,
     /// `buffers[slot]` is the `Buffer` UOp of slot `slot`: the output first, then the inputs.
     pub buffers: Vec<UOp>,

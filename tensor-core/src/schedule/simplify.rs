@@ -6,7 +6,7 @@
 //! (x + c1) + c2  =>  x + (c1 + c2)      float dtypes
 //! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes
 //! Σ_r where(r == g, v(r), 0)  =>  where(0 <= g < n, v(g), 0)      (see `collapse`)
-//! Index(buf, flat, true)  =>  Index(buf, flat)
+//! Address(buf, flat, true)  =>  Address(buf, flat)
 //! ```
 //!
 //! Like tinygrad's scheduler (and C compilers under fast-math), a kernel folds `(a + 4) + 3`
@@ -79,13 +79,13 @@ fn kernel_rules() -> &'static PatternMatcher<()> {
                     merge_constants(m, Op::Mul)
                 })
                 .rule(UPat::op(Op::Reduce), |m, _| collapse_reduce(m.root()))
-                .rule(UPat::op(Op::Index), |m, _| drop_true_gate(m.root())),
+                .rule(UPat::op(Op::Address), |m, _| drop_true_gate(m.root())),
         );
         rules
     })
 }
 
-/// `Index(buf, flat, true)  =>  Index(buf, flat)`: a gate that always holds guards nothing.
+/// `Address(buf, flat, true)  =>  Address(buf, flat)`: a gate that always holds guards nothing.
 fn drop_true_gate(index: &UOp) -> Option<UOp> {
     let gate = index.src().get(2)?;
     gate.const_value()

@@ -310,7 +310,7 @@ pub enum Arg {
     BufferView { size: usize, offset: usize },
     /// A `Param`'s slot and device.
     Param { slot: usize, device: Option<Device> },
-    /// A name: `DefineVar`, `Special`, `Custom`, `Source`, `CustomFunction`, and an inlined
+    /// A name: `DefineVar`, and an inlined
     /// `Function` (the captured function's name).
     Name(String),
     /// A `Function` to be compiled as one reusable unit (`#[function(precompile)]`): the
@@ -335,8 +335,6 @@ pub enum Arg {
         name: String,
         strategy: BatchStrategy,
     },
-    /// Raw bytes (`Binary`).
-    Bytes(Arc<[u8]>),
 }
 
 impl Arg {

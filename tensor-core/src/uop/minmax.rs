@@ -17,7 +17,7 @@ pub fn derive(u: &UOp) -> (Scalar, Scalar) {
     }
     let int_like = u.dtype().is_int() || u.dtype() == DType::Bool;
     let bounds = match u.op() {
-        Op::Range | Op::Special => range_bounds(u),
+        Op::Range => range_bounds(u),
         Op::DefineVar => define_var_bounds(u),
         Op::Param if u.src().len() == 3 => Some((u.s(1).vmin().as_i64(), u.s(2).vmax().as_i64())),
         op if op.is_movement()

@@ -60,16 +60,12 @@ pub enum Op {
     // ---- ordering ----
     /// `(bound,)`, arg `Range(id, AxisType)`: iterator from 0 to bound.
     Range,
-    /// `(body, range)`: close a range loop.
-    End,
     /// `(buf, deps...)`: passthrough of buf after deps.
     After,
     /// `(u0, u1, ...)`: merge stores, unordered.
     Group,
     /// `(s0, s1, ...)`: collect side effects into a root.
     Sink,
-    /// `(uops...)`: a linearized instruction sequence.
-    Linear,
 
     // ---- elementwise: unary ----
     /// `1/x`.
@@ -134,26 +130,14 @@ pub enum Op {
     Vmapout,
 
     // ---- codegen ops ----
-    /// `(idx,)` or `(buf, idx)`: read one element.
+    /// `(buf, flat)` or `(buf, flat, gate)`: the address of element `flat` of a kernel buffer
+    /// (a `DefineGlobal`), read by `Load` and written by `Store`; under a false gate the load
+    /// gives 0 and the store does not happen. (Tensor-level indexing is the movement op `Index`.)
+    Address,
+    /// `(address,)`: read one element.
     Load,
-    Barrier,
-    Ins,
-    /// `(bound,)`, arg `Name`: GPU thread or block index.
-    Special,
-    If,
-    Endif,
-    Wmma,
-    /// `(args...)`, arg `Name`: inject source text.
-    Custom,
-    AtomicAdd,
-    CustomFunction,
-    Program,
-    Source,
-    Binary,
     /// `()`, arg `Int(slot)`: a kernel's buffer parameter.
     DefineGlobal,
-    /// `()`, arg `Int(slot)`: a register accumulator.
-    DefineReg,
 }
 
 impl Op {
@@ -332,17 +316,20 @@ impl ReduceOp {
     }
 }
 
-/// What a loop (`Range`) is used for once a kernel is optimized (tinyspec "OptOps").
+/// What a loop (`Range`) is used for once a kernel is optimized (tinyspec "OptOps"). The GPU
+/// kinds of tinyspec's table (global, local, warp, group-reduce) join when a backend with
+/// workgroups produces them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AxisType {
-    Global,
-    Local,
-    Warp,
+    /// Split across the CPU cores: each core runs a contiguous part of the range.
     Thread,
+    /// A sequential loop over an output axis (the state before optimization).
     Loop,
+    /// A loop accumulated into a reduction.
     Reduce,
-    GroupReduce,
+    /// An output axis unrolled into registers (the code is repeated per value).
     Upcast,
+    /// A reduce axis unrolled into the accumulation.
     Unroll,
 }
 
@@ -350,13 +337,9 @@ impl AxisType {
     /// The one-letter code tinygrad prints for the axis type.
     pub fn letter(self) -> char {
         match self {
-            AxisType::Global => 'g',
-            AxisType::Local => 'l',
-            AxisType::Warp => 'w',
             AxisType::Thread => 't',
             AxisType::Loop => 'L',
             AxisType::Reduce => 'R',
-            AxisType::GroupReduce => 'G',
             AxisType::Upcast => 'u',
             AxisType::Unroll => 'r',
         }

@@ -81,7 +81,7 @@ fn derive_any_size(u: &UOp) -> Option<Shape> {
             _ => None,
         },
         Op::Param => operand_values(u.src().first()?),
-        Op::Const | Op::DefineVar | Op::Range | Op::Special | Op::Load => Some(vec![]),
+        Op::Const | Op::DefineVar | Op::Range | Op::Load => Some(vec![]),
         Op::Vconst => match u.arg() {
             Arg::Vconst(v) => Some(vec![v.len()]),
             _ => None,

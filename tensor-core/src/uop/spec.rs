@@ -6,9 +6,8 @@
 //! graph. An error names the op and the rule it breaks, e.g.
 //! `Reshape: element counts differ: [2, 3] (6) -> [5] (5)`.
 //!
-//! Codegen-only ops (`Barrier`, `Ins`, `If`, `Endif`, `Wmma`, `AtomicAdd`, `CustomFunction`,
-//! `Program`) are "not part of the core specification" in tinyspec; only their dtype and the
-//! arg variant where they carry one are checked.
+//! Of tinyspec's codegen ops ("not part of the core specification") the IR has only those a
+//! pass produces: `DefineGlobal`, `Address`, `Load`.
 
 use super::shape::{broadcast, operand_exprs, operand_values};
 use super::{Arg, DType, Op, Scalar, UOp, tuple_body};
@@ -58,7 +57,7 @@ pub fn check(u: &UOp) -> Check {
         Op::Reduce => reduce(u),
         Op::Function | Op::Call | Op::Tuple | Op::GetTuple => call(u),
         Op::Store => store(u),
-        Op::Range | Op::End | Op::After | Op::Group | Op::Sink | Op::Linear => ordering(u),
+        Op::Range | Op::After | Op::Group | Op::Sink => ordering(u),
         Op::Cast | Op::Bitcast | Op::Copy => conversion(u),
         op if op.is_unary() => unary(u),
         op if op.is_binary() => binary(u),
@@ -386,26 +385,11 @@ fn sliding_window(u: &UOp, from: &[usize]) -> Check {
     })
 }
 
-/// True for the kernel-level memory a flat `Index` addresses (a buffer argument or a register).
-fn is_kernel_memory(u: &UOp) -> bool {
-    matches!(u.op(), Op::DefineGlobal | Op::DefineReg)
-}
-
-/// Tensor-level `Index(T, i...)`, or the kernel-level address `Index(DefineGlobal, flat [, gate])`.
+/// Tensor-level `Index(T, i...)`: index from the left.
 fn index(u: &UOp) -> Check {
     src_at_least(u, 1)?;
     no_arg(u)?;
     dtype_of_operand(u, 0)?;
-    if is_kernel_memory(u.s(0)) {
-        src_count(u, &[2, 3])?;
-        index_scalar(u, 1, "flat index")?;
-        if let Some(gate) = u.src().get(2) {
-            require(u, gate.dtype() == DType::Bool, || {
-                format!("gate (operand 2) must be bool, got {}", gate.dtype())
-            })?;
-        }
-        return Ok(());
-    }
     let base = shape_of(u, u.s(0), "operand 0")?;
     let idx = &u.src()[1..];
     require(u, idx.len() <= base.len(), || {
@@ -536,8 +520,7 @@ fn store(u: &UOp) -> Check {
             buf.dtype()
         )
     })?;
-    let kernel_address = buf.op() == Op::Index && is_kernel_memory(buf.s(0));
-    if kernel_address {
+    if buf.op() == Op::Address {
         // Kernel level: one scalar element at an address.
         return require(u, val.shape() == Some(&[]), || {
             format!(
@@ -560,12 +543,6 @@ fn ordering(u: &UOp) -> Check {
             arg_is(u, matches!(u.arg(), Arg::Range { .. }), "Range")?;
             dtype_is(u, DType::Index)?;
             index_scalar(u, 0, "bound")
-        }
-        Op::End => {
-            src_count(u, &[2])?;
-            require(u, u.s(1).op() == Op::Range, || {
-                format!("operand 1 must be a Range, got {}", u.s(1).op())
-            })
         }
         Op::After => {
             src_at_least(u, 1)?;
@@ -756,7 +733,7 @@ fn vmapout(u: &UOp) -> Check {
 
 fn codegen(u: &UOp) -> Check {
     match u.op() {
-        Op::DefineGlobal | Op::DefineReg => {
+        Op::DefineGlobal => {
             src_count(u, &[0])?;
             has_value(u)?;
             arg_is(
@@ -765,37 +742,34 @@ fn codegen(u: &UOp) -> Check {
                 "Int(slot >= 0)",
             )
         }
+        Op::Address => address(u),
         Op::Load => {
-            src_count(u, &[1, 2])?;
+            src_count(u, &[1])?;
             has_value(u)?;
             let addr = u.s(0);
-            if u.src().len() == 1 {
-                require(u, addr.op() == Op::Index, || {
-                    format!("operand must be an Index, got {}", addr.op())
-                })?;
-            } else {
-                index_scalar(u, 1, "index")?;
-            }
+            require(u, addr.op() == Op::Address, || {
+                format!("operand must be an Address, got {}", addr.op())
+            })?;
             dtype_of_operand(u, 0)
         }
-        Op::Special => {
-            src_count(u, &[1])?;
-            arg_is(u, matches!(u.arg(), Arg::Name(_)), "Name")?;
-            dtype_is(u, DType::Index)?;
-            index_scalar(u, 0, "bound")
-        }
-        Op::Custom | Op::Source | Op::CustomFunction => {
-            arg_is(u, matches!(u.arg(), Arg::Name(_)), "Name")
-        }
-        Op::Binary => arg_is(u, matches!(u.arg(), Arg::Bytes(_)), "Bytes"),
-        Op::If => src_at_least(u, 1),
-        Op::Endif => {
-            src_count(u, &[1])?;
-            require(u, u.s(0).op() == Op::If, || {
-                format!("operand must be an If, got {}", u.s(0).op())
-            })
-        }
-        _ => Ok(()),
+        op => fail(u, format!("{op} is not an op of this IR's kernels")),
+    }
+}
+
+/// `Address(DefineGlobal, flat [, gate])`: element `flat` of a kernel buffer.
+fn address(u: &UOp) -> Check {
+    src_count(u, &[2, 3])?;
+    no_arg(u)?;
+    require(u, u.s(0).op() == Op::DefineGlobal, || {
+        format!("operand 0 must be a DefineGlobal, got {}", u.s(0).op())
+    })?;
+    dtype_of_operand(u, 0)?;
+    index_scalar(u, 1, "flat index")?;
+    match u.src().get(2) {
+        Some(gate) => require(u, gate.dtype() == DType::Bool, || {
+            format!("gate (operand 2) must be bool, got {}", gate.dtype())
+        }),
+        None => Ok(()),
     }
 }
 
@@ -1120,7 +1094,7 @@ mod tests {
         let load = raw(
             Op::Load,
             DType::F32,
-            vec![raw(Op::Index, DType::F32, addr, Arg::None)],
+            vec![raw(Op::Address, DType::F32, addr, Arg::None)],
             Arg::None,
         );
         let value = UOp::alu(Op::Mul, vec![load, UOp::constant(2.0, DType::F32)]);
@@ -1130,7 +1104,7 @@ mod tests {
             vec![value, j],
             Arg::Reduce(ReduceOp::Add, vec![]),
         );
-        let dst = raw(Op::Index, DType::F32, vec![out, i], Arg::None);
+        let dst = raw(Op::Address, DType::F32, vec![out, i], Arg::None);
         UOp::sink(vec![UOp::store(&dst, &acc)])
     }
 
@@ -1160,12 +1134,12 @@ mod tests {
     fn kernel_index_gate_is_bool() {
         let g = raw(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
         let bad = raw(
-            Op::Index,
+            Op::Address,
             DType::F32,
             vec![g, UOp::index(0), UOp::index(1)],
             Arg::None,
         );
-        rejects(&bad, "Index: gate (operand 2) must be bool, got index");
+        rejects(&bad, "Address: gate (operand 2) must be bool, got index");
     }
 
     #[test]
