@@ -7,6 +7,7 @@ pub use tensor_core as core;
 pub use tensor_runtime as runtime;
 
 pub use tensor_core::Tensor;
+pub use tensor_core::nn;
 pub use tensor_core::transform::{
     ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, hessian, jacfwd, jacrev, jvp, value_and_grad,
     vjp, vmap,

@@ -3,11 +3,12 @@
 //!
 //! The modules follow the lowering pipeline, and each imports only from those before it:
 //! `uop` (the IR) → `rewrite` (the one mechanism every pass uses) → `symbolic` (index
-//! arithmetic) → `tensor` (the front end) → `transform` → `schedule` → `codegen` → `render`
+//! arithmetic) → `tensor` (the front end) → `nn` (layers as compositions) → `transform` → `schedule` → `codegen` → `render`
 //! → `interp` (the oracle). `tests/module_order.rs` checks it.
 
 pub mod codegen;
 pub mod interp;
+pub mod nn;
 pub mod render;
 pub mod rewrite;
 pub mod schedule;

@@ -1,7 +1,7 @@
 //! The modules of `tensor-core` import only from modules below them in the pipeline order
 //! written in the README ("How it is built"):
 //!
-//! `uop` < `rewrite` < `symbolic` < `tensor` < `transform` < `schedule` < `codegen` < `render`
+//! `uop` < `rewrite` < `symbolic` < `tensor` < `nn` < `transform` < `schedule` < `codegen` < `render`
 //! < `interp`
 //!
 //! A source scan: every `crate::<module>` path (also inside `use crate::{...}` groups) in the
@@ -19,6 +19,7 @@ const ORDER: &[&str] = &[
     "rewrite",
     "symbolic",
     "tensor",
+    "nn",
     "transform",
     "schedule",
     "codegen",

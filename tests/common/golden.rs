@@ -1,4 +1,4 @@
-//! The golden-case harness: reads tests/data/transforms.json (JAX's results, made by the
+//! The golden-case harness: reads a peer's results from tests/data (JAX's transforms.json, made by the
 //! shared golden folder's gen.py), runs each case through a builder, and compares the results
 //! within the file's `rtol`/`atol`, reporting every case by name.
 
@@ -17,6 +17,7 @@ pub fn tensor_from_json(value: &Json) -> Tensor {
     match value.get("dtype").string() {
         "f32" => Tensor::from_vec(data.map(|v| v as f32).collect(), &shape),
         "i32" => Tensor::from_vec(data.map(|v| v as i32).collect(), &shape),
+        "i64" => Tensor::from_vec(data.map(|v| v as i64).collect(), &shape),
         "bool" => Tensor::from_vec(data.map(|v| v != 0.0).collect(), &shape),
         other => panic!("golden data: unknown dtype {other}"),
     }
@@ -31,17 +32,28 @@ fn shape_of(value: &Json) -> Vec<usize> {
         .collect()
 }
 
-/// Runs every case through `build` (inputs in, results out), prints `golden LABEL NAME: ok` or
-/// `FAILED (why)` for each, and panics naming the failed cases.
+/// Runs every case of tests/data/transforms.json through `build` (inputs in, results out),
+/// prints `golden LABEL NAME: ok` or `FAILED (why)` for each, and panics naming the failed
+/// cases.
 pub fn check_all_cases(
     label: &str,
     build: impl Fn(&str, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
 ) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/transforms.json"
-    ))
-    .expect("tests/data/transforms.json is part of the repository");
+    check_cases_in("transforms.json", label, |case, inputs| {
+        build(case.get("name").string(), inputs)
+    });
+}
+
+/// Runs every case of `tests/data/<file>` (`{rtol, atol, cases: [{name, inputs, outputs,
+/// ...}]}`) through `build`, which gets the whole case (for its options) and its inputs.
+pub fn check_cases_in(
+    file: &str,
+    label: &str,
+    build: impl Fn(&Json, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
+) {
+    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path} is part of the repository: {e}"));
     let doc = Json::parse(&text);
     let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
     let cases = doc.get("cases").items();
@@ -56,7 +68,7 @@ pub fn check_all_cases(
             .collect();
         let expected = case.get("outputs").items();
         let outcome =
-            std::panic::catch_unwind(|| compare(&build(name, &inputs), expected, rtol, atol));
+            std::panic::catch_unwind(|| compare(&build(case, &inputs), expected, rtol, atol));
         match outcome.unwrap_or_else(|_| Err("panicked".to_string())) {
             Ok(()) => println!("golden {label} {name}: ok"),
             Err(why) => {
@@ -75,13 +87,17 @@ pub fn check_all_cases(
 
 fn compare(got: &[Tensor], expected: &[Json], rtol: f64, atol: f64) -> Result<(), String> {
     if got.len() != expected.len() {
-        return Err(format!("{} outputs, JAX has {}", got.len(), expected.len()));
+        return Err(format!(
+            "{} outputs, the peer has {}",
+            got.len(),
+            expected.len()
+        ));
     }
     for (k, (g, e)) in got.iter().zip(expected).enumerate() {
         let shape = shape_of(e);
         if g.shape() != shape {
             return Err(format!(
-                "output {k} has shape {:?}, JAX has {shape:?}",
+                "output {k} has shape {:?}, the peer has {shape:?}",
                 g.shape()
             ));
         }

@@ -35,10 +35,35 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// Uniform `f32` samples in `[0, 1)` drawn with a key that is a tensor (a 0-d `u64`), as
+    /// JAX's `random.uniform(key, shape)`: the same key gives the same samples, and under
+    /// `vmap` a batch of keys gives each sample its own draw while an unbatched key gives
+    /// every sample the same one.
+    #[track_caller]
+    pub fn rand_with_key<D: Dims + ?Sized>(shape: &D, key: &Tensor) -> Tensor {
+        let shape = sizes("rand_with_key", shape);
+        if !key.shape().is_empty() || key.dtype() != DType::U64 {
+            panic!(
+                "rand_with_key: the key must be a 0-d u64 tensor, got {}{:?}",
+                key.dtype(),
+                key.shape()
+            );
+        }
+        let n: usize = shape.iter().product();
+        let key = key.reshape(&[1]).expand(&[n]).uop();
+        Tensor::from_uop(uniform_bits_uop(n, key).reshape(&shape))
+    }
+}
+
 /// `n` uniform `f32` samples in `[0, 1)` for `seed` (shape `[n]`).
 fn uniform_uop(n: usize, seed: u64) -> UOp {
+    uniform_bits_uop(n, const_uop(Scalar::Int(seed as i64), DType::U64, &[n]))
+}
+
+/// `n` uniform `f32` samples in `[0, 1)` for the `[n]`-shaped `u64` key `key`.
+fn uniform_bits_uop(n: usize, key: UOp) -> UOp {
     let counters = arange_uop(n).cast(DType::U64);
-    let key = const_uop(Scalar::Int(seed as i64), DType::U64, &[n]);
     let bits = UOp::alu(Op::Threefry, vec![counters, key]);
     let shift = const_uop(Scalar::Int(64 - FLOAT_BITS as i64), DType::U64, &[n]);
     let top = UOp::alu(Op::Shr, vec![bits, shift]).cast(DType::F32);

@@ -1,0 +1,37 @@
+//! Neural-network functions under the names of `torch.nn.functional` and `jax.nn`, with
+//! torch's argument names and layouts (channels first: `[N, C, *spatial]`).
+//!
+//! Every function is a composition of `Tensor` ops, so fusion and every transform (the three
+//! vmap methods, jvp, vjp, Jacobians) apply with no rule of its own. Windowed ops (convolution,
+//! pooling, `unfold`) share one lowering, [`windows`]: pad, then one strided, dilated view per
+//! kernel offset, stacked into trailing window axes, which the scheduler fuses into the
+//! consuming reduction (no im2col buffer unless it decides to realize one).
+//!
+//! | file | what |
+//! |---|---|
+//! | `windows` | sliding windows over the spatial axes, and `Spatial` arguments |
+//! | `conv` | `conv1d/2d/3d`, `conv_transpose1d/2d/3d`, `unfold` |
+//! | `pool` | `max_pool*`, `avg_pool*`, `max_unpool2d` |
+//! | `resample` | `adaptive_avg_pool*`, `interpolate` (separable matrices per axis) |
+//! | `norm` | `layer_norm`, `rms_norm`, `group_norm`, `batch_norm` |
+//! | `activation` | `relu6` … `logsigmoid`, `gelu`, `erf`/`erfc` |
+//! | `loss` | `cross_entropy`, `nll_loss`, BCE, regression losses, `kl_div` |
+//! | `layers` | `linear`, `embedding`, `dropout`, `scaled_dot_product_attention` |
+
+mod activation;
+mod conv;
+mod layers;
+mod loss;
+mod norm;
+mod pool;
+mod resample;
+mod windows;
+
+pub use activation::*;
+pub use conv::*;
+pub use layers::*;
+pub use loss::*;
+pub use norm::*;
+pub use pool::*;
+pub use resample::*;
+pub use windows::{Padding, Spatial, windows};
