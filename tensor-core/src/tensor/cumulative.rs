@@ -3,7 +3,7 @@
 
 use super::Tensor;
 use super::broadcast::{cast_uop, normalize_axis};
-use super::reduce::accumulate_dtype;
+use super::reduce::{accumulate_dtype, accumulated_reduce};
 use crate::uop::{ReduceOp, UOp};
 
 impl Tensor {
@@ -49,7 +49,5 @@ pub(crate) fn prefix_sum_last_axis(u: &UOp) -> UOp {
     let windows = trimmed
         .reshape(&with(&[n, 2 * n]))
         .shrink(&at_zero(&[0, 0]), &with(&[n, n]));
-    windows
-        .reduce(ReduceOp::Add, &[batch.len() + 1])
-        .reshape(&with(&[n]))
+    accumulated_reduce(&windows, ReduceOp::Add, &[batch.len() + 1]).reshape(&with(&[n]))
 }

@@ -8,6 +8,7 @@ mod broadcast;
 mod create;
 mod cumulative;
 mod elementwise;
+mod float_math;
 mod indexing;
 mod matmul;
 mod movement;
@@ -19,6 +20,7 @@ mod sliding;
 mod vmap_scope;
 
 pub use broadcast::{Dims, IntoAxes, Operand};
+pub use reduce::{accumulated_reduce, float_accumulator};
 
 use crate::uop::{DType, Device, Shape, UOp};
 use std::fmt;

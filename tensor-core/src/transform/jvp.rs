@@ -9,7 +9,7 @@
 //! caller's tangent that is a constant zero (`zeros_like`) is the symbolic zero too.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::trace::{placeholder_like, substitute, trace};
@@ -187,6 +187,13 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
                 let q = t(m.root());
                 rule2(m, c, move |_, y, dx, dy| (dx - &q * dy) / y)
             })
+            // d fmod(x, y) = dx - trunc(x / y) dy
+            .rule(UPat::op(Op::Mod), |m, c| {
+                rule2(m, c, |x, y, dx, dy| {
+                    let k = (x / y).trunc();
+                    dx - &k * dy
+                })
+            })
             // d(1/x) = -dx / x²
             .rule(UPat::op(Op::Recip), |m, c| {
                 let r = t(m.root());
@@ -338,6 +345,6 @@ fn same_reduce(like: &UOp, op: ReduceOp, x: &UOp) -> UOp {
     if is_reduce_over_ranges(like) {
         x.reduce_over(op, &like.src()[1..])
     } else {
-        x.reduce(op, axes)
+        accumulated_reduce(x, op, axes)
     }
 }

@@ -1,0 +1,159 @@
+//! Gradients (against finite differences) and `vmap` (against a loop) of the ops of issue #19,
+//! through the reference interpreter. Inputs keep away from the points where an op has no
+//! derivative (ties, integers of `round`, the poles of `atan2`); values of the special points
+//! are checked against NumPy and PyTorch in the facade's `tests/ops_reference.rs`.
+
+mod ops_common;
+mod transform_common;
+
+use ops_common::{check_op, check_op_with};
+use tensor_core::transform::grad;
+use tensor_core::{DType, Tensor};
+use transform_common::*;
+
+const B: usize = 3;
+
+fn ints(v: Vec<i64>, shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v, shape)
+}
+
+// ---- the three regressions ----
+
+#[test]
+fn pow_gradients_and_vmap_with_negative_bases_and_tensor_exponents() {
+    let x = uniform_f64(&[B, 4], 1, 0.3, 2.0);
+    let y = randf64(&[B, 4], 2);
+    check_op(|x: &Tensor, y: &Tensor| x.pow(y), &[x, y], &[0, 1]);
+    let neg = uniform_f64(&[B, 4], 3, -2.0, -0.3);
+    check_op(|x: &Tensor| x.pow(3.0), std::slice::from_ref(&neg), &[0]);
+    check_op(|x: &Tensor| x.pow(-2.0), &[neg], &[0]);
+    check_op(
+        |x: &Tensor| x.pow(0.5) + x.pow(-0.5),
+        &[uniform_f64(&[B, 4], 4, 0.2, 3.0)],
+        &[0],
+    );
+}
+
+#[test]
+fn the_gradient_of_pow_half_at_minus_infinity_is_zero_not_nan() {
+    let x = Tensor::from_vec(vec![f64::NEG_INFINITY, 4.0], &[2]);
+    let g = grad(|x: &Tensor| x.pow(0.5).sum_all(), 0).call(&[x]);
+    assert_values_close("d sqrt", &values(&g[0]), &[0.0, 0.25], 0.0, 1e-15);
+}
+
+#[test]
+fn gather_with_an_index_shorter_than_the_input_differentiates_and_batches() {
+    let x = randf64(&[B, 4, 5, 6], 5);
+    let idx: Vec<i64> = (0..B * 3 * 4 * 5).map(|i| (i * 7 % 4) as i64).collect();
+    let idx = ints(idx, &[B, 3, 4, 5]);
+    check_op(|x: &Tensor, i: &Tensor| x.gather(0, i), &[x, idx], &[0]);
+}
+
+#[test]
+#[should_panic(expected = "axis 1 of the index (6) is longer than the input's (5)")]
+fn gather_rejects_an_index_longer_than_the_input_on_another_axis() {
+    Tensor::zeros(&[4, 5], DType::F32).gather(0, &Tensor::zeros(&[2, 6], DType::I64));
+}
+
+#[test]
+fn half_precision_sums_keep_every_term() {
+    // 4096 halves summed in f16 would stall at 1024 (its ulp there is 1, and 0.5 ties to even).
+    let x = Tensor::full(&[4096], 0.5, DType::F16);
+    let total = values(&x.sum_all());
+    assert_eq!(total, vec![2048.0]);
+    let g = grad(
+        |x: &Tensor| x.cast(DType::F16).sum_all().cast(DType::F64),
+        0,
+    )
+    .call(&[Tensor::full(&[3], 1.0, DType::F64)]);
+    assert_values_close("d sum", &values(&g[0]), &[1.0; 3], 0.0, 0.0);
+}
+
+// ---- elementwise ----
+
+#[test]
+fn inverse_trigonometry_differentiates_and_batches() {
+    let u = uniform_f64(&[B, 5], 6, -0.9, 0.9);
+    check_op(|x: &Tensor| x.asin(), std::slice::from_ref(&u), &[0]);
+    check_op(|x: &Tensor| x.acos(), &[u], &[0]);
+    check_op(
+        |x: &Tensor| x.atan(),
+        &[uniform_f64(&[B, 5], 7, -6.0, 6.0)],
+        &[0],
+    );
+    let y = uniform_f64(&[B, 5], 8, -3.0, 3.0);
+    let x = uniform_f64(&[B, 5], 9, -3.0, 3.0);
+    check_op(|y: &Tensor, x: &Tensor| y.atan2(x), &[y, x], &[0, 1]);
+}
+
+#[test]
+fn sign_rounding_and_remainders_differentiate_and_batch() {
+    let a = uniform_f64(&[B, 6], 10, -5.0, 5.0);
+    let b = uniform_f64(&[B, 6], 11, -2.0, 2.0);
+    check_op(
+        |a: &Tensor, b: &Tensor| a.copysign(b),
+        &[a.clone(), b.clone()],
+        &[0, 1],
+    );
+    check_op(
+        |a: &Tensor, b: &Tensor| a.fmod(b),
+        &[a.clone(), b.clone()],
+        &[0, 1],
+    );
+    check_op(
+        |a: &Tensor, b: &Tensor| a.logaddexp(b),
+        &[a.clone(), b],
+        &[0, 1],
+    );
+    check_op(
+        |a: &Tensor| a.round() + a.round_decimals(1) * a,
+        std::slice::from_ref(&a),
+        &[0],
+    );
+    check_op(|a: &Tensor| a.signbit().where_(a, a * 2.0), &[a], &[0]);
+}
+
+#[test]
+fn classifications_shifts_and_bitcasts_batch() {
+    let x = Tensor::from_vec(vec![0.0, -0.0, f64::INFINITY, f64::NAN, 1.5, -2.0], &[B, 2]);
+    let y = Tensor::from_vec(vec![0.0, 0.0, f64::INFINITY, f64::NAN, 1.5, -2.1], &[B, 2]);
+    let classes = |x: &Tensor| {
+        let all = [x.isnan(), x.isinf(), x.isfinite(), x.signbit()];
+        Tensor::stack(&all, 0)
+    };
+    assert_vmap_matches_loop(classes, &[Some(0)], std::slice::from_ref(&x));
+    let close = |x: &Tensor, y: &Tensor| x.isclose(y, 1e-5, 1e-8, true);
+    assert_vmap_matches_loop(close, &[Some(0), Some(0)], &[x.clone(), y.clone()]);
+    let all = |x: &Tensor, y: &Tensor| x.allclose(y, 1e-5, 1e-8, true);
+    assert_vmap_matches_loop(all, &[Some(0), Some(0)], &[x.clone(), y]);
+    let n = ints(vec![-8, 5, 1, -1, 100, 7], &[B, 2]);
+    let s = ints(vec![1, 70, 3, 63, 2, -1], &[B, 2]);
+    let shifts = |n: &Tensor, s: &Tensor| Tensor::stack(&[n << s, n >> s], 0);
+    assert_vmap_matches_loop(shifts, &[Some(0), Some(0)], &[n, s]);
+    assert_vmap_matches_loop(|x: &Tensor| x.bitcast(DType::I64), &[Some(0)], &[x]);
+}
+
+#[test]
+fn corrected_variances_and_one_hot_differentiate_and_batch() {
+    let x = randf64(&[B, 4, 5], 12);
+    check_op(
+        |x: &Tensor| x.var_with(1, 1.0, false),
+        std::slice::from_ref(&x),
+        &[0],
+    );
+    check_op(|x: &Tensor| x.std_with([0, 1], 2.0, true), &[x], &[0]);
+    let labels = ints(vec![0, 3, 1, 2, -1, 9], &[B, 2]);
+    assert_vmap_matches_loop(
+        |l: &Tensor| l.one_hot(4),
+        &[Some(0)],
+        std::slice::from_ref(&labels),
+    );
+    let w = randf64(&[B, 2, 4], 13);
+    check_op_with(
+        |l: &Tensor, w: &Tensor| l.one_hot_as(4, DType::F64) * w,
+        &[labels, w],
+        &[1],
+        1e-6,
+        1e-7,
+    );
+}
