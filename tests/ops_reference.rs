@@ -7,6 +7,7 @@
 mod common;
 
 use common::json::Json;
+use tensor::core::PadMode;
 use tensor::core::interp::evaluate;
 use tensor::core::uop::Scalar;
 use tensor::core::uop::dtype::decode_scalars;
@@ -73,6 +74,36 @@ fn num(p: &Json, key: &str) -> f64 {
     p.get(key).number()
 }
 
+fn axis(p: &Json) -> isize {
+    num(p, "axis") as isize
+}
+
+fn pair((a, b): (Tensor, Tensor)) -> Vec<Tensor> {
+    vec![a, b]
+}
+
+fn pairs(j: &Json) -> Vec<(isize, isize)> {
+    j.items()
+        .iter()
+        .map(|q| {
+            (
+                q.items()[0].number() as isize,
+                q.items()[1].number() as isize,
+            )
+        })
+        .collect()
+}
+
+fn pad_mode(p: &Json) -> PadMode {
+    match p.get("mode").string() {
+        "constant" => PadMode::Constant(Scalar::Float(num(p, "value"))),
+        "reflect" => PadMode::Reflect,
+        "replicate" => PadMode::Replicate,
+        "circular" => PadMode::Circular,
+        other => panic!("no pad mode {other}"),
+    }
+}
+
 /// The case's op applied to its inputs with this crate's API.
 fn run(op: &str, x: &[Tensor], p: &Json) -> Vec<Tensor> {
     let one = |t: Tensor| vec![t];
@@ -112,6 +143,32 @@ fn run(op: &str, x: &[Tensor], p: &Json) -> Vec<Tensor> {
                 None => one(x[0].one_hot(n)),
             }
         }
+        "cumprod" => one(x[0].cumprod(axis(p))),
+        "logcumsumexp" => one(x[0].logcumsumexp(axis(p))),
+        "cummax" => pair(x[0].cummax(axis(p))),
+        "cummin" => pair(x[0].cummin(axis(p))),
+        "pad_mode" => one(x[0].pad_mode(&pairs(p.get("pads")), pad_mode(p))),
+        "pad_interior" => {
+            let config: Vec<(isize, isize, usize)> = p
+                .get("config")
+                .items()
+                .iter()
+                .map(|c| {
+                    let c = c.items();
+                    (
+                        c[0].number() as isize,
+                        c[1].number() as isize,
+                        c[2].number() as usize,
+                    )
+                })
+                .collect();
+            one(x[0].pad_interior(&config, num(p, "value")))
+        }
+        "sort" => pair(x[0].sort(axis(p), flag(p, "descending"))),
+        "argsort" => one(x[0].argsort(axis(p), false)),
+        "topk" => pair(x[0].topk(num(p, "k") as usize, axis(p), flag(p, "largest"))),
+        "kthvalue" => pair(x[0].kthvalue(num(p, "k") as usize, axis(p))),
+        "msort" => one(x[0].msort()),
         other => panic!("no op {other} in this test"),
     }
 }

@@ -8,7 +8,7 @@ mod transform_common;
 
 use ops_common::{check_op, check_op_with};
 use tensor_core::transform::grad;
-use tensor_core::{DType, Tensor};
+use tensor_core::{DType, PadMode, Tensor};
 use transform_common::*;
 
 const B: usize = 3;
@@ -156,4 +156,105 @@ fn corrected_variances_and_one_hot_differentiate_and_batch() {
         1e-6,
         1e-7,
     );
+}
+
+// ---- scans ----
+
+#[test]
+fn cumprod_gradients_are_exact_with_zeros_in_the_input() {
+    let mut v = uniform_values(&[B, 6], 14, 0.5, 1.5);
+    v[1] = 0.0; // one zero in sample 0
+    v[8] = 0.0; // two zeros in sample 1
+    v[10] = 0.0;
+    let x = Tensor::from_vec(v, &[B, 6]);
+    check_op(|x: &Tensor| x.cumprod(0), std::slice::from_ref(&x), &[0]);
+    check_op(
+        |x: &Tensor| x.prod(0, false),
+        &[x.reshape(&[B, 2, 3])],
+        &[0],
+    );
+    // Samples 1 and 2 (two zeros, no zero) on their own as well.
+    for s in 1..B {
+        let xs = sample(&x, 0, s).unsqueeze(0);
+        check_op(|x: &Tensor| x.cumprod(-1), &[xs], &[0]);
+    }
+}
+
+#[test]
+fn running_maxima_minima_and_logcumsumexp_differentiate_and_batch() {
+    let x = distinct_f64(&[B, 2, 5], 15);
+    check_op(|x: &Tensor| x.cummax(1).0, std::slice::from_ref(&x), &[0]);
+    check_op(|x: &Tensor| x.cummin(0).0, std::slice::from_ref(&x), &[0]);
+    let indices = |x: &Tensor| {
+        let (_, a) = x.cummax(1);
+        let (_, b) = x.cummin(1);
+        Tensor::stack(&[a, b], 0)
+    };
+    assert_vmap_matches_loop(indices, &[Some(0)], std::slice::from_ref(&x));
+    check_op(
+        |x: &Tensor| x.logcumsumexp(1),
+        &[randf64(&[B, 3, 6], 16) * 20.0],
+        &[0],
+    );
+}
+
+// ---- padding ----
+
+#[test]
+fn every_pad_mode_differentiates_and_batches() {
+    let x = randf64(&[B, 4, 5], 17);
+    for mode in [
+        PadMode::Reflect,
+        PadMode::Replicate,
+        PadMode::Circular,
+        PadMode::Constant(2.5.into()),
+    ] {
+        let f = move |x: &Tensor| x.pad_mode(&[(2, 1), (-1, 3)], mode);
+        check_op(f, std::slice::from_ref(&x), &[0]);
+    }
+    let interior = |x: &Tensor| x.pad_interior(&[(1, -1, 2), (0, 2, 1)], -1.0);
+    check_op(interior, std::slice::from_ref(&x), &[0]);
+}
+
+#[test]
+#[should_panic(expected = "pad_mode: Reflect pads (4, 0) do not fit axis 0 of shape [4]")]
+fn reflect_pads_must_be_shorter_than_the_axis() {
+    Tensor::zeros(&[4], DType::F32).pad_mode(&[(4, 0)], PadMode::Reflect);
+}
+
+// ---- sorting ----
+
+#[test]
+fn sorting_follows_the_permutation_in_gradients_and_batches() {
+    let x = distinct_f64(&[B, 3, 6], 18);
+    check_op(
+        |x: &Tensor| x.sort(1, false).0,
+        std::slice::from_ref(&x),
+        &[0],
+    );
+    check_op(
+        |x: &Tensor| x.sort(0, true).0,
+        std::slice::from_ref(&x),
+        &[0],
+    );
+    check_op(
+        |x: &Tensor| x.topk(2, 1, true).0,
+        std::slice::from_ref(&x),
+        &[0],
+    );
+    check_op(
+        |x: &Tensor| x.kthvalue(2, 0).0,
+        std::slice::from_ref(&x),
+        &[0],
+    );
+    check_op(|x: &Tensor| x.msort(), std::slice::from_ref(&x), &[0]);
+    let orders = |x: &Tensor| {
+        let all = [
+            x.argsort(1, false),
+            x.argsort(1, true),
+            x.topk(3, 1, false).1,
+        ];
+        Tensor::cat(&all, 1)
+    };
+    assert_vmap_matches_loop(orders, &[Some(0)], &[x]);
 }

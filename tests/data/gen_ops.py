@@ -227,6 +227,90 @@ with np.errstate(all="ignore"):
          params={"num_classes": 4, "dtype": "f32"}, rtol=0, atol=0)
 
 
+# ---- scans (item 3), PyTorch's values and indices ----
+def torch_pair(pair):
+    return [pair.values, pair.indices]
+
+
+for dt in (np.float32, np.float64):
+    name = DTYPES[np.dtype(dt)]
+    r, a = tol(dt)
+    x = floats((3, 7), -2, 2, dt)
+    x[0, 2] = 0.0
+    x[1, 1:3] = 0.0
+    for axis in (1, 0):
+        t = torch.from_numpy(x)
+        case(f"cumprod_{name}_ax{axis}", "cumprod", [x], [torch.cumprod(t, axis)],
+             params={"axis": axis}, rtol=8 * r, atol=a)
+        case(f"logcumsumexp_{name}_ax{axis}", "logcumsumexp", [x],
+             [torch.logcumsumexp(t, axis)], params={"axis": axis}, rtol=8 * r, atol=a)
+    sp = with_specials((4, 6), dt)
+    sp[0, :4] = [1.0, 1.0, -0.0, 0.0]
+    for op in ("cummax", "cummin"):
+        for axis in (1, 0):
+            t = torch.from_numpy(sp)
+            case(f"{op}_{name}_ax{axis}", op, [sp], torch_pair(getattr(torch, op)(t, axis)),
+                 params={"axis": axis}, rtol=0, atol=0)
+    ls = with_specials((3, 8), dt, -5, 5)
+    ls[0] = [-math.inf] * 3 + [1.0, -math.inf, 2.0, 2.0, math.inf]
+    ls[2, :] = np.nan_to_num(ls[2], nan=0.5)
+    case(f"logcumsumexp_specials_{name}", "logcumsumexp", [ls],
+         [torch.logcumsumexp(torch.from_numpy(ls), 1)], params={"axis": 1}, rtol=8 * r, atol=a)
+ci = np.array([[3, 1, 4, 1, 5, 9, 2, 6], [-2, 7, 7, -9, 0, 3, 3, 1]], dtype=np.int32)
+# The dtype is JAX's (i32 stays i32; NumPy widens to i64), the values NumPy's.
+case("cumprod_i32", "cumprod", [ci], [np.cumprod(ci, axis=1).astype(np.int32)],
+     params={"axis": 1}, rtol=0, atol=0)
+for op in ("cummax", "cummin"):
+    case(f"{op}_i32", op, [ci], torch_pair(getattr(torch, op)(torch.from_numpy(ci), 1)),
+         params={"axis": 1}, rtol=0, atol=0)
+
+# ---- padding modes (item 4), NumPy's np.pad and JAX's lax.pad ----
+px = floats((3, 5), -2, 2)
+for mode, np_mode in (("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")):
+    for pads in (((1, 2), (2, 0)), ((2, 2), (4, 3)), ((0, 1), (1, 1))):
+        if mode == "reflect" and max(max(p) for p in pads) > 2:
+            pads = ((1, 2), (2, 4))
+        case(f"pad_{mode}_{pads}", "pad_mode", [px], [np.pad(px, pads, mode=np_mode)],
+             params={"pads": [list(p) for p in pads], "mode": mode}, rtol=0, atol=0)
+case("pad_constant_negative", "pad_mode", [px], [np.pad(px, ((0, 0), (2, 1)), constant_values=7)[1:, 1:-2]],
+     params={"pads": [[-1, 0], [1, -1]], "mode": "constant", "value": 7.0}, rtol=0, atol=0)
+case("pad_reflect_negative", "pad_mode", [px], [np.pad(px[:, 1:], ((1, 1), (0, 2)), mode="reflect")],
+     params={"pads": [[1, 1], [-1, 2]], "mode": "reflect"}, rtol=0, atol=0)
+import jax  # noqa: E402
+from jax import lax  # noqa: E402
+jax.config.update("jax_enable_x64", True)
+for cfg in (((1, 2, 1), (0, -1, 2)), ((-1, 1, 0), (2, 0, 1)), ((0, 0, 3), (-2, -1, 1))):
+    want = np.asarray(lax.pad(px, np.float32(-1.5), cfg))
+    case(f"pad_interior_{cfg}", "pad_interior", [px], [want],
+         params={"config": [list(c) for c in cfg], "value": -1.5}, rtol=0, atol=0)
+
+# ---- sorting (item 5) ----
+for dt in (np.float32, np.float64, np.int32):
+    name = DTYPES[np.dtype(dt)]
+    if dt == np.int32:
+        sx = RNG.integers(-4, 4, size=(4, 9)).astype(dt)
+    else:
+        sx = with_specials((4, 9), dt)
+        sx[1] = [2.0, 1.0, 2.0, -0.0, 0.0, math.nan, 1.0, math.nan, -math.inf]
+    t = torch.from_numpy(sx)
+    for axis in (1, 0):
+        for desc in (False, True):
+            case(f"sort_{name}_ax{axis}_{desc}", "sort", [sx],
+                 torch_pair(torch.sort(t, dim=axis, descending=desc, stable=True)),
+                 params={"axis": axis, "descending": desc}, rtol=0, atol=0, signed_zeros=True)
+        case(f"argsort_numpy_{name}_ax{axis}", "argsort", [sx],
+             [np.argsort(sx, axis=axis, kind="stable").astype(np.int64)],
+             params={"axis": axis}, rtol=0, atol=0)
+    distinct = RNG.permutation(40).reshape(4, 10).astype(dt) - 20
+    td = torch.from_numpy(distinct)
+    for largest in (True, False):
+        case(f"topk_{name}_{largest}", "topk", [distinct],
+             torch_pair(torch.topk(td, 3, dim=1, largest=largest, sorted=True)),
+             params={"k": 3, "axis": 1, "largest": largest}, rtol=0, atol=0)
+    case(f"kthvalue_{name}", "kthvalue", [distinct], torch_pair(torch.kthvalue(td, 4, dim=0)),
+         params={"k": 4, "axis": 0}, rtol=0, atol=0)
+    case(f"msort_{name}", "msort", [sx], [np.sort(sx, axis=0)], rtol=0, atol=0)
+
 # ---- more sections are appended above this line ----
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")

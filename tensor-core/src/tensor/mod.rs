@@ -14,12 +14,15 @@ mod matmul;
 mod movement;
 mod nn;
 mod operators;
+mod padding;
 mod random;
 mod reduce;
 mod sliding;
+mod sorting;
 mod vmap_scope;
 
 pub use broadcast::{Dims, IntoAxes, Operand};
+pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
 
 use crate::uop::{DType, Device, Shape, UOp};

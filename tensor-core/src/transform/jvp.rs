@@ -323,9 +323,24 @@ fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<Tangent> {
     let tangent = c.dot(x).map(|dx| match op {
         ReduceOp::Add => sum(dx),
         ReduceOp::Max => sum(dx * argmax_share(&t(x), &t(node))),
-        ReduceOp::Mul => t(node) * sum(dx / t(x)),
+        ReduceOp::Mul => sum(dx * product_share(&t(x), node)),
     });
     Some(tangent)
+}
+
+/// For a product-reduce `node` of `x`: `d node / d x`, the product of the other elements,
+/// without dividing by zero: `prod / x` where no element is zero, the product of the non-zero
+/// elements at the only zero, and 0 where two or more are zero (as PyTorch's `prod` gradient).
+pub(crate) fn product_share(x: &Tensor, node: &UOp) -> Tensor {
+    let shape = x.shape();
+    let is_zero = x.eq(0.0);
+    let nonzero = is_zero.where_(1.0, x);
+    let product = t(&same_reduce(node, ReduceOp::Mul, &nonzero.uop())).expand(&shape);
+    let zeros = is_zero.cast(x.dtype());
+    let zeros = t(&same_reduce(node, ReduceOp::Add, &zeros.uop())).expand(&shape);
+    let only_zero_here = zeros.eq(1.0).logical_and(&is_zero);
+    let others = only_zero_here.where_(&product, 0.0);
+    zeros.eq(0.0).where_(&product / nonzero, others)
 }
 
 /// For a max-reduce `m` of `x` (over axes or over ranges): `1/k` at each of the `k`

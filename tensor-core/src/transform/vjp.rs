@@ -14,7 +14,7 @@ use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
-use crate::transform::jvp::{argmax_share, is_differentiable, max_weights};
+use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, product_share};
 use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
 use crate::transform::zero::Tangent;
 use crate::uop::shape::{operand_exprs, operand_values};
@@ -539,7 +539,7 @@ fn reduce_over_ranges_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
     let share = match op {
         ReduceOp::Add => ct,
         ReduceOp::Max => ct * argmax_share(&x, &t(node)),
-        ReduceOp::Mul => ct * t(node) / x,
+        ReduceOp::Mul => ct * product_share(&x, node),
     };
     let shares = std::iter::once(Some(share))
         .chain(node.src()[1..].iter().map(|_| None))
@@ -559,7 +559,7 @@ fn reduce_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
     let share = match op {
         ReduceOp::Add => spread,
         ReduceOp::Max => spread * argmax_share(&x, &t(node)),
-        ReduceOp::Mul => spread * t(node).expand(&shape) / x,
+        ReduceOp::Mul => spread * product_share(&x, node),
     };
     c.give(vec![Some(share)])
 }
