@@ -7,10 +7,10 @@
 mod common;
 
 use common::json::Json;
-use tensor::core::PadMode;
 use tensor::core::interp::evaluate;
 use tensor::core::uop::Scalar;
 use tensor::core::uop::dtype::decode_scalars;
+use tensor::core::{PadMode, ScatterReduce};
 use tensor::prelude::*;
 
 fn dtype_named(name: &str) -> DType {
@@ -169,6 +169,40 @@ fn run(op: &str, x: &[Tensor], p: &Json) -> Vec<Tensor> {
         "topk" => pair(x[0].topk(num(p, "k") as usize, axis(p), flag(p, "largest"))),
         "kthvalue" => pair(x[0].kthvalue(num(p, "k") as usize, axis(p))),
         "msort" => one(x[0].msort()),
+        "scatter" => one(x[0].scatter(axis(p), &x[1], &x[2])),
+        "scatter_reduce" => {
+            let how = match p.get("reduce").string() {
+                "sum" => ScatterReduce::Sum,
+                "prod" => ScatterReduce::Prod,
+                "mean" => ScatterReduce::Mean,
+                "amax" => ScatterReduce::Amax,
+                "amin" => ScatterReduce::Amin,
+                other => panic!("no reduction {other}"),
+            };
+            one(x[0].scatter_reduce(axis(p), &x[1], &x[2], how, flag(p, "include_self")))
+        }
+        "at" => {
+            let at = x[0].at(&x[1]);
+            one(match p.get("how").string() {
+                "get" => at.get(),
+                "set" => at.set(&x[2]),
+                "add" => at.add(&x[2]),
+                "mul" => at.mul(&x[2]),
+                "min" => at.min(&x[2]),
+                "max" => at.max(&x[2]),
+                other => panic!("no at.{other}"),
+            })
+        }
+        "dynamic_slice" => {
+            let sizes: Vec<usize> = p
+                .get("sizes")
+                .items()
+                .iter()
+                .map(|d| d.number() as usize)
+                .collect();
+            one(x[0].dynamic_slice(&x[1], &sizes))
+        }
+        "dynamic_update_slice" => one(x[0].dynamic_update_slice(&x[1], &x[2])),
         other => panic!("no op {other} in this test"),
     }
 }

@@ -8,7 +8,7 @@ mod transform_common;
 
 use ops_common::{check_op, check_op_with};
 use tensor_core::transform::grad;
-use tensor_core::{DType, PadMode, Tensor};
+use tensor_core::{DType, PadMode, ScatterReduce, Tensor};
 use transform_common::*;
 
 const B: usize = 3;
@@ -257,4 +257,72 @@ fn sorting_follows_the_permutation_in_gradients_and_batches() {
         Tensor::cat(&all, 1)
     };
     assert_vmap_matches_loop(orders, &[Some(0)], &[x]);
+}
+
+// ---- updates ----
+
+#[test]
+fn scatters_differentiate_and_batch() {
+    let x = distinct_f64(&[B, 5, 3], 19);
+    let src = distinct_f64(&[B, 4, 3], 20) * 0.5;
+    let idx: Vec<i64> = (0..B * 4 * 3).map(|i| [0, 2, -1, 2, 4, 1][i % 6]).collect();
+    let idx = ints(idx, &[B, 4, 3]);
+    let args = [x, idx, src];
+    check_op(
+        |x: &Tensor, i: &Tensor, s: &Tensor| x.scatter(0, i, s),
+        &args,
+        &[0, 2],
+    );
+    for how in [
+        ScatterReduce::Sum,
+        ScatterReduce::Prod,
+        ScatterReduce::Mean,
+        ScatterReduce::Amax,
+        ScatterReduce::Amin,
+    ] {
+        for include in [true, false] {
+            let f =
+                move |x: &Tensor, i: &Tensor, s: &Tensor| x.scatter_reduce(0, i, s, how, include);
+            check_op(f, &args, &[0, 2]);
+        }
+    }
+}
+
+#[test]
+fn at_updates_and_dynamic_slices_differentiate_and_batch() {
+    let x = distinct_f64(&[B, 6, 2], 21);
+    let v = distinct_f64(&[B, 3, 2], 22) * 0.3;
+    let idx = ints(vec![4, -1, 0, 1, 1, 3, 5, 2, 9], &[B, 3]);
+    let args = [x.clone(), idx, v];
+    check_op(
+        |x: &Tensor, i: &Tensor, v: &Tensor| x.at(i).set(v),
+        &args,
+        &[0, 2],
+    );
+    check_op(
+        |x: &Tensor, i: &Tensor, v: &Tensor| x.at(i).add(v),
+        &args,
+        &[0, 2],
+    );
+    check_op(
+        |x: &Tensor, i: &Tensor, v: &Tensor| x.at(i).mul(v),
+        &args,
+        &[0, 2],
+    );
+    check_op(
+        |x: &Tensor, i: &Tensor, v: &Tensor| x.at(i).max(v),
+        &args,
+        &[0, 2],
+    );
+    check_op(
+        |x: &Tensor, i: &Tensor, _: &Tensor| x.at(i).get(),
+        &args,
+        &[0],
+    );
+    let starts = ints(vec![1, 0, 5, 1, -2, 0], &[B, 2]);
+    let window = |x: &Tensor, s: &Tensor| x.dynamic_slice(s, &[3, 1]);
+    check_op(window, &[x.clone(), starts.clone()], &[0]);
+    let u = randf64(&[B, 2, 2], 23);
+    let write = |x: &Tensor, u: &Tensor, s: &Tensor| x.dynamic_update_slice(u, s);
+    check_op(write, &[x, u, starts], &[0, 1]);
 }

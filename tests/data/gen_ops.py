@@ -311,6 +311,71 @@ for dt in (np.float32, np.float64, np.int32):
          params={"k": 4, "axis": 0}, rtol=0, atol=0)
     case(f"msort_{name}", "msort", [sx], [np.sort(sx, axis=0)], rtol=0, atol=0)
 
+# ---- updates (item 6 of the deliverables): PyTorch's scatter*, JAX's .at and dynamic slices ----
+import jax.numpy as jnp  # noqa: E402
+
+base = floats((5, 4), -2, 2)
+src = floats((4, 4), -3, 3)
+perm_idx = np.stack([RNG.permutation(5)[:3] for _ in range(4)], axis=1).astype(np.int64)
+tb, ts = torch.from_numpy(base), torch.from_numpy(src)
+case("scatter_unique_axis0", "scatter", [base, perm_idx, src],
+     [tb.scatter(0, torch.from_numpy(perm_idx), ts)], params={"axis": 0}, rtol=0, atol=0)
+idx1 = np.array([[0, 2], [3, 3], [1, 0], [2, 2], [0, 1]], dtype=np.int64)
+dup_last = tb.clone()
+for r in range(5):
+    for j in range(2):
+        dup_last[r, idx1[r, j]] = ts[r, j] if r < 4 else 0
+src5 = floats((5, 3), -3, 3)
+dup_last = tb.clone()
+for r in range(5):
+    for j in range(2):
+        dup_last[r, idx1[r, j]] = float(src5[r, j])
+case("scatter_repeated_last_wins_axis1", "scatter", [base, idx1, src5], [dup_last],
+     params={"axis": 1}, rtol=0, atol=0)
+rep = RNG.integers(-5, 5, size=(6, 4)).astype(np.int64)
+rsrc = floats((6, 4), -3, 3)
+rep_t = torch.from_numpy(np.where(rep < 0, rep + 5, rep))
+for red in ("sum", "prod", "mean", "amax", "amin"):
+    for inc in (True, False):
+        want = tb.scatter_reduce(0, rep_t, torch.from_numpy(rsrc), red, include_self=inc)
+        case(f"scatter_reduce_{red}_{inc}", "scatter_reduce", [base, rep, rsrc], [want],
+             params={"axis": 0, "reduce": red, "include_self": inc}, rtol=2e-6, atol=1e-6)
+ib = RNG.integers(-10, 10, size=(4, 3)).astype(np.int32)
+iidx = np.array([[1, 0, 3], [1, 2, 3]], dtype=np.int64)
+isrc = RNG.integers(-10, 10, size=(2, 3)).astype(np.int32)
+for red in ("sum", "prod", "amax", "amin"):
+    want = torch.from_numpy(ib).scatter_reduce(0, torch.from_numpy(iidx), torch.from_numpy(isrc),
+                                               red, include_self=True)
+    case(f"scatter_reduce_i32_{red}", "scatter_reduce", [ib, iidx, isrc], [want],
+         params={"axis": 0, "reduce": red, "include_self": True}, rtol=0, atol=0)
+ax = floats((6, 3), -2, 2)
+aidx = np.array([4, -1, 0, 4, 9], dtype=np.int32)
+avals = floats((5, 3), -3, 3)
+jx = jnp.asarray(ax)
+for how in ("set", "add", "mul", "min", "max"):
+    vals = avals
+    if how == "set":
+        aidx_set = np.array([4, -1, 0, 2, 9], dtype=np.int32)
+        want = getattr(jx.at[aidx_set], how)(vals)
+        case(f"at_{how}", "at", [ax, aidx_set, vals], [np.asarray(want)], params={"how": how},
+             rtol=0, atol=0)
+    else:
+        want = getattr(jx.at[aidx], how)(vals)
+        case(f"at_{how}", "at", [ax, aidx, vals], [np.asarray(want)], params={"how": how},
+             rtol=2e-6, atol=1e-6)
+case("at_get", "at", [ax, np.array([[1, -1], [0, 2]], dtype=np.int32), avals],
+     [ax[np.array([[1, -1], [0, 2]])]], params={"how": "get"}, rtol=0, atol=0)
+dx = floats((5, 6, 4), -2, 2)
+for starts in ((1, 2, 0), (4, -3, 3), (0, 5, 1)):
+    st = np.array(starts, dtype=np.int32)
+    want = lax.dynamic_slice(dx, st, (3, 2, 2))
+    case(f"dynamic_slice_{starts}", "dynamic_slice", [dx, st], [np.asarray(want)],
+         params={"sizes": [3, 2, 2]}, rtol=0, atol=0)
+    up = floats((2, 3, 4), 5, 6)
+    want = lax.dynamic_update_slice(dx, up, st)
+    case(f"dynamic_update_slice_{starts}", "dynamic_update_slice", [dx, up, st],
+         [np.asarray(want)], rtol=0, atol=0)
+
 # ---- more sections are appended above this line ----
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")

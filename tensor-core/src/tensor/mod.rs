@@ -19,11 +19,13 @@ mod random;
 mod reduce;
 mod sliding;
 mod sorting;
+mod updates;
 mod vmap_scope;
 
 pub use broadcast::{Dims, IntoAxes, Operand};
 pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
+pub use updates::{At, ScatterReduce};
 
 use crate::uop::{DType, Device, Shape, UOp};
 use std::fmt;
