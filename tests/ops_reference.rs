@@ -10,7 +10,7 @@ use common::json::Json;
 use tensor::core::interp::evaluate;
 use tensor::core::uop::Scalar;
 use tensor::core::uop::dtype::decode_scalars;
-use tensor::core::{PadMode, ScatterReduce};
+use tensor::core::{Index, PadMode, ScatterReduce};
 use tensor::prelude::*;
 
 fn dtype_named(name: &str) -> DType {
@@ -101,6 +101,21 @@ fn pad_mode(p: &Json) -> PadMode {
         "replicate" => PadMode::Replicate,
         "circular" => PadMode::Circular,
         other => panic!("no pad mode {other}"),
+    }
+}
+
+/// An entry of an index expression; arrays name inputs after the indexed tensor.
+fn index_entry(e: &Json, x: &[Tensor]) -> Index {
+    let args = e.get("args").items();
+    let opt = |j: &Json| match j {
+        Json::Null => None,
+        n => Some(n.number() as isize),
+    };
+    match e.get("kind").string() {
+        "slice" => Index::Slice(opt(&args[0]), opt(&args[1]), args[2].number() as isize),
+        "full" => Index::Full,
+        "at" => Index::At(args[0].number() as isize),
+        _ => Index::Array(x[1 + args[0].number() as usize].clone()),
     }
 }
 
@@ -203,6 +218,23 @@ fn run(op: &str, x: &[Tensor], p: &Json) -> Vec<Tensor> {
             one(x[0].dynamic_slice(&x[1], &sizes))
         }
         "dynamic_update_slice" => one(x[0].dynamic_update_slice(&x[1], &x[2])),
+        "index" => {
+            let entries: Vec<Index> = p
+                .get("index")
+                .items()
+                .iter()
+                .map(|e| index_entry(e, x))
+                .collect();
+            one(x[0].index(&entries))
+        }
+        "diagonal" => one(x[0].diagonal(
+            num(p, "offset") as isize,
+            num(p, "axis1") as isize,
+            num(p, "axis2") as isize,
+        )),
+        "argwhere" => one(x[0].argwhere(num(p, "size") as usize, num(p, "fill") as i64)),
+        "nonzero" => x[0].nonzero(num(p, "size") as usize, num(p, "fill") as i64),
+        "masked_select" => one(x[0].masked_select(&x[1], num(p, "size") as usize, num(p, "fill"))),
         other => panic!("no op {other} in this test"),
     }
 }

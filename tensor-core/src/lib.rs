@@ -19,5 +19,5 @@ pub mod uop;
 #[cfg(test)]
 mod proptests;
 
-pub use tensor::{At, PadMode, ScatterReduce, Tensor};
+pub use tensor::{At, Index, PadMode, ScatterReduce, Tensor};
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

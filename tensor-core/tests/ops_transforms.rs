@@ -8,7 +8,7 @@ mod transform_common;
 
 use ops_common::{check_op, check_op_with};
 use tensor_core::transform::grad;
-use tensor_core::{DType, PadMode, ScatterReduce, Tensor};
+use tensor_core::{DType, Index, PadMode, ScatterReduce, Tensor};
 use transform_common::*;
 
 const B: usize = 3;
@@ -325,4 +325,54 @@ fn at_updates_and_dynamic_slices_differentiate_and_batch() {
     let u = randf64(&[B, 2, 2], 23);
     let write = |x: &Tensor, u: &Tensor, s: &Tensor| x.dynamic_update_slice(u, s);
     check_op(write, &[x, u, starts], &[0, 1]);
+}
+
+// ---- indexing ----
+
+#[test]
+fn advanced_indexing_and_strided_slices_differentiate_and_batch() {
+    let x = randf64(&[B, 4, 5, 6], 24);
+    let i0: Vec<i64> = (0..B * 2 * 2).map(|k| [0, -1, 2, 3, 1][k % 5]).collect();
+    let i0 = ints(i0, &[B, 2, 2]);
+    let i1 = ints(vec![1, 5, 0, 2, 3, 4], &[B, 2]);
+    let adjacent = |x: &Tensor, a: &Tensor, b: &Tensor| {
+        x.index(&[
+            Index::Full,
+            Index::Array(a.clone()),
+            Index::Array(b.clone()),
+        ])
+    };
+    check_op(adjacent, &[x.clone(), i0.clone(), i1.clone()], &[0]);
+    let separated = |x: &Tensor, a: &Tensor, b: &Tensor| {
+        x.index(&[
+            Index::Array(a.clone()),
+            Index::Slice(None, None, -2),
+            Index::Array(b.clone()),
+        ])
+    };
+    check_op(separated, &[x.clone(), i0, i1], &[0]);
+    let strided = |x: &Tensor| {
+        x.index(&[Index::At(-1), Index::Slice(Some(4), Some(0), -3)])
+            .slice_step(1, Some(1), None, 2)
+    };
+    check_op(strided, std::slice::from_ref(&x), &[0]);
+    check_op(
+        |x: &Tensor| x.diagonal(1, 2, 1),
+        std::slice::from_ref(&x),
+        &[0],
+    );
+    check_op(|x: &Tensor| x.diagonal(-2, 0, 2), &[x], &[0]);
+}
+
+#[test]
+fn static_size_selections_differentiate_and_batch() {
+    let x = randf64(&[B, 3, 4], 25);
+    let mask = x.gt(0.0);
+    let select = |x: &Tensor, m: &Tensor| x.masked_select(m, 5, -7.0);
+    check_op(select, &[x.clone(), mask], &[0]);
+    let positions = |x: &Tensor| {
+        let cols = x.nonzero(4, -1);
+        Tensor::cat(&[x.argwhere(6, 9).reshape(&[-1]), Tensor::cat(&cols, 0)], 0)
+    };
+    assert_vmap_matches_loop(positions, &[Some(0)], &[x.gt(0.2)]);
 }

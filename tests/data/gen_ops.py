@@ -376,6 +376,58 @@ for starts in ((1, 2, 0), (4, -3, 3), (0, 5, 1)):
     case(f"dynamic_update_slice_{starts}", "dynamic_update_slice", [dx, up, st],
          [np.asarray(want)], rtol=0, atol=0)
 
+# ---- indexing (item 7): NumPy's advanced indexing and slices, JAX's static-size selections ----
+def index_case(name, x, entries, arrays):
+    """entries: ("slice", start, stop, step) | ("full",) | ("at", i) | ("array", k)."""
+    key = []
+    for e in entries:
+        if e[0] == "slice":
+            key.append(slice(e[1], e[2], e[3]))
+        elif e[0] == "full":
+            key.append(slice(None))
+        elif e[0] == "at":
+            key.append(e[1])
+        else:
+            key.append(arrays[e[1]])
+    want = x[tuple(key)]
+    spec = [{"kind": e[0], "args": [a for a in e[1:]]} for e in entries]
+    case(name, "index", [x] + arrays, [np.ascontiguousarray(want)], params={"index": spec},
+         rtol=0, atol=0)
+
+
+ix = floats((4, 5, 6), -3, 3)
+i0 = np.array([[0, -1], [2, 3]], dtype=np.int64)
+i1 = np.array([1, 4], dtype=np.int32)
+i2 = np.array([[5], [0], [-2]], dtype=np.int64)
+index_case("index_two_adjacent", ix, [("full",), ("array", 0), ("array", 1)], [i1[None, :].repeat(2, 0), np.array([0, 5], dtype=np.int64)])
+index_case("index_separated", ix, [("array", 0), ("full",), ("array", 1)], [i0, np.array([1, 5], dtype=np.int64)])
+index_case("index_with_slice", ix, [("slice", 1, None, 2), ("array", 0), ("array", 1)], [i1, i2])
+index_case("index_at_and_array", ix, [("at", -1), ("slice", None, None, -2), ("array", 0)], [i2])
+index_case("index_front_array", ix, [("array", 0)], [i0])
+for sl in ((None, None, -1), (4, 0, -2), (-2, None, -3), (1, 100, 3), (None, None, 4),
+           (3, 1, 1), (-100, 100, 2), (5, None, -1)):
+    index_case(f"slice_step_{sl}", ix, [("full",), ("slice",) + sl], [])
+dg = floats((3, 4, 5), -3, 3)
+for off, a1, a2 in ((0, 1, 2), (1, 1, 2), (-2, 1, 2), (2, 0, 2), (-1, 2, 0), (7, 1, 2)):
+    case(f"diagonal_{off}_{a1}_{a2}", "diagonal", [dg], [np.ascontiguousarray(np.diagonal(dg, off, a1, a2))],
+         params={"offset": off, "axis1": a1, "axis2": a2}, rtol=0, atol=0)
+nz = np.array([[0.0, 1.5, 0.0, -2.0], [math.nan, 0.0, -0.0, 3.0], [0.0, 0.0, 0.0, 7.0]],
+              dtype=np.float32)
+for size, fill in ((3, -1), (8, 0), (6, 9)):
+    case(f"argwhere_{size}_{fill}", "argwhere", [nz],
+         [np.asarray(jnp.argwhere(nz, size=size, fill_value=fill)).astype(np.int64)],
+         params={"size": size, "fill": fill}, rtol=0, atol=0)
+    cols = jnp.nonzero(nz, size=size, fill_value=fill)
+    case(f"nonzero_{size}_{fill}", "nonzero", [nz], [np.asarray(c).astype(np.int64) for c in cols],
+         params={"size": size, "fill": fill}, rtol=0, atol=0)
+    mk = nz > 0
+    vals = floats((3, 4), -3, 3)
+    sel = vals[mk]
+    want = np.full(size, np.float32(fill))
+    want[:min(size, sel.size)] = sel[:size]
+    case(f"masked_select_{size}_{fill}", "masked_select", [vals, mk], [want.astype(np.float32)],
+         params={"size": size, "fill": fill}, rtol=0, atol=0)
+
 # ---- more sections are appended above this line ----
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json")

@@ -4,6 +4,7 @@
 //! realizes the graph (or the reference interpreter evaluates it). Shape and dtype errors are
 //! caught here, while the graph is built, and panic with the op, the shapes and the caller's line.
 
+mod advanced_index;
 mod broadcast;
 mod create;
 mod cumulative;
@@ -22,6 +23,7 @@ mod sorting;
 mod updates;
 mod vmap_scope;
 
+pub use advanced_index::Index;
 pub use broadcast::{Dims, IntoAxes, Operand};
 pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
