@@ -104,6 +104,10 @@ a16 = floats((64, 64), -1, 1, np.float16)
 b16 = floats((64, 64), -1, 1, np.float16)
 exact = (torch.from_numpy(a16).double() @ torch.from_numpy(b16).double())
 case("matmul_f16_64", "matmul", [a16, b16], [exact.half()], rtol=1e-3, atol=1e-3)
+abf = torch.from_numpy(floats((32, 48), -1, 1)).bfloat16()
+bbf = torch.from_numpy(floats((48, 40), -1, 1)).bfloat16()
+case("matmul_bf16", "matmul", [abf, bbf], [(abf.double() @ bbf.double()).bfloat16()],
+     rtol=8e-3, atol=8e-3)
 s16 = floats((4096,), 0, 1, np.float16)
 case("sum_f16_4096", "sum", [s16], [np.array(s16.astype(np.float64).sum(), dtype=np.float16)],
      params={"axes": [0]}, rtol=1e-3, atol=0)

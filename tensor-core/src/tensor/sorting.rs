@@ -7,6 +7,7 @@
 //! length of the sorted axis.
 
 use super::Tensor;
+use super::broadcast::normalize_axis;
 use crate::uop::DType;
 
 impl Tensor {
@@ -22,7 +23,7 @@ impl Tensor {
     #[track_caller]
     pub fn argsort(&self, axis: isize, descending: bool) -> Tensor {
         let last = self.ndim() as isize - 1;
-        let axis = super::broadcast::normalize_axis("argsort", axis, &self.shape()) as isize;
+        let axis = normalize_axis("argsort", axis, &self.shape()) as isize;
         if axis != last {
             return self
                 .transpose(axis, last)
@@ -41,7 +42,7 @@ impl Tensor {
     /// and their indices (`i64`), as PyTorch's `topk`.
     #[track_caller]
     pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Tensor, Tensor) {
-        let n = self.shape()[super::broadcast::normalize_axis("topk", axis, &self.shape())];
+        let n = self.shape()[normalize_axis("topk", axis, &self.shape())];
         if k > n {
             panic!(
                 "topk: k = {k} is larger than axis {axis} of shape {:?}",
@@ -59,7 +60,7 @@ impl Tensor {
     /// as PyTorch's `kthvalue`.
     #[track_caller]
     pub fn kthvalue(&self, k: usize, axis: isize) -> (Tensor, Tensor) {
-        let n = self.shape()[super::broadcast::normalize_axis("kthvalue", axis, &self.shape())];
+        let n = self.shape()[normalize_axis("kthvalue", axis, &self.shape())];
         if k == 0 || k > n {
             panic!(
                 "kthvalue: k = {k} is not in 1..={n} for axis {axis} of shape {:?}",
