@@ -118,7 +118,7 @@ fn stack_joins_along_a_new_axis() {
 }
 
 #[test]
-fn gather_picks_along_an_axis_like_take_along_axis() {
+fn gather_and_take_along_axis_pick_along_an_axis() {
     let x = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     let idx = Tensor::from_vec(vec![2i32, 0, 1, 1], &[2, 2]);
     assert_close(&x.gather(1, &idx), &[2, 2], &[3.0, 1.0, 5.0, 5.0]);
@@ -127,7 +127,13 @@ fn gather_picks_along_an_axis_like_take_along_axis() {
     let negative = Tensor::from_vec(vec![-1i32, -3], &[2, 1]);
     assert_close(&x.gather(-1, &negative), &[2, 1], &[3.0, 4.0]);
     let broadcast = Tensor::from_vec(vec![0i32, 2], &[1, 2]);
-    assert_close(&x.gather(1, &broadcast), &[2, 2], &[1.0, 3.0, 4.0, 6.0]);
+    assert_close(
+        &x.take_along_axis(&broadcast, 1),
+        &[2, 2],
+        &[1.0, 3.0, 4.0, 6.0],
+    );
+    // PyTorch's rule: the index shape is the output shape, shorter axes read a leading part.
+    assert_close(&x.gather(1, &broadcast), &[1, 2], &[1.0, 3.0]);
     let with_inf = f32s(&[f32::INFINITY, 1.0], &[2]);
     assert_close(
         &with_inf.gather(0, &Tensor::from_vec(vec![1i32], &[1])),

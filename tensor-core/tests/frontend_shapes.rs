@@ -157,7 +157,11 @@ fn indexing_and_joining_shapes() {
     );
     let idx = ti(&[2, 7], DType::I32);
     assert_eq!(a.gather(1, &idx).shape(), vec![2, 7]);
-    assert_eq!(a.gather(-1, &ti(&[1, 4], DType::I64)).shape(), vec![2, 4]);
+    assert_eq!(a.gather(-1, &ti(&[1, 4], DType::I64)).shape(), vec![1, 4]);
+    assert_eq!(
+        a.take_along_axis(&ti(&[1, 4], DType::I64), -1).shape(),
+        vec![2, 4]
+    );
     assert_eq!(
         t(&[10, 4]).take(&ti(&[2, 3], DType::I32), 0).shape(),
         vec![2, 3, 4]
@@ -167,7 +171,11 @@ fn indexing_and_joining_shapes() {
         vec![4, 5]
     );
     assert_eq!(ti(&[3], DType::I32).one_hot(10).shape(), vec![3, 10]);
-    assert_eq!(ti(&[3], DType::I32).one_hot(10).dtype(), DType::F32);
+    assert_eq!(ti(&[3], DType::I32).one_hot(10).dtype(), DType::I64);
+    assert_eq!(
+        ti(&[3], DType::I32).one_hot_as(10, DType::F32).dtype(),
+        DType::F32
+    );
     assert_eq!(t(&[3, 4]).cumsum(0).shape(), vec![3, 4]);
     assert_eq!(ti(&[3], DType::Bool).cumsum(0).dtype(), DType::I32);
     assert_eq!(t(&[3, 4]).softmax(-1).shape(), vec![3, 4]);

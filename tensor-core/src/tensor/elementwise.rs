@@ -102,7 +102,7 @@ fn floor_uop(u: &UOp) -> UOp {
 impl Tensor {
     /// `self` and `other` as nodes of one dtype and shape (NumPy broadcasting).
     #[track_caller]
-    fn binary_operands(&self, op: &str, other: impl Into<Operand>) -> (UOp, UOp) {
+    pub(super) fn binary_operands(&self, op: &str, other: impl Into<Operand>) -> (UOp, UOp) {
         let (uops, _) = elementwise_operands(op, &[Operand::from(self), other.into()]);
         let mut it = uops.into_iter();
         (it.next().expect("lhs"), it.next().expect("rhs"))
@@ -116,7 +116,7 @@ impl Tensor {
 
     /// Panics unless the dtype is a number (not bool): for ops NumPy rejects on bools.
     #[track_caller]
-    fn require_number(&self, op: &str, dtype: DType) {
+    pub(super) fn require_number(&self, op: &str, dtype: DType) {
         if dtype == DType::Bool {
             panic!(
                 "{op}: not supported for bool tensors (shape {:?}); cast to a number type first",
@@ -265,8 +265,8 @@ impl Tensor {
                 0.0 => Some(x.ones_like()),
                 1.0 => Some(x),
                 2.0 => Some(x.mul(&x)),
-                0.5 => Some(x.sqrt()),
-                -0.5 => Some(x.rsqrt()),
+                0.5 => Some(x.pow_half()),
+                -0.5 => Some(x.pow_half().recip()),
                 -1.0 => Some(x.recip()),
                 _ => None,
             };
@@ -279,6 +279,18 @@ impl Tensor {
             );
         }
         Some(x.pow_by_squaring(k as u64))
+    }
+
+    /// `self ** 0.5` of a float tensor by `pow`'s table, not `sqrt`'s: `(-inf) ** 0.5 = inf`
+    /// and `(-0) ** 0.5 = +0` (`sqrt` gives NaN and `-0`). `-inf` is replaced before the root,
+    /// so no NaN reaches the gradient, and `+ 0.0` turns `-0` into `+0`.
+    fn pow_half(&self) -> Tensor {
+        let u = self.uop();
+        let inf = const_like(&u, f64::INFINITY);
+        let minus_inf = const_like(&u, f64::NEG_INFINITY);
+        let finite_or_plus = where_uop(&eq_uop(&u, &minus_inf), &inf, &u);
+        let root = UOp::alu(Op::Sqrt, vec![finite_or_plus]);
+        Tensor::from_uop(add_uop(&root, &const_like(&u, 0.0)))
     }
 
     fn pow_by_squaring(&self, mut k: u64) -> Tensor {
@@ -596,23 +608,59 @@ fn remainder_needs_fix(r: &UOp, b: &UOp) -> UOp {
     UOp::alu(Op::And, vec![nonzero, signs_differ])
 }
 
-/// `a ** b` for float nodes: `Exp2(b * Log2|a|)`, with `x ** 0 = 1` and NumPy's sign rule for
-/// negative bases.
+/// `a ** b` for float nodes by C99 Annex F (IEEE `pow`, as libm, NumPy and PyTorch):
+/// `Exp2(b * Log2|a|)` signed by the exponent's parity, with the table's special rows.
+/// The base's sign is its sign bit, so `-0.0` and `-inf` take the odd-exponent sign; a negative
+/// base gives NaN only when it is finite, non-zero and the exponent is not an integer
+/// (`(-inf) ** 0.5 = inf`, `(-0) ** 0.5 = 0`); `1 ** y = 1` and `(-1) ** ±inf = 1` (where
+/// `inf * Log2 1` would be NaN); `x ** 0 = 1`, NaN included.
 fn pow_float(a: &UOp, b: &UOp) -> UOp {
     let zero = const_like(a, 0);
     let one = const_like(a, 1);
-    let abs_a = where_uop(&lt_uop(a, &zero), &neg_uop(a), a);
-    let magnitude = UOp::alu(Op::Exp2, vec![mul_uop(b, &UOp::alu(Op::Log2, vec![abs_a]))]);
+    let inf = const_like(a, f64::INFINITY);
+    let negative = signbit_uop(a);
+    let abs_a = where_uop(&negative, &neg_uop(a), a);
+    let exp2 = UOp::alu(
+        Op::Exp2,
+        vec![mul_uop(b, &UOp::alu(Op::Log2, vec![abs_a.clone()]))],
+    );
+    let b_not_finite = not_uop(&lt_uop(&abs_uop(b), &inf));
+    let unit_to_infinity = UOp::alu(Op::And, vec![eq_uop(&abs_a, &one), b_not_finite]);
+    let magnitude = where_uop(&unit_to_infinity, &one, &exp2);
     let b_trunc = UOp::alu(Op::Trunc, vec![b.clone()]);
     let b_is_integer = eq_uop(&b_trunc, b);
     let half_trunc = UOp::alu(Op::Trunc, vec![mul_uop(b, &const_like(b, 0.5))]);
     let b_is_odd = ne_uop(&mul_uop(&half_trunc, &const_like(b, 2)), &b_trunc);
     let odd_sign = where_uop(&b_is_odd, &const_like(a, -1), &one);
-    let sign = where_uop(&b_is_integer, &odd_sign, &const_like(a, f64::NAN));
+    let finite_nonzero = UOp::alu(Op::And, vec![lt_uop(&abs_a, &inf), ne_uop(&abs_a, &zero)]);
+    let fractional_sign = where_uop(&finite_nonzero, &const_like(a, f64::NAN), &one);
+    let sign = where_uop(&b_is_integer, &odd_sign, &fractional_sign);
     // The sign is chosen before it multiplies, so a NaN only enters lanes whose value is NaN
     // (a `where` around the product would still send NaN cotangents into unchosen lanes).
-    let signed = mul_uop(&magnitude, &where_uop(&lt_uop(a, &zero), &sign, &one));
+    let signed = mul_uop(&magnitude, &where_uop(&negative, &sign, &one));
     where_uop(&eq_uop(b, &zero), &one, &signed)
+}
+
+/// `|u|` of a signed node as `u < 0 ? -u : u` (`-0.0` stays `-0.0`; see [`Tensor::abs`]).
+pub(crate) fn abs_uop(u: &UOp) -> UOp {
+    where_uop(&lt_uop(u, &const_like(u, 0)), &neg_uop(u), u)
+}
+
+/// True where the sign bit of a float node is set (`-0.0`, `-inf` and negative NaNs
+/// included): the bits as the signed integer of the same width, compared with zero.
+pub(crate) fn signbit_uop(u: &UOp) -> UOp {
+    let bits = u.bitcast(signed_int_of_width(u.dtype()));
+    lt_uop(&bits, &const_like(&bits, 0))
+}
+
+/// The signed integer dtype as wide as `dtype`.
+pub(crate) fn signed_int_of_width(dtype: DType) -> DType {
+    match dtype.size_bytes() {
+        1 => DType::I8,
+        2 => DType::I16,
+        4 => DType::I32,
+        _ => DType::I64,
+    }
 }
 
 fn operand_shape(o: &Operand) -> Shape {

@@ -90,9 +90,10 @@ impl Tensor {
         Tensor::cat(&parts, ax)
     }
 
-    /// `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis` (NumPy's
-    /// `take_along_axis`, PyTorch's `gather`): `index` has as many axes as `self`, its other
-    /// axes broadcast against `self`'s, and the result has `index`'s size along `axis`.
+    /// PyTorch's `gather`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis`.
+    /// The index shape is the output shape: `index` has as many axes as `self`, and on every
+    /// other axis it may be shorter than `self` (the leading part of `self` is read) but not
+    /// longer. For NumPy's broadcasting rule use [`Tensor::take_along_axis`].
     #[track_caller]
     pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
         let (s, i) = (self.shape(), index.shape());
@@ -103,21 +104,46 @@ impl Tensor {
             );
         }
         let ax = normalize_axis("gather", axis, &s);
+        let mut bounds = Vec::with_capacity(s.len());
+        for (d, (&a, &b)) in s.iter().zip(&i).enumerate() {
+            if d != ax && b > a {
+                panic!(
+                    "gather: index shape {i:?} does not fit input shape {s:?} outside axis {axis}: axis {d} of the index ({b}) is longer than the input's ({a})"
+                );
+            }
+            bounds.push((0, if d == ax { a } else { b }));
+        }
+        self.shrink(&bounds).take_along_axis(index, axis)
+    }
+
+    /// NumPy's `take_along_axis`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along
+    /// `axis`, where `index` has as many axes as `self`, its other axes broadcast against
+    /// `self`'s, and the result has `index`'s size along `axis`.
+    #[track_caller]
+    pub fn take_along_axis(&self, index: &Tensor, axis: isize) -> Tensor {
+        let (s, i) = (self.shape(), index.shape());
+        require_int_index("take_along_axis", index);
+        if s.len() != i.len() || s.is_empty() {
+            panic!(
+                "take_along_axis: index shape {i:?} must have as many axes as the input shape {s:?} (at least one)"
+            );
+        }
+        let ax = normalize_axis("take_along_axis", axis, &s);
         let mut out: Shape = Vec::with_capacity(s.len());
         for (d, (&a, &b)) in s.iter().zip(&i).enumerate() {
             if d != ax && a != b && a != 1 && b != 1 {
                 panic!(
-                    "gather: index shape {i:?} does not fit input shape {s:?} outside axis {axis}"
+                    "take_along_axis: index shape {i:?} does not broadcast with input shape {s:?} outside axis {axis}"
                 );
             }
             out.push(if d == ax { b } else { a.max(b) });
         }
-        require_addressable("gather", &out);
+        require_addressable("take_along_axis", &out);
         let k = s[ax];
         // Work in ndim+1 axes: axis `ax` walks the input's K positions, `ax + 1` the index's n.
         let mut full = out.clone();
         full.insert(ax, k);
-        require_addressable("gather", &full);
+        require_addressable("take_along_axis", &full);
         let values = self.uop().reshape(&insert_at(&s, ax + 1, 1));
         let idx = wrap_negative(&index.uop(), k).reshape(&insert_at(&i, ax, 1));
         let mut along = vec![1; full.len()];
@@ -187,21 +213,28 @@ impl Tensor {
         Tensor::from_uop(cast_uop(&self.uop(), dtype)).add(Tensor::from_uop(spread))
     }
 
-    /// The labels as one-hot rows: shape `self.shape + [num_classes]`, `f32`, with a 1 where
-    /// the last index equals the label (labels outside `0..num_classes` give a zero row).
+    /// The labels as one-hot rows: shape `self.shape + [num_classes]`, `i64` as in PyTorch,
+    /// with a 1 where the last index equals the label (labels outside `0..num_classes` give a
+    /// zero row). [`Tensor::one_hot_as`] chooses the dtype.
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        self.one_hot_as(num_classes, DType::I64)
+    }
+
+    /// [`Tensor::one_hot`] with the result in `dtype` (`f32` for a target of a loss, say).
+    #[track_caller]
+    pub fn one_hot_as(&self, num_classes: usize, dtype: DType) -> Tensor {
         require_int_index("one_hot", self);
         let s = self.shape();
         let full: Shape = [s.as_slice(), &[num_classes]].concat();
         require_addressable("one_hot", &full);
-        let dtype = index_compare_dtype(self.dtype(), num_classes);
+        let compare = index_compare_dtype(self.dtype(), num_classes);
         let labels = broadcast_uop(
-            &cast_uop(&self.uop(), dtype).reshape(&[s.as_slice(), &[1]].concat()),
+            &cast_uop(&self.uop(), compare).reshape(&[s.as_slice(), &[1]].concat()),
             &full,
         );
-        let classes = broadcast_uop(&cast_uop(&arange_uop(num_classes), dtype), &full);
-        Tensor::from_uop(eq_uop(&labels, &classes).cast(DType::F32))
+        let classes = broadcast_uop(&cast_uop(&arange_uop(num_classes), compare), &full);
+        Tensor::from_uop(cast_uop(&eq_uop(&labels, &classes), dtype))
     }
 }
 

@@ -5,7 +5,7 @@
 use super::Tensor;
 use super::broadcast::{broadcast_uop, cast_uop};
 use super::elementwise::mul_uop;
-use super::reduce::reduce_uop;
+use super::reduce::{float_accumulator, reduce_uop};
 use crate::uop::{DType, ReduceOp, Shape};
 
 impl Tensor {
@@ -21,10 +21,12 @@ impl Tensor {
             );
         }
         let dtype = DType::promote(self.dtype(), other.dtype());
+        // Half floats multiply and accumulate in f32 and round once at the end, as every peer
+        // does: f16 products and partial sums each lose low bits.
         let work = if dtype == DType::Bool {
             DType::I32
         } else {
-            dtype
+            float_accumulator(dtype)
         };
         let a = cast_uop(&self.uop(), work);
         let b = cast_uop(&other.uop(), work);

@@ -4,21 +4,30 @@
 //! realizes the graph (or the reference interpreter evaluates it). Shape and dtype errors are
 //! caught here, while the graph is built, and panic with the op, the shapes and the caller's line.
 
+mod advanced_index;
 mod broadcast;
 mod create;
 mod cumulative;
 mod elementwise;
+mod float_math;
 mod indexing;
 mod matmul;
 mod movement;
 mod nn;
 mod operators;
+mod padding;
 mod random;
 mod reduce;
 mod sliding;
+mod sorting;
+mod updates;
 mod vmap_scope;
 
+pub use advanced_index::Index;
 pub use broadcast::{Dims, IntoAxes, Operand};
+pub use padding::PadMode;
+pub use reduce::{accumulated_reduce, float_accumulator};
+pub use updates::{At, ScatterReduce};
 
 use crate::uop::{DType, Device, Shape, UOp};
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Rust operators on tensors: `+ - * / %` (with NumPy broadcasting and JAX-style weak
-//! scalars on either side), unary `-`, `!` and `& | ^`, on owned and borrowed tensors alike.
+//! scalars on either side), unary `-`, `!`, `& | ^` and the shifts `<< >>`, on owned and borrowed tensors alike.
 //! A scalar on the left must be an `f64` or `i32` (what unsuffixed literals are); any of
 //! `f32`, `f64`, `i32`, `i64` and `bool` works on the right. `%` is NumPy's remainder (sign of the divisor); `!` is logical not for bools and bitwise
 //! not for integers.
@@ -70,6 +70,8 @@ binary_operator!(Rem, rem, remainder);
 tensor_operator!(BitAnd, bitand, bitwise_and);
 tensor_operator!(BitOr, bitor, bitwise_or);
 tensor_operator!(BitXor, bitxor, bitwise_xor);
+tensor_operator!(Shl, shl, shl);
+tensor_operator!(Shr, shr, shr);
 
 impl std::ops::Neg for Tensor {
     type Output = Tensor;

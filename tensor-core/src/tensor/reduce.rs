@@ -23,13 +23,36 @@ pub fn accumulate_dtype(dtype: DType) -> DType {
     }
 }
 
-/// `u` reduced by `op` over the (normalized) `axes` in its own dtype; reduced axes are kept
-/// as size 1 when `keepdim`, dropped otherwise.
+/// The dtype a float sum or product accumulates in before it is rounded back: `f32` for the
+/// half-precision types (`f16`, `bf16`), as NumPy, PyTorch and JAX do; the dtype itself
+/// otherwise.
+pub fn float_accumulator(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// `u` reduced by `op` over `axes` (kept as size 1), with sums and products of half-precision
+/// floats accumulated in `f32` and rounded once to `u`'s dtype (an `f16` accumulator loses
+/// the low bits of every term once the total is large). Every sum the front end and the
+/// gradients build goes through here.
+pub fn accumulated_reduce(u: &UOp, op: ReduceOp, axes: &[usize]) -> UOp {
+    let acc = float_accumulator(u.dtype());
+    if acc == u.dtype() || op == ReduceOp::Max {
+        return u.reduce(op, axes);
+    }
+    u.cast(acc).reduce(op, axes).cast(u.dtype())
+}
+
+/// `u` reduced by `op` over the (normalized) `axes` in its own dtype (half floats accumulate
+/// in `f32`, see [`accumulated_reduce`]); reduced axes are kept as size 1 when `keepdim`,
+/// dropped otherwise.
 pub(crate) fn reduce_uop(u: &UOp, op: ReduceOp, axes: &[usize], keepdim: bool) -> UOp {
     if axes.is_empty() {
         return u.clone();
     }
-    let reduced = u.reduce(op, axes);
+    let reduced = accumulated_reduce(u, op, axes);
     if keepdim {
         return reduced;
     }
@@ -177,6 +200,28 @@ impl Tensor {
     #[track_caller]
     pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         self.var(axes, keepdim).sqrt()
+    }
+
+    /// The variance over `axes` with Bessel's `correction` (PyTorch's `correction`, NumPy's
+    /// `ddof`): `sum((x - mean(x))^2) / max(0, n - correction)`, in the float type; `1` gives
+    /// the unbiased sample variance, and `n <= correction` divides by zero (inf or NaN), as
+    /// both peers do.
+    #[track_caller]
+    pub fn var_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("var_with", axes);
+        let shape = self.shape();
+        let n: usize = axes.iter().map(|&a| shape[a]).product();
+        let signed: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+        let centered = self.sub(self.mean(&signed, true));
+        let squares = centered.square();
+        let total = squares.sum(&signed, keepdim);
+        total.div((n as f64 - correction).max(0.0))
+    }
+
+    /// The standard deviation with Bessel's `correction`: `sqrt(var_with)`.
+    #[track_caller]
+    pub fn std_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
+        self.var_with(axes, correction, keepdim).sqrt()
     }
 
     /// True where any element over `axes` is non-zero (bool).

@@ -9,7 +9,7 @@
 //! caller's tangent that is a constant zero (`zeros_like`) is the symbolic zero too.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::trace::{placeholder_like, substitute, trace};
@@ -187,6 +187,13 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
                 let q = t(m.root());
                 rule2(m, c, move |_, y, dx, dy| (dx - &q * dy) / y)
             })
+            // d fmod(x, y) = dx - trunc(x / y) dy
+            .rule(UPat::op(Op::Mod), |m, c| {
+                rule2(m, c, |x, y, dx, dy| {
+                    let k = (x / y).trunc();
+                    dx - &k * dy
+                })
+            })
             // d(1/x) = -dx / x²
             .rule(UPat::op(Op::Recip), |m, c| {
                 let r = t(m.root());
@@ -316,9 +323,24 @@ fn reduce_tangent(node: &UOp, c: &TangentCtx) -> Option<Tangent> {
     let tangent = c.dot(x).map(|dx| match op {
         ReduceOp::Add => sum(dx),
         ReduceOp::Max => sum(dx * argmax_share(&t(x), &t(node))),
-        ReduceOp::Mul => t(node) * sum(dx / t(x)),
+        ReduceOp::Mul => sum(dx * product_share(&t(x), node)),
     });
     Some(tangent)
+}
+
+/// For a product-reduce `node` of `x`: `d node / d x`, the product of the other elements,
+/// without dividing by zero: `prod / x` where no element is zero, the product of the non-zero
+/// elements at the only zero, and 0 where two or more are zero (as PyTorch's `prod` gradient).
+pub(crate) fn product_share(x: &Tensor, node: &UOp) -> Tensor {
+    let shape = x.shape();
+    let is_zero = x.eq(0.0);
+    let nonzero = is_zero.where_(1.0, x);
+    let product = t(&same_reduce(node, ReduceOp::Mul, &nonzero.uop())).expand(&shape);
+    let zeros = is_zero.cast(x.dtype());
+    let zeros = t(&same_reduce(node, ReduceOp::Add, &zeros.uop())).expand(&shape);
+    let only_zero_here = zeros.eq(1.0).logical_and(&is_zero);
+    let others = only_zero_here.where_(&product, 0.0);
+    zeros.eq(0.0).where_(&product / nonzero, others)
 }
 
 /// For a max-reduce `m` of `x` (over axes or over ranges): `1/k` at each of the `k`
@@ -338,6 +360,6 @@ fn same_reduce(like: &UOp, op: ReduceOp, x: &UOp) -> UOp {
     if is_reduce_over_ranges(like) {
         x.reduce_over(op, &like.src()[1..])
     } else {
-        x.reduce(op, axes)
+        accumulated_reduce(x, op, axes)
     }
 }

@@ -10,11 +10,11 @@
 //! cotangent reaches.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
-use crate::transform::jvp::{argmax_share, is_differentiable, max_weights};
+use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, product_share};
 use crate::transform::trace::{Traced, placeholder_like, substitute, trace};
 use crate::transform::zero::Tangent;
 use crate::uop::shape::{operand_exprs, operand_values};
@@ -310,6 +310,10 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
             .rule(UPat::op(Op::Div), |m, c| {
                 binary(m, c, |ct, x, y| (&ct / y, -(ct * x / (y * y))))
             })
+            // fmod(x, y): ct, -ct trunc(x / y)
+            .rule(UPat::op(Op::Mod), |m, c| {
+                binary(m, c, |ct, x, y| (ct.clone(), -(ct * (x / y).trunc())))
+            })
             // 1/x: -ct / x²
             .rule(UPat::op(Op::Recip), |m, c| {
                 let r = t(m.root());
@@ -431,7 +435,7 @@ fn movement_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
             let axes: Vec<usize> = (0..in_shape.len())
                 .filter(|&a| in_shape[a] != out_shape[a])
                 .collect();
-            ct.reduce(ReduceOp::Add, &axes)
+            accumulated_reduce(&ct, ReduceOp::Add, &axes)
         }
         (Op::Permute, Arg::Permutation(p)) => ct.permute(&inverse_permutation(p)),
         (Op::Flip, Arg::Flags(f)) => ct.flip(f),
@@ -535,7 +539,7 @@ fn reduce_over_ranges_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
     let share = match op {
         ReduceOp::Add => ct,
         ReduceOp::Max => ct * argmax_share(&x, &t(node)),
-        ReduceOp::Mul => ct * t(node) / x,
+        ReduceOp::Mul => ct * product_share(&x, node),
     };
     let shares = std::iter::once(Some(share))
         .chain(node.src()[1..].iter().map(|_| None))
@@ -555,7 +559,7 @@ fn reduce_rule(m: &Captures, c: &mut CotangentCtx) -> Option<UOp> {
     let share = match op {
         ReduceOp::Add => spread,
         ReduceOp::Max => spread * argmax_share(&x, &t(node)),
-        ReduceOp::Mul => spread * t(node).expand(&shape) / x,
+        ReduceOp::Mul => spread * product_share(&x, node),
     };
     c.give(vec![Some(share)])
 }
