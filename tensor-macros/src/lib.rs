@@ -31,6 +31,7 @@ mod args;
 mod function;
 mod suggest;
 mod transform;
+mod tree;
 
 use proc_macro::TokenStream;
 use transform::Derivative;
@@ -126,4 +127,15 @@ pub fn jvp(tokens: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn vjp(tokens: TokenStream) -> TokenStream {
     emit(transform::vjp(tokens.into()))
+}
+
+/// `#[derive(Tree)]`: the struct as a tree of tensors, so transforms take and return it
+/// (`grad!(loss)(&params, &x, &y)` returns gradients shaped like `params`). Fields are
+/// subtrees (`Tensor`, `Vec<Layer>`, `Option<Tensor>`, other derived structs, ...); a field
+/// marked `#[tree(static)]` (a hyper-parameter) is kept in the structure instead of the
+/// leaves and must be `Clone + PartialEq + Debug + Send + Sync + 'static`. The struct must
+/// be `Clone`.
+#[proc_macro_derive(Tree, attributes(tree))]
+pub fn derive_tree(tokens: TokenStream) -> TokenStream {
+    emit(tree::derive(tokens.into()))
 }

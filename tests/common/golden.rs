@@ -37,11 +37,18 @@ pub fn check_all_cases(
     label: &str,
     build: impl Fn(&str, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
 ) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/transforms.json"
-    ))
-    .expect("tests/data/transforms.json is part of the repository");
+    check_cases_in("transforms.json", label, build)
+}
+
+/// [`check_all_cases`] for the cases of `tests/data/<file>`.
+pub fn check_cases_in(
+    file: &str,
+    label: &str,
+    build: impl Fn(&str, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
+) {
+    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path} is part of the repository: {e}"));
     let doc = Json::parse(&text);
     let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
     let cases = doc.get("cases").items();
