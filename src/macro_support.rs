@@ -91,6 +91,33 @@ impl<T: TensorRef + ?Sized> TensorRef for &T {
     }
 }
 
+/// `#[function]`'s check that a parameter type is a tree, spanned on the type.
+pub fn is_tree<T: Tree>() {}
+
+/// `#[function]`'s call: the arguments (a tuple of trees) flattened to leaves, the body
+/// traced once per signature of the leaves and structure of the trees, the results rebuilt.
+pub fn call_function<A: Tree, O: Outputs>(
+    cache: &FunctionCache,
+    args: A,
+    body: impl FnOnce(A) -> O,
+) -> O {
+    let def = args.structure();
+    let all_tensors = def
+        .children()
+        .iter()
+        .all(|(_, c)| matches!(c, TreeDef::Leaf));
+    let structure = if all_tensors {
+        String::new()
+    } else {
+        format!("{def:?}")
+    };
+    let results = cache.call_structured(&structure, &tree_leaves(&args), |params| {
+        let owned: Vec<Tensor> = params.to_vec();
+        flatten(body(A::unflatten(&def, &mut owned.into_iter())))
+    });
+    unflatten(results)
+}
+
 /// A result `(output, aux)` of a function differentiated with `has_aux = true`.
 #[diagnostic::on_unimplemented(
     message = "has_aux = true needs a function returning a pair `(output, aux)`, not `{Self}`",

@@ -462,3 +462,48 @@ fn jacobians_over_a_struct_argument_are_shaped_like_it() {
     close(&j.w, &jf.w);
     close(&j.b, &jf.b);
 }
+
+// ---------------------------------------------------------------------------------------------
+// #[function] over trees.
+
+#[function]
+fn affine_loss(p: &Affine, x: &Tensor) -> Tensor {
+    (x.matmul(&p.w) + &p.b).tanh().sum_all()
+}
+
+#[function]
+fn total(m: &BTreeMap<String, Tensor>) -> Tensor {
+    m.values()
+        .fold(Tensor::zeros(&[0usize; 0], DType::F32), |acc, t| {
+            acc + t.sum_all()
+        })
+}
+
+#[test]
+fn a_function_takes_trees_and_traces_once_per_signature_and_structure() {
+    let p = Affine {
+        w: Tensor::randn(&[4, 3], 1),
+        b: Tensor::randn(&[3], 2),
+    };
+    let x = Tensor::randn(&[4], 3);
+    let direct = |p: &Affine, x: &Tensor| (x.matmul(&p.w) + &p.b).tanh().sum_all();
+    close(&affine_loss(&p, &x), &direct(&p, &x));
+    let q = tree_scale(&p, 2.0);
+    close(&affine_loss(&q, &x), &direct(&q, &x));
+    assert_eq!(affine_loss::trace_count(), 1);
+    let g: Affine = grad!(affine_loss)(&p, &x);
+    let want: Affine = grad!(direct)(&p, &x);
+    close(&g.w, &want.w);
+    close(&g.b, &want.b);
+
+    let one = Tensor::ones(&[2], DType::F32);
+    let map = |keys: [&str; 2]| -> BTreeMap<String, Tensor> {
+        keys.iter().map(|k| (k.to_string(), one.clone())).collect()
+    };
+    assert_eq!(values(&total(&map(["a", "b"]))), vec![4.0]);
+    assert_eq!(values(&total(&map(["a", "b"]))), vec![4.0]);
+    assert_eq!(total::trace_count(), 1);
+    // Same leaves, other keys: another structure, traced again.
+    assert_eq!(values(&total(&map(["a", "c"]))), vec![4.0]);
+    assert_eq!(total::trace_count(), 2);
+}

@@ -7,9 +7,10 @@
 //! | macro | returns |
 //! |---|---|
 //! | `vmap!(f, in_axes = (0, None), out_axes = 0)` | a callable of `f`'s arity returning `f`'s result type |
-//! | `grad!(f, argnums = (0, 2))` | a callable of `f`'s arity returning one gradient per argnum (a `Tensor` for one) |
+//! | `grad!(f, argnums = (0, 2))` | a callable of `f`'s arity returning one gradient per argnum, shaped like that argument; `has_aux = true` adds `f`'s aux, `allow_int = true` zero gradients for integers |
 //! | `value_and_grad!(f, argnums = 0)` | a callable returning `(value, gradients)` |
-//! | `jacfwd!(f, argnums = 0)`, `jacrev!`, `hessian!` | a callable returning one Jacobian (Hessian) per result of `f` |
+//! | `jacfwd!(f, argnums = (0, 1))`, `jacrev!`, `hessian!` | a callable returning, per result of `f`, the Jacobians (Hessian blocks) for the argnums |
+//! | `#[derive(Tree)]` | a struct of tensors usable as an argument or result of all of these |
 //! | `jvp!(f, (x, y), (tx, ty))` | `(f(x, y), J · (tx, ty))`, each typed like `f`'s result |
 //! | `vjp!(f, (x, y))` | `(f(x, y), pullback)`; `pullback(&ct)` returns one cotangent per primal |
 //!
@@ -46,7 +47,9 @@ fn emit(result: syn::Result<proc_macro2::TokenStream>) -> TokenStream {
 /// body, and returns the results through `GetTuple`. Later calls with the same signature run
 /// no Rust code of the body.
 ///
-/// Parameters must be `&Tensor` or `Tensor`; the result a `Tensor` or a tuple of them.
+/// Parameters are trees of tensors, by reference or by value (`&Tensor`, `Tensor`, `&Params`
+/// for a `#[derive(Tree)]` struct, `&Vec<Tensor>`, ...; the structure of the trees is part of
+/// the signature); the result a `Tensor` or a tuple of them.
 /// `#[function(precompile)]` marks the node to be compiled as one reusable unit instead of
 /// being inlined at schedule time. The macro also emits a companion module of the same name
 /// with `ARITY`, `RESULTS`, the trace `CACHE` and `trace_count()`.

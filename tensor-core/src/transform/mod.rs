@@ -1,5 +1,6 @@
 //! Function transforms, all graph to graph and all composable: `vmap` (by rewrite), and the
-//! machinery they share: [`Func`], tracing on placeholders, substitution.
+//! machinery they share: [`Func`], trees of tensors ([`tree`]), tracing on placeholders,
+//! substitution.
 
 pub mod crossing;
 pub mod func;

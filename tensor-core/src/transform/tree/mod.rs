@@ -23,6 +23,11 @@ use std::collections::BTreeMap;
 /// The leaves a tree is rebuilt from, taken in order.
 pub type Leaves = std::vec::IntoIter<Tensor>;
 
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tree of tensors",
+    label = "not a `Tensor`, a tuple, array, `Vec`, `Option` or `BTreeMap<String, _>` of trees, or a `#[derive(Tree)]` struct",
+    note = "derive `Tree` for a struct of tensors, and mark its fields that are not tensors `#[tree(static)]`"
+)]
 /// A value made of tensors: it flattens to its tensors (the leaves, in a fixed order) and a
 /// [`TreeDef`], and is rebuilt from them. `unflatten(&t.structure(), leaves_of(t)) == t`.
 pub trait Tree: Clone + Send + Sync + 'static {
