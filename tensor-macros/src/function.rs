@@ -1,12 +1,17 @@
 //! `#[function]`: capture a Rust fn of tensors as a `Function` node, traced once per signature.
 //!
 //! ```text
-//! #[function]                              fn loss(w: &Tensor, x: &Tensor) -> Tensor {
-//! fn loss(w: &Tensor, x: &Tensor)     =>       fn body(w: &Tensor, x: &Tensor) -> Tensor { ... }
-//!     -> Tensor { ... }                        loss::CACHE.call(&[w, x], |p| body(&p[0], &p[1]))
+//! #[function]                              fn loss(w: &Params, x: &Tensor) -> Tensor {
+//! fn loss(w: &Params, x: &Tensor)     =>       fn body(w: &Params, x: &Tensor) -> Tensor { ... }
+//!     -> Tensor { ... }                        __private::call_function(&loss::CACHE,
+//!                                                  (w.clone(), x.clone()), |p| body(&p.0, &p.1))
 //!                                          }
 //!                                          mod loss { ARITY, RESULTS, CACHE, trace_count() }
 //! ```
+//!
+//! Each parameter is a tree (a tensor, or any `Tree` type); `call_function` flattens the
+//! arguments to leaves, traces once per signature of the leaves and structure of the trees,
+//! and rebuilds the arguments for the body.
 
 use crate::suggest::nearest;
 use proc_macro2::{Span, TokenStream};
