@@ -8,11 +8,17 @@ pub use tensor_runtime as runtime;
 
 pub use tensor_core::Tensor;
 pub use tensor_core::nn;
-pub use tensor_core::transform::{
-    ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, hessian, jacfwd, jacrev, jvp, value_and_grad,
-    vjp, vmap,
+pub use tensor_core::transform::tree::{
+    self, AxisTree, Tree, TreeDef, tree_add, tree_leaves, tree_map, tree_scale, tree_structure,
+    tree_sub, tree_unflatten, tree_vdot, tree_zeros_like, tree_zip_map,
 };
-pub use tensor_macros::{function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap};
+pub use tensor_core::transform::{
+    ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, grad_with, hessian, jacfwd, jacrev, jvp,
+    value_and_grad, value_and_grad_with, vjp, vmap,
+};
+pub use tensor_macros::{
+    Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
+};
 pub use tensor_runtime::jit;
 
 /// `jit!(f)`: `f` (a `#[function]`, a closure, or another transform macro's result) compiled
@@ -32,12 +38,16 @@ pub mod __private;
 /// The names most programs need.
 pub mod prelude {
     pub use crate::jit;
+    pub use tensor_core::transform::tree::{
+        Tree, tree_add, tree_leaves, tree_map, tree_scale, tree_sub, tree_vdot, tree_zeros_like,
+        tree_zip_map,
+    };
     pub use tensor_core::transform::{
         Func, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
     pub use tensor_core::{DType, Device, Tensor, UOp};
     pub use tensor_macros::{
-        function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
+        Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
     };
     pub use tensor_runtime::Realize;
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::golden::{Inputs, check_cases_in};
+use common::golden::{Inputs, check_cases_with_options};
 use common::json::Json;
 use tensor::nn::{
     self, ClassLoss, Conv, ConvTranspose, Gelu, Mode, Pool, Reduction, Spatial, Target,
@@ -14,7 +14,7 @@ use tensor::prelude::*;
 
 #[test]
 fn nn_functions_match_pytorch() {
-    check_cases_in("nn.json", "torch", build);
+    check_cases_with_options("nn.json", "torch", build);
 }
 
 fn build(case: &Json, i: &Inputs) -> Vec<Tensor> {

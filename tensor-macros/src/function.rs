@@ -1,16 +1,22 @@
 //! `#[function]`: capture a Rust fn of tensors as a `Function` node, traced once per signature.
 //!
 //! ```text
-//! #[function]                              fn loss(w: &Tensor, x: &Tensor) -> Tensor {
-//! fn loss(w: &Tensor, x: &Tensor)     =>       fn body(w: &Tensor, x: &Tensor) -> Tensor { ... }
-//!     -> Tensor { ... }                        loss::CACHE.call(&[w, x], |p| body(&p[0], &p[1]))
+//! #[function]                              fn loss(w: &Params, x: &Tensor) -> Tensor {
+//! fn loss(w: &Params, x: &Tensor)     =>       fn body(w: &Params, x: &Tensor) -> Tensor { ... }
+//!     -> Tensor { ... }                        __private::call_function(&loss::CACHE,
+//!                                                  (w.clone(), x.clone()), |p| body(&p.0, &p.1))
 //!                                          }
 //!                                          mod loss { ARITY, RESULTS, CACHE, trace_count() }
 //! ```
+//!
+//! Each parameter is a tree (a tensor, or any `Tree` type); `call_function` flattens the
+//! arguments to leaves, traces once per signature of the leaves and structure of the trees,
+//! and rebuilds the arguments for the body.
 
 use crate::suggest::nearest;
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{Error, FnArg, GenericParam, ItemFn, ReturnType, Type};
 
 /// The options `#[function(...)]` accepts.
@@ -125,11 +131,20 @@ fn check_signature(item: &ItemFn) -> syn::Result<()> {
     Ok(())
 }
 
-/// How a parameter takes its tensor.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// How a parameter takes its tree (a tensor, or any type implementing `Tree`), and its type
+/// without the reference.
+#[derive(Clone)]
 enum Param {
-    ByRef,
-    ByValue,
+    ByRef(Type),
+    ByValue(Type),
+}
+
+impl Param {
+    fn ty(&self) -> &Type {
+        match self {
+            Param::ByRef(t) | Param::ByValue(t) => t,
+        }
+    }
 }
 
 fn param_kind(arg: &FnArg) -> syn::Result<Param> {
@@ -144,23 +159,35 @@ fn param_kind(arg: &FnArg) -> syn::Result<Param> {
         FnArg::Typed(typed) => &*typed.ty,
     };
     match ty {
-        Type::Reference(r) if is_tensor(&r.elem) => match &r.mutability {
+        Type::Reference(r) => match &r.mutability {
             Some(token) => Err(Error::new_spanned(
                 token,
                 "#[function] parameters are read-only: a traced function cannot mutate its inputs; \
                  take `&Tensor` and return the new value as a result",
             )),
-            None => Ok(Param::ByRef),
+            None => tree_type(&r.elem).map(Param::ByRef),
         },
-        ty if is_tensor(ty) => Ok(Param::ByValue),
+        ty => tree_type(ty).map(Param::ByValue),
+    }
+}
+
+/// A parameter's type, which must name a tree: a tensor, or a type implementing `Tree`
+/// (checked by the compiler, spanned on the type).
+fn tree_type(ty: &Type) -> syn::Result<Type> {
+    match ty {
         Type::ImplTrait(_) => Err(Error::new_spanned(
             ty,
-            "#[function] cannot trace an `impl Trait` parameter (a hidden generic): take `&Tensor`",
+            "#[function] cannot trace an `impl Trait` parameter (a hidden generic): take `&Tensor` \
+             or a concrete tree type",
         )),
+        Type::Path(_) | Type::Tuple(_) | Type::Array(_) | Type::Paren(_) | Type::Group(_) => {
+            Ok(ty.clone())
+        }
         ty => Err(Error::new_spanned(
             ty,
-            "#[function] parameters must be tensors: write `&Tensor` or `Tensor`; settings that are \
-             not tensors belong in a closure around the call, or in the body as constants",
+            "#[function] parameters must be trees of tensors: write `&Tensor`, `Tensor`, or a \
+             type implementing `Tree` (`#[derive(Tree)]`); settings that are not tensors belong \
+             in a closure around the call, or in the body as constants",
         )),
     }
 }
@@ -226,10 +253,21 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
             *typed.pat = syn::parse_quote!(#arg_name);
         }
     }
-    let traced_args = params.iter().enumerate().map(|(i, p)| match p {
-        Param::ByRef => quote!(&__tensor_params[#i]),
-        Param::ByValue => quote!(::core::clone::Clone::clone(&__tensor_params[#i])),
+    let traced_args = params.iter().enumerate().map(|(i, p)| {
+        let i = syn::Index::from(i);
+        match p {
+            Param::ByRef(_) => quote!(&__tensor_params.#i),
+            Param::ByValue(_) => quote!(__tensor_params.#i),
+        }
     });
+    let owned_args = params.iter().zip(&arg_names).map(|(p, a)| match p {
+        Param::ByRef(_) => quote!(::core::clone::Clone::clone(#a)),
+        Param::ByValue(_) => quote!(#a),
+    });
+    let types: Vec<&Type> = params.iter().map(Param::ty).collect();
+    let tree_checks = types
+        .iter()
+        .map(|ty| quote_spanned!(ty.span()=> ::tensor::__private::is_tree::<#ty>();));
     let arity = params.len();
     let schedule = if precompile {
         quote!(::tensor::__private::CallMode::Precompile)
@@ -245,19 +283,18 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
         #vis #outer_sig {
             #(#lint_attrs)*
             #inner_sig #block
-            let __tensor_results = #name::CACHE.call(
-                &[#(::tensor::__private::TensorRef::tensor(&#arg_names)),*],
-                |__tensor_params: &[::tensor::Tensor]| {
-                    ::tensor::__private::flatten(#body_fn(#(#traced_args),*))
-                },
-            );
-            ::tensor::__private::unflatten(__tensor_results)
+            #(#tree_checks)*
+            ::tensor::__private::call_function(
+                &#name::CACHE,
+                (#(#owned_args,)*),
+                |__tensor_params: (#(#types,)*)| #body_fn(#(#traced_args),*),
+            )
         }
 
         #[doc = #companion_doc]
         #[allow(dead_code)]
         #vis mod #name {
-            /// The number of tensor arguments.
+            /// The number of arguments (each a tensor or a tree of them).
             pub const ARITY: usize = #arity;
             /// The number of tensor results.
             pub const RESULTS: usize = #results;
@@ -296,7 +333,14 @@ mod tests {
                 todo!()
             }
         );
+        // A `usize` is a path type: the compiler rejects it (it is not a `Tree`), spanned on it.
+        assert!(param_kind(&item.sig.inputs[0]).is_ok());
+        let item: ItemFn = syn::parse_quote!(
+            fn f(n: fn()) -> Tensor {
+                todo!()
+            }
+        );
         let err = param_kind(&item.sig.inputs[0]).err().unwrap();
-        assert!(err.to_string().contains("must be tensors"));
+        assert!(err.to_string().contains("must be trees of tensors"));
     }
 }

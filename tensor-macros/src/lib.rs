@@ -7,9 +7,10 @@
 //! | macro | returns |
 //! |---|---|
 //! | `vmap!(f, in_axes = (0, None), out_axes = 0)` | a callable of `f`'s arity returning `f`'s result type |
-//! | `grad!(f, argnums = (0, 2))` | a callable of `f`'s arity returning one gradient per argnum (a `Tensor` for one) |
+//! | `grad!(f, argnums = (0, 2))` | a callable of `f`'s arity returning one gradient per argnum, shaped like that argument; `has_aux = true` adds `f`'s aux, `allow_int = true` zero gradients for integers |
 //! | `value_and_grad!(f, argnums = 0)` | a callable returning `(value, gradients)` |
-//! | `jacfwd!(f, argnums = 0)`, `jacrev!`, `hessian!` | a callable returning one Jacobian (Hessian) per result of `f` |
+//! | `jacfwd!(f, argnums = (0, 1))`, `jacrev!`, `hessian!` | a callable returning, per result of `f`, the Jacobians (Hessian blocks) for the argnums |
+//! | `#[derive(Tree)]` | a struct of tensors usable as an argument or result of all of these |
 //! | `jvp!(f, (x, y), (tx, ty))` | `(f(x, y), J · (tx, ty))`, each typed like `f`'s result |
 //! | `vjp!(f, (x, y))` | `(f(x, y), pullback)`; `pullback(&ct)` returns one cotangent per primal |
 //!
@@ -31,6 +32,7 @@ mod args;
 mod function;
 mod suggest;
 mod transform;
+mod tree;
 
 use proc_macro::TokenStream;
 use transform::Derivative;
@@ -45,7 +47,9 @@ fn emit(result: syn::Result<proc_macro2::TokenStream>) -> TokenStream {
 /// body, and returns the results through `GetTuple`. Later calls with the same signature run
 /// no Rust code of the body.
 ///
-/// Parameters must be `&Tensor` or `Tensor`; the result a `Tensor` or a tuple of them.
+/// Parameters are trees of tensors, by reference or by value (`&Tensor`, `Tensor`, `&Params`
+/// for a `#[derive(Tree)]` struct, `&Vec<Tensor>`, ...; the structure of the trees is part of
+/// the signature); the result a `Tensor` or a tuple of them.
 /// `#[function(precompile)]` marks the node to be compiled as one reusable unit instead of
 /// being inlined at schedule time. The macro also emits a companion module of the same name
 /// with `ARITY`, `RESULTS`, the trace `CACHE` and `trace_count()`.
@@ -126,4 +130,15 @@ pub fn jvp(tokens: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn vjp(tokens: TokenStream) -> TokenStream {
     emit(transform::vjp(tokens.into()))
+}
+
+/// `#[derive(Tree)]`: the struct as a tree of tensors, so transforms take and return it
+/// (`grad!(loss)(&params, &x, &y)` returns gradients shaped like `params`). Fields are
+/// subtrees (`Tensor`, `Vec<Layer>`, `Option<Tensor>`, other derived structs, ...); a field
+/// marked `#[tree(static)]` (a hyper-parameter) is kept in the structure instead of the
+/// leaves and must be `Clone + PartialEq + Debug + Send + Sync + 'static`. The struct must
+/// be `Clone`.
+#[proc_macro_derive(Tree, attributes(tree))]
+pub fn derive_tree(tokens: TokenStream) -> TokenStream {
+    emit(tree::derive(tokens.into()))
 }

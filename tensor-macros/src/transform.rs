@@ -69,16 +69,6 @@ fn bound_check(check: &str, n: usize, span: Span) -> TokenStream {
     quote_spanned!(span=> ::tensor::__private::#check::<#n, _, _>(&#f);)
 }
 
-/// The result type of `count` tensors: `Tensor`, or a tuple of them.
-fn tensors_type(count: usize) -> TokenStream {
-    if count == 1 {
-        quote!(::tensor::Tensor)
-    } else {
-        let each = (0..count).map(|_| quote!(::tensor::Tensor));
-        quote!((#(#each),*))
-    }
-}
-
 fn block(target: &Target, checks: TokenStream, call: TokenStream) -> TokenStream {
     let f = &target.expr;
     let binding = target_at(Span::call_site());
@@ -133,10 +123,7 @@ pub fn vmap(tokens: TokenStream) -> syn::Result<TokenStream> {
             None => checks.extend(bound_check("in_axes_fit", entries.len(), *span)),
         }
     }
-    let (in_axes, out_axes) = (
-        in_axes.tokens(quote!(InAxes)),
-        out_axes.tokens(quote!(OutAxes)),
-    );
+    let (in_axes, out_axes) = (in_axes.tokens(), out_axes.tokens());
     let method = args
         .keyword("method")
         .map(vmap_method)
@@ -178,10 +165,83 @@ fn example_axes(arity: usize) -> String {
     entries.join(", ")
 }
 
-/// `in_axes` / `out_axes` as written: one axis (or None) for all, or one per entry.
+/// `in_axes` / `out_axes` as written: one axis (or None) for all, or one entry per argument
+/// (result), each a prefix tree: an axis, a tuple of entries, or a struct literal naming an
+/// entry per field (`Params { w: None, b: 0 }`).
 enum Axes {
     All(Option<i64>),
-    Each(Vec<Option<i64>>, Span),
+    Each(Vec<AxisExpr>, Span),
+}
+
+/// One entry of a prefix tree of axes.
+enum AxisExpr {
+    Axis(Option<i64>),
+    Each(Vec<AxisExpr>),
+    Fields(Vec<(String, AxisExpr)>),
+}
+
+impl AxisExpr {
+    fn parse(expr: &Expr, keyword: &str) -> syn::Result<AxisExpr> {
+        match expr {
+            Expr::Tuple(tuple) => Ok(AxisExpr::Each(
+                tuple
+                    .elems
+                    .iter()
+                    .map(|e| AxisExpr::parse(e, keyword))
+                    .collect::<syn::Result<_>>()?,
+            )),
+            Expr::Paren(inner) => AxisExpr::parse(&inner.expr, keyword),
+            Expr::Struct(st) => {
+                if let Some(rest) = &st.rest {
+                    return Err(Error::new_spanned(
+                        rest,
+                        format!(
+                            "vmap!: {keyword} names every field of a struct; `..` is not allowed"
+                        ),
+                    ));
+                }
+                st.fields
+                    .iter()
+                    .map(|field| {
+                        let name = match &field.member {
+                            syn::Member::Named(ident) => ident.to_string(),
+                            syn::Member::Unnamed(index) => index.index.to_string(),
+                        };
+                        Ok((name, AxisExpr::parse(&field.expr, keyword)?))
+                    })
+                    .collect::<syn::Result<_>>()
+                    .map(AxisExpr::Fields)
+            }
+            Expr::Array(array) => Err(Error::new_spanned(
+                array,
+                format!(
+                    "vmap!: write {keyword} as a tuple, e.g. `{keyword} = (0, None)`, not an array"
+                ),
+            )),
+            single => Ok(AxisExpr::Axis(axis(single, keyword)?)),
+        }
+    }
+
+    fn tokens(&self) -> TokenStream {
+        let ty = quote!(::tensor::core::transform::tree::AxisTree);
+        match self {
+            AxisExpr::Axis(a) => {
+                let a = axis_tokens(*a);
+                quote!(#ty::Axis(#a))
+            }
+            AxisExpr::Each(entries) => {
+                let entries = entries.iter().map(AxisExpr::tokens);
+                quote!(#ty::Each(::std::vec![#(#entries),*]))
+            }
+            AxisExpr::Fields(named) => {
+                let entries = named.iter().map(|(n, e)| {
+                    let e = e.tokens();
+                    quote!((::std::string::String::from(#n), #e))
+                });
+                quote!(#ty::Fields(::std::vec![#(#entries),*]))
+            }
+        }
+    }
 }
 
 impl Axes {
@@ -191,30 +251,27 @@ impl Axes {
                 tuple
                     .elems
                     .iter()
-                    .map(|e| axis(e, keyword))
+                    .map(|e| AxisExpr::parse(e, keyword))
                     .collect::<syn::Result<_>>()?,
                 expr.span(),
             )),
-            Expr::Array(array) => Err(Error::new_spanned(
-                array,
-                format!(
-                    "vmap!: write {keyword} as a tuple, e.g. `{keyword} = (0, None)`, not an array"
-                ),
-            )),
             Expr::Paren(inner) => Axes::parse(&inner.expr, keyword),
+            Expr::Array(_) | Expr::Struct(_) => {
+                AxisExpr::parse(expr, keyword).map(|e| Axes::Each(vec![e], expr.span()))
+            }
             single => Ok(Axes::All(axis(single, keyword)?)),
         }
     }
 
-    fn tokens(&self, ty: TokenStream) -> TokenStream {
+    /// The axes as an `AxisTree` (a top-level tuple is one entry per argument or result).
+    fn tokens(&self) -> TokenStream {
         match self {
-            Axes::All(axis) => {
-                let axis = axis_tokens(*axis);
-                quote!(::tensor::#ty::All(#axis))
-            }
-            Axes::Each(axes, _) => {
-                let axes = axes.iter().map(|a| axis_tokens(*a));
-                quote!(::tensor::#ty::Each(::std::vec![#(#axes),*]))
+            Axes::All(axis) => AxisExpr::Axis(*axis).tokens(),
+            Axes::Each(entries, _) => {
+                let entries = entries.iter().map(AxisExpr::tokens);
+                quote!(::tensor::core::transform::tree::AxisTree::Each(
+                    ::std::vec![#(#entries),*]
+                ))
             }
         }
     }
@@ -280,52 +337,74 @@ pub enum Derivative {
 impl Derivative {
     fn grammar(self) -> Grammar {
         let (name, usage) = match self {
-            Derivative::Grad => ("grad", "grad!(f, argnums = (0, 2))"),
-            Derivative::ValueAndGrad => ("value_and_grad", "value_and_grad!(f, argnums = 0)"),
-            Derivative::Jacfwd => ("jacfwd", "jacfwd!(f, argnums = 0)"),
-            Derivative::Jacrev => ("jacrev", "jacrev!(f, argnums = 0)"),
-            Derivative::Hessian => ("hessian", "hessian!(f, argnums = 0)"),
+            Derivative::Grad => (
+                "grad",
+                "grad!(f, argnums = (0, 2), has_aux = false, allow_int = false)",
+            ),
+            Derivative::ValueAndGrad => (
+                "value_and_grad",
+                "value_and_grad!(f, argnums = 0, has_aux = false, allow_int = false)",
+            ),
+            Derivative::Jacfwd => ("jacfwd", "jacfwd!(f, argnums = (0, 1), has_aux = false)"),
+            Derivative::Jacrev => ("jacrev", "jacrev!(f, argnums = (0, 1), has_aux = false)"),
+            Derivative::Hessian => ("hessian", "hessian!(f, argnums = 0, has_aux = false)"),
+        };
+        let keywords: &'static [&'static str] = if self.takes_allow_int() {
+            &["argnums", "has_aux", "allow_int"]
+        } else {
+            &["argnums", "has_aux"]
         };
         Grammar {
             name,
             positional: &["f"],
-            keywords: &["argnums"],
+            keywords,
             usage,
         }
     }
 
-    fn takes_several_argnums(self) -> bool {
+    fn takes_allow_int(self) -> bool {
         matches!(self, Derivative::Grad | Derivative::ValueAndGrad)
     }
 }
 
-/// Expands `grad!(f, argnums = ..)` and the rest of the family.
+/// A `true` / `false` keyword (default false).
+fn flag(args: &Args, keyword: &str, name: &str) -> syn::Result<bool> {
+    match args.keyword(keyword) {
+        None => Ok(false),
+        Some(Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(b),
+            ..
+        })) => Ok(b.value),
+        Some(other) => Err(Error::new_spanned(
+            other,
+            format!(
+                "{name}!: {keyword} must be `true` or `false`, found `{}`",
+                quote!(#other)
+            ),
+        )),
+    }
+}
+
+/// Expands `grad!(f, argnums = .., has_aux = .., allow_int = ..)` and the rest of the family.
 pub fn derivative(kind: Derivative, tokens: TokenStream) -> syn::Result<TokenStream> {
     let grammar = kind.grammar();
     let args = Args::parse(tokens, &grammar)?;
     let target = Target::of(&args.positional[0]);
-    let argnums = match args.keyword("argnums") {
+    let (argnums, tuple) = match args.keyword("argnums") {
         Some(expr) => parse_argnums(expr, grammar.name)?,
-        None => vec![(0, Span::call_site())],
+        None => (vec![(0, Span::call_site())], false),
     };
-    if !kind.takes_several_argnums() && argnums.len() != 1 {
-        return Err(Error::new_spanned(
-            args.keyword("argnums"),
-            format!(
-                "{}! differentiates with respect to one argument: write `argnums = {}`",
-                grammar.name, argnums[0].0
-            ),
-        ));
-    }
+    let has_aux = flag(&args, "has_aux", grammar.name)?;
+    let allow_int = flag(&args, "allow_int", grammar.name)?;
     let mut checks = TokenStream::new();
     for &(k, span) in &argnums {
         match target.arity {
-            Some(arity) if k >= arity => {
+            Some(arity) if k >= arity as i64 || k < -(arity as i64) => {
                 return Err(Error::new(
                     span,
                     format!(
                         "{}!: argnums {k} is out of range: the closure takes {arity} argument{} \
-                         (argnums counts from 0, so use 0..={})",
+                         (argnums counts from 0, so use 0..={}, or -{arity}..=-1 from the end)",
                         grammar.name,
                         if arity == 1 { "" } else { "s" },
                         arity.saturating_sub(1)
@@ -334,54 +413,93 @@ pub fn derivative(kind: Derivative, tokens: TokenStream) -> syn::Result<TokenStr
             }
             Some(_) => {}
             None if args.keyword("argnums").is_some() => {
-                checks.extend(bound_check("has_argument", k, span))
+                checks.extend(bound_check_signed("has_argument", k, span))
             }
             None => {}
         }
     }
-    let first = argnums[0].0;
-    let call = match kind {
-        Derivative::Grad | Derivative::ValueAndGrad => {
-            let out = tensors_type(argnums.len());
-            let nums = argnums.iter().map(|(k, _)| k);
-            let wrapper = Ident::new(grammar.name, Span::call_site());
-            quote!(::tensor::__private::#wrapper::<_, _, #out>(
-                __tensor_f,
-                ::tensor::ArgNums(::std::vec![#(#nums),*]),
-            ))
-        }
-        _ => {
-            let wrapper = Ident::new(grammar.name, Span::call_site());
-            quote!(::tensor::__private::#wrapper(__tensor_f, #first))
-        }
+    let nums = argnums.iter().map(|&(k, _)| signed_lit(k));
+    let selection = if tuple && argnums.len() > 1 {
+        let name = Ident::new(&format!("Nums{}", argnums.len()), Span::call_site());
+        quote!(::tensor::__private::#name::<#(#nums),*>)
+    } else {
+        quote!(::tensor::__private::Nums::<#(#nums),*>)
     };
+    let wrapper = Ident::new(
+        &format!("{}{}", grammar.name, if has_aux { "_aux" } else { "" }),
+        Span::call_site(),
+    );
+    let call = quote!(::tensor::__private::#wrapper(
+        __tensor_f,
+        #selection,
+        ::tensor::__private::Options { has_aux: #has_aux, allow_int: #allow_int },
+    ));
     Ok(block(&target, checks, call))
 }
 
-/// argnums: a non-negative integer literal or a tuple of them, each with its span.
-fn parse_argnums(expr: &Expr, name: &str) -> syn::Result<Vec<(usize, Span)>> {
-    let one = |e: &Expr| -> syn::Result<(usize, Span)> {
-        if let Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Int(i),
-            ..
-        }) = e
-            && let Ok(k) = i.base10_parse::<usize>()
-        {
-            return Ok((k, e.span()));
-        }
-        Err(Error::new_spanned(
-            e,
-            format!(
-                "{name}!: argnums must be non-negative integer literals, found `{}`; write e.g. \
-                 `argnums = 0` or `argnums = (0, 2)`",
-                quote!(#e)
-            ),
-        ))
+/// An integer as a const-generic argument: `3` or `{ -1 }`.
+fn signed_lit(k: i64) -> TokenStream {
+    let lit = LitInt::new(&k.unsigned_abs().to_string(), Span::call_site());
+    if k < 0 {
+        quote!({ -#lit })
+    } else {
+        quote!(#lit)
+    }
+}
+
+/// `::tensor::__private::<check>::<k, _, _>(&__tensor_f)` spanned at `span`, for a signed `k`.
+fn bound_check_signed(check: &str, k: i64, span: Span) -> TokenStream {
+    let check = Ident::new(check, span);
+    let lit = LitInt::new(&k.unsigned_abs().to_string(), span);
+    let k = if k < 0 {
+        quote_spanned!(span=> { -#lit })
+    } else {
+        quote_spanned!(span=> #lit)
+    };
+    let f = target_at(span);
+    quote_spanned!(span=> ::tensor::__private::#check::<#k, _, _>(&#f);)
+}
+
+/// argnums: an integer literal (negative counts from the end) or a tuple of them, each with
+/// its span, and whether it was a tuple.
+fn parse_argnums(expr: &Expr, name: &str) -> syn::Result<(Vec<(i64, Span)>, bool)> {
+    let one = |e: &Expr| -> syn::Result<(i64, Span)> {
+        let value = match e {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse::<i64>().ok(),
+            Expr::Unary(syn::ExprUnary {
+                op: syn::UnOp::Neg(_),
+                expr,
+                ..
+            }) => match &**expr {
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Int(i),
+                    ..
+                }) => i.base10_parse::<i64>().ok().map(|k| -k),
+                _ => None,
+            },
+            _ => None,
+        };
+        value.map(|k| (k, e.span())).ok_or_else(|| {
+            Error::new_spanned(
+                e,
+                format!(
+                    "{name}!: argnums must be integer literals, found `{}`; write e.g. \
+                     `argnums = 0`, `argnums = -1` or `argnums = (0, 2)`",
+                    quote!(#e)
+                ),
+            )
+        })
     };
     match expr {
-        Expr::Tuple(tuple) if !tuple.elems.is_empty() => tuple.elems.iter().map(one).collect(),
+        Expr::Tuple(tuple) if !tuple.elems.is_empty() => Ok((
+            tuple.elems.iter().map(one).collect::<syn::Result<_>>()?,
+            true,
+        )),
         Expr::Paren(inner) => parse_argnums(&inner.expr, name),
-        single => Ok(vec![one(single)?]),
+        single => Ok((vec![one(single)?], false)),
     }
 }
 
@@ -391,20 +509,21 @@ fn parse_argnums(expr: &Expr, name: &str) -> syn::Result<Vec<(usize, Span)>> {
 const JVP: Grammar = Grammar {
     name: "jvp",
     positional: &["f", "primals", "tangents"],
-    keywords: &[],
-    usage: "jvp!(f, (x, y), (tx, ty))",
+    keywords: &["has_aux"],
+    usage: "jvp!(f, (x, y), (tx, ty), has_aux = false)",
 };
 
 const VJP: Grammar = Grammar {
     name: "vjp",
     positional: &["f", "primals"],
-    keywords: &[],
-    usage: "vjp!(f, (x, y))",
+    keywords: &["has_aux"],
+    usage: "vjp!(f, (x, y), has_aux = false)",
 };
 
-/// The tensors of a tuple expression (or the one tensor of any other expression).
+/// The trees of a tuple expression (or the one tree of any other expression), each owned
+/// (given by value or by reference).
 fn tensor_list(expr: &Expr) -> Vec<TokenStream> {
-    let each = |e: &Expr| quote!(::tensor::__private::TensorRef::tensor(&(#e)));
+    let each = |e: &Expr| quote!(::tensor::__private::own(&(#e)));
     match expr {
         Expr::Tuple(tuple) => tuple.elems.iter().map(each).collect(),
         other => vec![each(other)],
@@ -460,10 +579,15 @@ pub fn jvp(tokens: TokenStream) -> syn::Result<TokenStream> {
         ));
     }
     let checks = check_primals(&target, "jvp", primals, p.len())?;
-    let call = quote!(::tensor::__private::jvp(
+    let wrapper = if flag(&args, "has_aux", "jvp")? {
+        quote!(jvp_aux)
+    } else {
+        quote!(jvp)
+    };
+    let call = quote!(::tensor::__private::#wrapper(
         __tensor_f,
-        ::std::vec![#(#p),*],
-        ::std::vec![#(#t),*],
+        (#(#p,)*),
+        (#(#t,)*),
     ));
     Ok(block(&target, checks, call))
 }
@@ -476,10 +600,11 @@ pub fn vjp(tokens: TokenStream) -> syn::Result<TokenStream> {
     let primals = &args.positional[1];
     let p = tensor_list(primals);
     let checks = check_primals(&target, "vjp", primals, p.len())?;
-    let grads = tensors_type(p.len());
-    let call = quote!(::tensor::__private::vjp::<_, _, #grads>(
-        __tensor_f,
-        ::std::vec![#(#p),*],
-    ));
+    let wrapper = if flag(&args, "has_aux", "vjp")? {
+        quote!(vjp_aux)
+    } else {
+        quote!(vjp)
+    };
+    let call = quote!(::tensor::__private::#wrapper(__tensor_f, (#(#p,)*)));
     Ok(block(&target, checks, call))
 }

@@ -39,14 +39,23 @@ pub fn check_all_cases(
     label: &str,
     build: impl Fn(&str, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
 ) {
-    check_cases_in("transforms.json", label, |case, inputs| {
+    check_cases_in("transforms.json", label, build)
+}
+
+/// [`check_all_cases`] for the cases of `tests/data/<file>`.
+pub fn check_cases_in(
+    file: &str,
+    label: &str,
+    build: impl Fn(&str, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
+) {
+    check_cases_with_options(file, label, |case, inputs| {
         build(case.get("name").string(), inputs)
     });
 }
 
 /// Runs every case of `tests/data/<file>` (`{rtol, atol, cases: [{name, inputs, outputs,
 /// ...}]}`) through `build`, which gets the whole case (for its options) and its inputs.
-pub fn check_cases_in(
+pub fn check_cases_with_options(
     file: &str,
     label: &str,
     build: impl Fn(&Json, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,

@@ -91,21 +91,29 @@ struct VmapCase {
     method: VmapMethod,
 }
 
+/// The batch sizes every vmap method is checked at: 1 (the degenerate batch, where a
+/// PadReduce window once covered the whole axis), 2, and 7 (odd, more than any sample axis).
+const BATCHES: [usize; 3] = [1, 2, 7];
+
 fn vmap_case(ints: bool) -> impl Strategy<Value = VmapCase> {
     (
-        graph(8, ints),
-        1usize..=4,
-        any::<u8>(),
-        any::<u8>(),
         proptest::sample::select(METHODS.to_vec()),
+        proptest::sample::select(BATCHES.to_vec()),
     )
-        .prop_map(|(sample, batch, in_axis, out_axis, method)| VmapCase {
+        .prop_flat_map(move |(method, batch)| vmap_case_at(ints, method, batch))
+}
+
+/// A vmap case of a random graph and axes with the given method and batch size.
+fn vmap_case_at(ints: bool, method: VmapMethod, batch: usize) -> impl Strategy<Value = VmapCase> {
+    (graph(8, ints), any::<u8>(), any::<u8>()).prop_map(move |(sample, in_axis, out_axis)| {
+        VmapCase {
             sample,
             batch,
             in_axis,
             out_axis,
             method,
-        })
+        }
+    })
 }
 
 /// The batched input of `case` (batch at its input axis) and that axis.
@@ -161,6 +169,20 @@ fn vmapped_random_functions_equal_a_loop_over_samples() {
         vmap_case(true),
         vmap_equals_loop,
     );
+}
+
+#[test]
+fn every_vmap_method_at_batch_sizes_1_2_and_7_equals_a_loop() {
+    for method in METHODS {
+        for batch in BATCHES {
+            check_property(
+                "transforms::every_vmap_method_at_batch_sizes_1_2_and_7_equals_a_loop",
+                16,
+                vmap_case_at(true, method, batch),
+                vmap_equals_loop,
+            );
+        }
+    }
 }
 
 /// A differentiation case: a float graph and the seeds of a tangent and a cotangent.
@@ -262,7 +284,7 @@ fn vmap_grad_case() -> impl Strategy<Value = VmapGradCase> {
     (
         graph(6, false),
         any::<u8>(),
-        1usize..=4,
+        proptest::sample::select(BATCHES.to_vec()),
         proptest::sample::select(METHODS.to_vec()),
     )
         .prop_map(|(f, cotangent, batch, method)| VmapGradCase {

@@ -73,6 +73,9 @@ pub fn function_name(node: &UOp) -> Option<&str> {
 struct Signature {
     distinct: Vec<(Vec<usize>, DType, Device)>,
     slot_of_arg: Vec<usize>,
+    /// The structure of tree arguments (empty for a function of tensors): two structures
+    /// with the same leaves are different signatures.
+    structure: String,
 }
 
 impl Signature {
@@ -125,6 +128,7 @@ impl Arguments {
             signature: Signature {
                 distinct: described,
                 slot_of_arg,
+                structure: String::new(),
             },
         }
     }
@@ -175,7 +179,19 @@ impl FunctionCache {
         args: &[Tensor],
         body: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
     ) -> Vec<Tensor> {
-        let arguments = Arguments::of(args);
+        self.call_structured("", args, body)
+    }
+
+    /// [`FunctionCache::call`] for the leaves `args` of tree arguments whose structure is
+    /// described by `structure` (part of the signature).
+    pub fn call_structured(
+        &self,
+        structure: &str,
+        args: &[Tensor],
+        body: impl FnOnce(&[Tensor]) -> Vec<Tensor>,
+    ) -> Vec<Tensor> {
+        let mut arguments = Arguments::of(args);
+        arguments.signature.structure = structure.to_string();
         let cell = self.cell_for(&arguments.signature);
         let tuple = cell.get_or_init(|| self.trace(&arguments.signature, body));
         self.called(tuple, arguments.distinct)

@@ -6,57 +6,75 @@ use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
 use crate::transform::jvp::jvp_symbolic;
-use crate::transform::vjp::{check_argnums, vjp_wrt};
+use crate::transform::vjp::{ArgNums, vjp_wrt};
 use crate::transform::vmap::{move_axis, vmap};
 use crate::transform::zero::Tangent;
 
-/// The Jacobian of `f` with respect to argument `argnum` by forward mode, as `jax.jacfwd`:
-/// for a result of shape `O` and an argument of shape `I`, a tensor of shape `O ++ I`.
-pub fn jacfwd<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
+/// The Jacobians of `f` with respect to the arguments `argnums` by forward mode, as
+/// `jax.jacfwd`: for a result of shape `O` and an argument of shape `I`, a tensor of shape
+/// `O ++ I`. The function returns, for each result in order, one Jacobian per argnum (for one
+/// argnum, one per result).
+pub fn jacfwd<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
     let f = f.into_func();
+    let argnums = argnums.into();
     traced_once(
         "jacfwd",
         Func::new(f.arity(), move |args: &[Tensor]| {
-            check_argnums(&[argnum], args.len());
-            let x = &args[argnum];
-            let basis = identity_basis(x);
-            let column = {
-                let (f, args) = (f.clone(), args.to_vec());
-                move |t: &Tensor| {
-                    // The other arguments are held fixed: their tangents are the symbolic zero.
-                    let tangents: Vec<Tangent> = (0..args.len())
-                        .map(|i| {
-                            if i == argnum {
-                                Tangent::Value(t.clone())
-                            } else {
-                                Tangent::Zero
-                            }
-                        })
-                        .collect();
-                    jvp_symbolic(&f, &args, &tangents).1
-                }
-            };
-            let columns = vmap(column, 0, 0).call(&[basis]);
-            columns
+            let argnums = argnums.resolve(args.len());
+            // blocks[j][k]: the Jacobian of result k with respect to argnum j.
+            let blocks: Vec<Vec<Tensor>> = argnums
                 .iter()
-                .map(|c| batch_axis_to_end(c, &x.shape()))
+                .map(|&argnum| columns_wrt(&f, args, argnum))
+                .collect();
+            let nresults = blocks[0].len();
+            (0..nresults)
+                .flat_map(|k| blocks.iter().map(move |b| b[k].clone()))
                 .collect()
         }),
     )
 }
 
-/// The Jacobian of `f` with respect to argument `argnum` by reverse mode, as `jax.jacrev`:
-/// for a result of shape `O` and an argument of shape `I`, a tensor of shape `O ++ I`.
-pub fn jacrev<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
+/// The Jacobian of each result of `f` with respect to argument `argnum`, by `vmap` of `jvp`
+/// over the basis of that argument.
+fn columns_wrt(f: &Func, args: &[Tensor], argnum: usize) -> Vec<Tensor> {
+    let x = &args[argnum];
+    let basis = identity_basis(x);
+    let column = {
+        let (f, args) = (f.clone(), args.to_vec());
+        move |t: &Tensor| {
+            // The other arguments are held fixed: their tangents are the symbolic zero.
+            let tangents: Vec<Tangent> = (0..args.len())
+                .map(|i| {
+                    if i == argnum {
+                        Tangent::Value(t.clone())
+                    } else {
+                        Tangent::Zero
+                    }
+                })
+                .collect();
+            jvp_symbolic(&f, &args, &tangents).1
+        }
+    };
+    let columns = vmap(column, 0, 0).call(&[basis]);
+    columns
+        .iter()
+        .map(|c| batch_axis_to_end(c, &x.shape()))
+        .collect()
+}
+
+/// The Jacobians of `f` with respect to the arguments `argnums` by reverse mode, as
+/// `jax.jacrev`: for a result of shape `O` and an argument of shape `I`, a tensor of shape
+/// `O ++ I`; for each result in order, one Jacobian per argnum.
+pub fn jacrev<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
     let f = f.into_func();
+    let argnums = argnums.into();
     traced_once(
         "jacrev",
         Func::new(f.arity(), move |args: &[Tensor]| {
-            check_argnums(&[argnum], args.len());
-            let (outputs, pullback) = vjp_wrt(&f, args, &[argnum]);
-            let x_shape = args[argnum].shape();
+            let argnums = argnums.resolve(args.len());
+            let (outputs, pullback) = vjp_wrt(&f, args, &argnums);
             (0..outputs.len())
-                .map(|k| {
+                .flat_map(|k| {
                     let out = &outputs[k];
                     // The other results' cotangents are constant zeros, which the pullback takes
                     // for symbolic zeros (it pulls nothing back from them).
@@ -67,17 +85,23 @@ pub fn jacrev<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
                         cts[k] = ct.clone();
                         pullback.call(&cts)
                     };
-                    let rows = vmap(row, 0, 0).call1(&[identity_basis(out)]);
-                    rows.reshape(&[out.shape(), x_shape.clone()].concat())
+                    let rows = vmap(row, 0, 0).call(&[identity_basis(out)]);
+                    rows.into_iter()
+                        .zip(&argnums)
+                        .map(|(r, &i)| r.reshape(&[out.shape(), args[i].shape()].concat()))
+                        .collect::<Vec<_>>()
                 })
                 .collect()
         }),
     )
 }
 
-/// The Hessian of a scalar function with respect to argument `argnum`: `jacfwd(jacrev(f))`.
-pub fn hessian<M>(f: impl IntoFunc<M>, argnum: usize) -> Func {
-    jacfwd(jacrev(f, argnum), argnum)
+/// The Hessian of a scalar function with respect to the arguments `argnums`:
+/// `jacfwd(jacrev(f))`. For several argnums, the blocks `H[i][j]` (`∂²f / ∂x_i ∂x_j`) in
+/// row-major order, as the nested tuples of `jax.hessian`.
+pub fn hessian<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+    let argnums = argnums.into();
+    jacfwd(jacrev(f, argnums.clone()), argnums)
 }
 
 /// The standard basis of `x`'s space: `n = x.numel()` tensors of `x`'s shape, stacked.

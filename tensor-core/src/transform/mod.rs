@@ -1,5 +1,6 @@
 //! Function transforms, all graph to graph and all composable: `vmap` (by rewrite), and the
-//! machinery they share: [`Func`], tracing on placeholders, substitution.
+//! machinery they share: [`Func`], trees of tensors ([`tree`]), tracing on placeholders,
+//! substitution.
 
 pub mod crossing;
 pub mod func;
@@ -7,6 +8,7 @@ pub mod function;
 pub mod jacobian;
 pub mod jvp;
 pub mod trace;
+pub mod tree;
 pub mod vjp;
 pub mod vmap;
 pub mod zero;
@@ -15,5 +17,6 @@ pub use func::{Func, IntoFunc, IntoOutputs};
 pub use function::{CallMode, FunctionCache};
 pub use jacobian::{hessian, jacfwd, jacrev};
 pub use jvp::jvp;
-pub use vjp::{ArgNums, grad, value_and_grad, vjp};
-pub use vmap::{InAxes, OutAxes, VmapMethod, vmap, vmap_with};
+pub use tree::{Tree, TreeDef};
+pub use vjp::{ArgNums, grad, grad_with, value_and_grad, value_and_grad_with, vjp};
+pub use vmap::{DeferredAxes, InAxes, OutAxes, VmapMethod, vmap, vmap_with};

@@ -58,7 +58,21 @@ pub fn vjp<M>(f: impl IntoFunc<M>, primals: &[Tensor]) -> (Vec<Tensor>, Func) {
 /// The gradient of `f` (whose result must be a scalar) with respect to the arguments
 /// `argnums`, as `jax.grad`: a function returning one gradient per argnum.
 pub fn grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
-    let value_and_grad = value_and_grad(f, argnums);
+    grad_with(f, argnums, false)
+}
+
+/// The value of `f` and its gradient with respect to `argnums`, as `jax.value_and_grad`:
+/// a function returning the scalar value followed by one gradient per argnum.
+pub fn value_and_grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+    value_and_grad_with(f, argnums, false)
+}
+
+/// `grad` with JAX's `allow_int`: with `allow_int` false an integer or bool argument in
+/// `argnums` is an error naming it; with `allow_int` true its gradient is zero. JAX gives such
+/// an argument a `float0` gradient (no data); there is no `float0` dtype here, so the zero
+/// has the argument's shape and dtype.
+pub fn grad_with<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>, allow_int: bool) -> Func {
+    let value_and_grad = value_and_grad_with(f, argnums, allow_int);
     traced_once(
         "grad",
         Func::new(value_and_grad.arity(), move |args: &[Tensor]| {
@@ -67,17 +81,27 @@ pub fn grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
     )
 }
 
-/// The value of `f` and its gradient with respect to `argnums`, as `jax.value_and_grad`:
-/// a function returning the scalar value followed by one gradient per argnum.
-pub fn value_and_grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+/// `value_and_grad` with JAX's `allow_int` (see [`grad_with`]).
+pub fn value_and_grad_with<M>(
+    f: impl IntoFunc<M>,
+    argnums: impl Into<ArgNums>,
+    allow_int: bool,
+) -> Func {
     let f = f.into_func();
-    let argnums = argnums.into().0;
+    let argnums = argnums.into();
     traced_once(
         "value_and_grad",
         Func::new(f.arity(), move |args: &[Tensor]| {
-            check_argnums(&argnums, args.len());
-            check_float_arguments(&argnums, args);
-            let (value, pullback) = vjp_wrt(&f, args, &argnums);
+            let argnums = argnums.resolve(args.len());
+            if !allow_int {
+                check_float_arguments(&argnums, args);
+            }
+            let floats: Vec<usize> = argnums
+                .iter()
+                .copied()
+                .filter(|&i| args[i].dtype().is_float())
+                .collect();
+            let (value, pullback) = vjp_wrt(&f, args, &floats);
             if value.len() != 1 || value[0].ndim() != 0 {
                 let shapes: Vec<_> = value.iter().map(|v| v.shape()).collect();
                 transform_error(&format!(
@@ -86,8 +110,15 @@ pub fn value_and_grad<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Fu
                 ));
             }
             let seed = Tensor::ones(&[0usize; 0], value[0].dtype());
+            let mut float_grads = pullback.call(&[seed]).into_iter();
             let mut out = vec![value[0].clone()];
-            out.extend(pullback.call(&[seed]));
+            out.extend(argnums.iter().map(|&i| {
+                if args[i].dtype().is_float() {
+                    float_grads.next().expect("one gradient per float argument")
+                } else {
+                    args[i].zeros_like()
+                }
+            }));
             out
         }),
     )
@@ -109,50 +140,83 @@ pub(crate) fn vjp_wrt(f: &Func, args: &[Tensor], argnums: &[usize]) -> (Vec<Tens
     vjp(partial, &chosen)
 }
 
-/// Which arguments a gradient is taken with respect to: one index or several.
+/// Which arguments a gradient is taken with respect to: one index or several; a negative
+/// index counts from the end (`-1` is the last argument), as in JAX.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ArgNums(pub Vec<usize>);
+pub struct ArgNums(pub Vec<isize>);
+
+impl ArgNums {
+    /// The indices resolved against `nargs` arguments (negative ones from the end); a
+    /// transform error when the list is empty or an index is out of range.
+    pub fn resolve(&self, nargs: usize) -> Vec<usize> {
+        resolve_argnums(&self.0, nargs)
+    }
+}
 
 impl From<usize> for ArgNums {
     fn from(i: usize) -> Self {
-        ArgNums(vec![i])
+        ArgNums(vec![isize::try_from(i).unwrap_or(isize::MAX)])
     }
 }
 impl From<i32> for ArgNums {
     fn from(i: i32) -> Self {
-        ArgNums(vec![usize::try_from(i).unwrap_or(usize::MAX)])
+        ArgNums(vec![i as isize])
+    }
+}
+impl From<isize> for ArgNums {
+    fn from(i: isize) -> Self {
+        ArgNums(vec![i])
     }
 }
 impl From<Vec<usize>> for ArgNums {
     fn from(v: Vec<usize>) -> Self {
+        ArgNums(
+            v.into_iter()
+                .map(|i| isize::try_from(i).unwrap_or(isize::MAX))
+                .collect(),
+        )
+    }
+}
+impl From<Vec<i32>> for ArgNums {
+    fn from(v: Vec<i32>) -> Self {
+        ArgNums(v.into_iter().map(|i| i as isize).collect())
+    }
+}
+impl From<Vec<isize>> for ArgNums {
+    fn from(v: Vec<isize>) -> Self {
         ArgNums(v)
     }
 }
 impl<const N: usize> From<[usize; N]> for ArgNums {
     fn from(v: [usize; N]) -> Self {
-        ArgNums(v.to_vec())
+        ArgNums::from(v.to_vec())
     }
 }
 impl<const N: usize> From<[i32; N]> for ArgNums {
     fn from(v: [i32; N]) -> Self {
-        ArgNums(
-            v.iter()
-                .map(|&i| usize::try_from(i).unwrap_or(usize::MAX))
-                .collect(),
-        )
+        ArgNums(v.iter().map(|&i| i as isize).collect())
     }
 }
 
-pub(crate) fn check_argnums(argnums: &[usize], nargs: usize) {
+/// `argnums` as indices into `nargs` arguments, negative ones counted from the end.
+pub(crate) fn resolve_argnums(argnums: &[isize], nargs: usize) -> Vec<usize> {
     if argnums.is_empty() {
         transform_error("grad: argnums is empty; name at least one argument to differentiate");
     }
-    if let Some(&bad) = argnums.iter().find(|&&i| i >= nargs) {
-        transform_error(&format!(
-            "grad: argnums {bad} is out of range: the function was called with {nargs} argument{}",
-            if nargs == 1 { "" } else { "s" }
-        ));
-    }
+    argnums
+        .iter()
+        .map(|&k| {
+            let i = if k < 0 { k + nargs as isize } else { k };
+            if !(0..nargs as isize).contains(&i) {
+                transform_error(&format!(
+                    "grad: argnums {k} is out of range: the function was called with {nargs} \
+                     argument{} (argnums counts from 0, or from -{nargs} at the end)",
+                    if nargs == 1 { "" } else { "s" }
+                ));
+            }
+            i as usize
+        })
+        .collect()
 }
 
 /// As JAX: gradients are taken with respect to float arguments only.
@@ -160,7 +224,8 @@ fn check_float_arguments(argnums: &[usize], args: &[Tensor]) {
     if let Some(&i) = argnums.iter().find(|&&i| !args[i].dtype().is_float()) {
         transform_error(&format!(
             "grad: argument {i} is {}{:?}, but gradients are taken with respect to float \
-             arguments only; use vjp for integer or bool inputs",
+             arguments only; use vjp for integer or bool inputs, or allow_int for a zero \
+             gradient",
             args[i].dtype(),
             args[i].shape()
         ));

@@ -3,6 +3,7 @@
 
 use crate::tensor::Tensor;
 use crate::transform::func::transform_error;
+use std::sync::Arc;
 
 /// Which axis of each argument `vmap` maps over (`None`: the argument is not batched).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +21,28 @@ pub enum OutAxes {
     All(Option<isize>),
     /// One entry per result.
     Each(Vec<Option<isize>>),
+    /// Entries computed once the results are known (a prefix tree of axes expanded against
+    /// the structure of the results, which only tracing the function reveals).
+    Deferred(DeferredAxes),
+}
+
+/// A rule giving one out axis per result from the number of results (see
+/// [`OutAxes::Deferred`]). Two rules are equal when they are the same rule.
+#[derive(Clone)]
+pub struct DeferredAxes(pub Arc<dyn Fn(usize) -> Vec<Option<isize>> + Send + Sync>);
+
+impl PartialEq for DeferredAxes {
+    fn eq(&self, other: &DeferredAxes) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for DeferredAxes {}
+
+impl std::fmt::Debug for DeferredAxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeferredAxes")
+    }
 }
 
 macro_rules! axes_from {
@@ -93,6 +116,7 @@ impl OutAxes {
                 axes.len(),
                 nresults
             )),
+            OutAxes::Deferred(rule) => OutAxes::Each((rule.0)(nresults)).per_result(nresults),
         }
     }
 }

@@ -9,7 +9,7 @@ pub mod pad_reduce;
 pub mod range;
 pub mod rules;
 
-pub use axes::{InAxes, OutAxes};
+pub use axes::{DeferredAxes, InAxes, OutAxes};
 
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};

@@ -1,0 +1,8 @@
+use tensor::prelude::*;
+
+#[derive(Clone, Tree)]
+enum Params {
+    One(Tensor),
+}
+
+fn main() {}

@@ -1,0 +1,5 @@
+use tensor::prelude::*;
+
+fn main() {
+    let _ = grad!(|x| x.sum_all(), has_aux = true);
+}
