@@ -78,7 +78,7 @@ mod tests;
 
 use crate::uop::UOp;
 use lower::{IndexingContext, build_kernel};
-use realize::{as_contiguous_buffer, is_forced};
+use realize::{Rule, as_contiguous_buffer, is_forced};
 use std::collections::{HashMap, HashSet};
 
 /// One kernel: its AST and the buffers bound to its `DefineGlobal` slots.
@@ -98,6 +98,9 @@ pub struct Schedule {
     pub items: Vec<ScheduleItem>,
     /// For each requested output: the `Buffer` holding it, reshaped to the output's shape.
     pub outputs: Vec<UOp>,
+    /// Why each realized node got a buffer and why each node the cost model was asked about
+    /// stayed fused (the rule of [`realize::RULES`] and its facts); `DEBUG=3` prints them.
+    pub decisions: Vec<realize::Decision>,
 }
 
 /// Splits the graphs of `outputs` into kernels (see the module docs for the rules).
@@ -136,12 +139,12 @@ fn schedule_graph(outputs: &[UOp]) -> Schedule {
             panic!("create_schedule: output {} has no shape", out.op());
         }
         if as_contiguous_buffer(out).is_none() {
-            ctx.realize(out);
+            ctx.realize(out, Rule::Output);
         }
     }
     for node in &toposort {
         if is_forced(node) {
-            ctx.realize(node);
+            ctx.realize(node, Rule::Forced);
         }
     }
     let roots: Vec<UOp> = graph
@@ -165,7 +168,11 @@ fn schedule_graph(outputs: &[UOp]) -> Schedule {
             None => o.clone(),
         })
         .collect();
-    Schedule { items, outputs }
+    Schedule {
+        items,
+        outputs,
+        decisions: ctx.decisions(),
+    }
 }
 
 /// Builds the kernel of every realized node the roots read, directly or through other kernels.
