@@ -51,7 +51,7 @@ fn conv3x3(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
 fn max_pool2(x: &Tensor) -> Tensor {
     let s = x.shape();
     let (c, h, w) = (s[0], s[1], s[2]);
-    x.reshape(&[c, h / 2, 2, w / 2, 2]).max(&[2, 4], false)
+    x.reshape(&[c, h / 2, 2, w / 2, 2]).max([2, 4], false)
 }
 
 /// NLL of `log_softmax(cnn(x))` for one sample `x` `[1, 28, 28]` and its one-hot label `y`.

@@ -74,6 +74,8 @@ mod differential;
 #[cfg(test)]
 pub(crate) mod exec;
 #[cfg(test)]
+mod realize_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::uop::UOp;
