@@ -8,11 +8,12 @@
 //!    with its argument, drop `Detach` and `ContiguousBackward`.
 //! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
 //!    `Store` and `Vmapout` get a buffer each (a `Store` is not lowered yet and panics);
-//!    `Buffer`s are realized already. A reduce is realized when the cost model says that
-//!    fusing it would repeat more work than a buffer round trip costs (it is consumed through
-//!    an expand, or requested at several indices); elementwise chains and movement ops are
-//!    recomputed, never buffered by choice. The cost model is applied where the buffer would
-//!    be created, so there is no separate pass that removes buffers afterwards.
+//!    `Buffer`s are realized already. A reduce or an elementwise value is realized when the
+//!    rule table of [`realize`] says that recomputing it inline (inside loops it does not
+//!    depend on, through a window, or at several indices) repeats more work than a buffer
+//!    round trip; movement ops are recomputed, never buffered by choice. The rules are applied
+//!    where the buffer would be created, so there is no separate pass that removes buffers
+//!    afterwards; [`Schedule::decisions`] records which rule decided each node.
 //! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add

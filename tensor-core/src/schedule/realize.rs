@@ -1,13 +1,21 @@
 //! Which tensor nodes get a buffer of their own, and the cost model behind the optional ones.
 //!
 //! Forced: the requested outputs (unless already a buffer), `Contiguous`, `Copy`, `Store`
-//! and `Vmapout`. Optional: a `Reduce` whose inline recomputation would repeat work — it is
-//! consumed through an expand (the consuming kernel loops over ranges the reduce's index
-//! does not use, so every value is recomputed once per iteration of those loops), or it is
-//! requested at several different indices (in one kernel or several). It is realized when the
-//! repeated work per element exceeds [`BUFFER_COST`]; otherwise recomputing it is cheaper than
-//! a store, a load and a kernel boundary, and it stays fused. Elementwise chains and movement
-//! ops are never realized by choice: recomputing them costs about as much as loading them.
+//! and `Vmapout`. Optional: a `Reduce` or an elementwise value, decided per request by one
+//! rule table ([`RULES`], first match wins) over the request's [`Facts`]: its inline cost per
+//! element ([`CostModel`]: ALU ops and loads, a reduce counting its operand once per reduced
+//! element), how many times the consuming kernel would compute each element (the loops it
+//! ignores outside the innermost loop it uses, since the linearizer hoists it out of inner
+//! ones; and windows or broadcasts by reshape that map several iterations to one element),
+//! and at how many indices it is requested (in one kernel or several). A node is realized
+//! when the work inlining repeats exceeds [`BUFFER_COST`] (a store, a load and a share of a
+//! kernel), except elementwise values cheaper than [`MIN_VALUE_COST`] (about a load) and
+//! values of positions only (the kernel rules fold those). Each decision is kept with its
+//! rule ([`Decision`]) in the schedule; `DEBUG=3` prints them.
+//!
+//! Compared with tinygrad's rangeify (which realizes reduces read through an expand and
+//! values with several consumers past a cost), the rule is the same for reduces and values,
+//! counts windows as repetition, and says which rule decided.
 
 use crate::uop::{Arg, Op, UOp};
 use std::collections::HashMap;
