@@ -148,6 +148,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         buffers: vec![out.clone()],
         bindings: HashMap::new(),
         reads: HashMap::new(),
+        sliding: 0,
     };
     // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
     let ambient = builder.ctx.ambient_of(root);
@@ -249,6 +250,9 @@ struct KernelBuilder<'a> {
     bindings: HashMap<UOp, UOp>,
     /// Whether computing a node reads memory (see `reads_memory`).
     reads: HashMap<UOp, bool>,
+    /// How many reduces over sliding ranges enclose the node being lowered (their sum
+    /// collapses to one read per position, so values under them are left inline).
+    sliding: usize,
 }
 
 impl KernelBuilder<'_> {
@@ -642,7 +646,10 @@ impl KernelBuilder<'_> {
         }
         let depth = self.enclosing.len();
         self.enclosing.extend(ranges.iter().cloned());
+        let sliding = !pairs.is_empty();
+        self.sliding += usize::from(sliding);
         let v = self.with_bindings(pairs, |b| b.lower(x.s(0), &src_idx, gate));
+        self.sliding -= usize::from(sliding);
         self.enclosing.truncate(depth);
         if ranges.is_empty() {
             return v;
@@ -654,8 +661,19 @@ impl KernelBuilder<'_> {
 
     /// True for an elementwise value the cost model should be asked about: one that could
     /// be stored (not index arithmetic) and costs at least [`MIN_VALUE_COST`] inline.
+    /// Masks (bools and their casts) stay inline for the one-hot collapse of a gather.
+    /// Values inside a vmap scope or a sliding window (with ambient ranges) are left inline:
+    /// the collapse of `Σ_r pad_at(f(x[r]), r)` needs them there, and it removes the repetition
+    /// the request facts would see.
     fn is_costly_value(&mut self, x: &UOp) -> bool {
-        if !x.op().is_elementwise() || x.dtype() == DType::Index {
+        let mask =
+            x.dtype() == DType::Bool || (x.op() == Op::Cast && x.s(0).dtype() == DType::Bool);
+        if !x.op().is_elementwise()
+            || x.dtype() == DType::Index
+            || mask
+            || self.sliding > 0
+            || !self.ctx.ambient_of(x).is_empty()
+        {
             return false;
         }
         let realized = &self.ctx.realized;
@@ -692,11 +710,16 @@ impl KernelBuilder<'_> {
             .filter(|r| !used.contains(r))
             .map(size)
             .product();
-        // Loops it does use can still repeat it: a window or a broadcast by reshape maps
-        // several iterations to one element (a pooled value read by its 2×2 window).
+        // Loops a value does use can still repeat it: a window or a broadcast by reshape maps
+        // several iterations to one element (a pooled value read by its 2×2 window). Not
+        // counted for reduces, whose sliding-range collapses remove that repetition.
         let iterations: u64 = nest.iter().filter(|r| used.contains(r)).map(size).product();
         let elements = (x.numel() * self.ctx.ambient_shape(x).iter().product::<usize>()).max(1);
-        let redundancy = ignored.saturating_mul((iterations / elements as u64).max(1));
+        let window = match reduce {
+            true => 1,
+            false => (iterations / elements as u64).max(1),
+        };
+        let redundancy = ignored.saturating_mul(window);
         let requests = self.ctx.requests.entry(x.clone()).or_default();
         requests.insert((self.kernel, idx.to_vec(), gate.clone()));
         let requests = requests.len() as u64;

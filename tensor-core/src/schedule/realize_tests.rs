@@ -203,15 +203,15 @@ fn a_cnn_computes_each_relu_and_pool_mask_once_per_element() {
         count(&lower_kernel(&item.ast, &sizes, &opts).program, &mut work);
     }
     let (relu1, relu2) = ((B * 2 * 8 * 8) as u64, (B * 3 * 6 * 6) as u64);
-    // relu(conv1 + bias) is computed once per element (it was recomputed for each of the 9
-    // window positions that read it, inside every conv2 kernel). conv2's pre-activation is
-    // stored and its relu, one max of a loaded value (as cheap as loading a stored relu), is
-    // taken by each of its three readers: the pool, the pool's tie count and its mask.
-    assert_eq!(work.float_max, relu1 + 3 * relu2, "{work:?}");
-    // Float comparisons: the pool mask (x == max, two compares in canonical form) once per
-    // element, the tie count's four per pooled element (once per element again), each relu
-    // derivative once per element, and the 4-class loss (one-hot, log-softmax: a few per class).
-    let bound = 2 * relu2 + 2 * relu2 + relu1 + relu2 + 5 * 4 * B as u64;
-    assert!(work.float_compares <= bound, "{work:?}, bound {bound}");
-    assert_eq!(kernels, 22, "{work:?}");
+    // relu(conv1 + bias) and relu(conv2 + bias) are each computed once per element (the
+    // first was recomputed for each of the 9 window positions that read it, inside every
+    // conv2 kernel).
+    assert_eq!(work.float_max, relu1 + relu2, "{work:?}");
+    // Float comparisons, once per element, would be: the pool mask (x == max, two compares in
+    // canonical form), the tie count's four per pooled element, each relu derivative and a
+    // few per class of the loss. Masks stay inline (the one-hot collapse of a gather needs
+    // them), so the pool mask is recomputed by its readers: this bounds how often.
+    let once = 2 * relu2 + 2 * relu2 + relu1 + relu2 + 5 * 4 * B as u64;
+    assert!(work.float_compares <= 3 * once / 2, "{work:?}, once {once}");
+    assert_eq!(kernels, 21, "{work:?}");
 }
