@@ -150,7 +150,7 @@ fn count(program: &Program, work: &mut Work) {
 }
 
 /// A valid 3×3 convolution of `[C, H, W]` by `[O, C, 3, 3]` plus bias, as nine shifted windows
-/// stacked into `[C·9, H'·W']` columns and one matmul (examples/per_sample_grads_cnn.rs).
+/// stacked into `[C·9, H'·W']` columns and one matmul (examples/cnn_from_primitives.rs).
 fn conv3x3(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
     let (s, o) = (x.shape(), w.shape()[0]);
     let (c, oh, ow) = (s[0], s[1] - 2, s[2] - 2);

@@ -8,7 +8,7 @@
 //! max-pool 2, flatten, linear 9216→128, ReLU, linear 128→10, log-softmax, NLL. The eight
 //! per-sample gradients come from `vmap(grad(loss))`.
 //!
-//! Run: `cargo run --release --example per_sample_grads_cnn [B ...]` (default: 8 and 64).
+//! Run: `cargo run --release --example cnn_from_primitives [B ...]` (default: 8 and 64).
 //! `DEBUG=2` also prints each kernel's time. When `../shared/bench/peers/.venv` has torch,
 //! the same workload is timed there (`per_sample_grads_cnn.py --framework torch`) in the
 //! same run, with glibc's huge-page malloc (THP) as in the peer's table.
