@@ -72,6 +72,11 @@ impl<D: Device> Plan<D> {
     pub fn build(device: &D, roots: &[UOp], options: &CodegenOptions) -> Result<Plan<D>> {
         crate::stats::record_schedule();
         let schedule = create_schedule(roots);
+        if crate::realize::debug_level() >= 3 {
+            for decision in &schedule.decisions {
+                eprintln!("schedule: {decision}");
+            }
+        }
         let kernels = generate_kernels(&schedule, options);
         let programs = compile_all(device, kernels.iter())?;
         let mut temps: Vec<UOp> = Vec::new();

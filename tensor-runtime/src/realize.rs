@@ -5,7 +5,8 @@
 //!
 //! `DEVICE` may be unset or `CPU` (CUDA is not built yet and is reported as unavailable).
 //! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time), `DEBUG=2` a
-//! line per kernel, `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
+//! line per kernel, `DEBUG=3` each realization decision of the scheduler (the rule that
+//! realized or fused a node, with its cost facts), `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
 //! off.
 
 use crate::cpu::CpuDevice;

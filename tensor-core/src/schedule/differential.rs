@@ -7,7 +7,7 @@ use crate::interp::{HostArray, evaluate};
 use crate::tensor::Tensor;
 use crate::uop::{AxisType, DType, UOp};
 
-fn data(shape: &[usize], seed: u32) -> Tensor {
+pub(super) fn data(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
     let values: Vec<f32> = (0..n)
         .map(|i| ((i as f32 + 1.0) * (0.61 + seed as f32 * 0.13)).sin() * 2.0)
@@ -17,7 +17,7 @@ fn data(shape: &[usize], seed: u32) -> Tensor {
 
 /// Schedules `outputs`, runs the kernels, and compares every output with the interpreter.
 #[track_caller]
-fn check(name: &str, outputs: &[Tensor]) -> usize {
+pub(super) fn check(name: &str, outputs: &[Tensor]) -> usize {
     let uops: Vec<_> = outputs.iter().map(|t| t.uop()).collect();
     let schedule = create_schedule(&uops);
     let values = run(&schedule);

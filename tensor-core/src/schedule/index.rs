@@ -114,6 +114,39 @@ impl Linear {
     }
 }
 
+impl Linear {
+    /// `a = g·whole + rest` for a factor `1 < g < n` of `n` that divides every coefficient
+    /// but those of `rest`, with `0 <= rest < g`: then `a // n = whole // (n/g)` and
+    /// `a % n = (whole % (n/g))·g + rest`, with no division of the small terms. This is the
+    /// index of a window axis inside a flattened one (`(k·576 + p) // 5184 = k // 9` for a
+    /// position `p < 576`). The largest such factor is taken.
+    fn split_by_factor(&self, n: i64) -> Option<(i64, UOp, UOp)> {
+        let mut factors: Vec<i64> = self
+            .terms
+            .iter()
+            .map(|t| gcd(t.1.abs(), n))
+            .filter(|&g| g > 1 && g < n)
+            .collect();
+        factors.sort_unstable_by(|a, b| b.cmp(a));
+        factors.dedup();
+        factors.into_iter().find_map(|g| {
+            let (whole, rest): (Vec<_>, Vec<_>) =
+                self.terms.iter().cloned().partition(|t| t.1 % g == 0);
+            if whole.is_empty() || self.constant < 0 {
+                return None;
+            }
+            let quotient: Vec<_> = whole.into_iter().map(|(t, k)| (t, k / g)).collect();
+            let whole = Linear::build(&quotient, self.constant / g);
+            let rest = Linear::build(&rest, self.constant % g);
+            (lo(&rest) >= 0 && hi(&rest) < g && lo(&whole) >= 0).then_some((g, whole, rest))
+        })
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 /// `a // n` (truncating) for a positive constant `n`, using bounds to drop what cannot matter.
 pub fn idiv(a: &UOp, n: i64) -> UOp {
     if n == 1 {
@@ -129,6 +162,9 @@ pub fn idiv(a: &UOp, n: i64) -> UOp {
         let (quotient, rest, any_whole) = Linear::of(a).split(n);
         if any_whole && lo(&rest) >= 0 && hi(&rest) < n {
             return quotient;
+        }
+        if let Some((g, whole, _)) = Linear::of(a).split_by_factor(n) {
+            return idiv(&whole, n / g);
         }
     }
     UOp::alu(Op::Idiv, vec![a.clone(), int(n)])
@@ -149,6 +185,9 @@ pub fn modulo(a: &UOp, n: i64) -> UOp {
         let (_, rest, any_whole) = Linear::of(a).split(n);
         if any_whole && lo(&rest) >= 0 {
             return modulo(&rest, n);
+        }
+        if let Some((g, whole, rest)) = Linear::of(a).split_by_factor(n) {
+            return add(&mul(&modulo(&whole, n / g), &int(g)), &rest);
         }
     }
     UOp::alu(Op::Mod, vec![a.clone(), int(n)])
@@ -244,6 +283,22 @@ mod tests {
         let parts = unravel(&k, &[2, 3]);
         assert_eq!(parts[0], UOp::alu(Op::Idiv, vec![k.clone(), int(3)]));
         assert_eq!(parts[1], UOp::alu(Op::Mod, vec![k, int(3)]));
+    }
+
+    #[test]
+    fn a_window_axis_in_a_flattened_one_needs_no_division_of_the_position() {
+        // The column index k of an im2col view [C*9, P] read through its [C, 9, P] source.
+        let (k, p) = (r(288, 0), r(576, 1));
+        let flat = add(&mul(&k, &int(576)), &p);
+        assert_eq!(
+            idiv(&flat, 5184),
+            UOp::alu(Op::Idiv, vec![k.clone(), int(9)])
+        );
+        let expected = add(
+            &mul(&UOp::alu(Op::Mod, vec![k.clone(), int(9)]), &int(576)),
+            &p,
+        );
+        assert_eq!(modulo(&flat, 5184), expected);
     }
 
     #[test]

@@ -25,7 +25,7 @@
 use super::ScheduleItem;
 use super::collapse::collapse_reduce;
 use super::index::{add, and, flatten, int, less, mul, ranges_in, unravel};
-use super::realize::{CostModel, worth_realizing};
+use super::realize::{CostModel, Decision, Facts, MIN_VALUE_COST, Rule, decide};
 use super::simplify::simplify_kernel;
 use crate::uop::scope::free_ranges;
 use crate::uop::shape::operand_exprs;
@@ -51,14 +51,34 @@ pub struct IndexingContext {
     costs: CostModel,
     /// `vmap_map`: node → the ambient vmap `Range`s its value varies with (outermost first).
     ambient: HashMap<UOp, Vec<UOp>>,
+    /// The rule (and facts) that realized each realized node, in order, kept across rounds.
+    realized_by: Vec<Decision>,
+    /// Optional nodes kept fused this round, in order, each with its latest decision.
+    fused: Vec<Decision>,
+    fused_at: HashMap<UOp, usize>,
 }
 
 impl IndexingContext {
-    /// Gives `node` a buffer of its own (idempotent).
-    pub fn realize(&mut self, node: &UOp) {
+    /// Gives `node` a buffer of its own because of `rule` (idempotent).
+    pub fn realize(&mut self, node: &UOp, rule: Rule) {
+        self.realize_for(node, rule, None);
+    }
+
+    fn realize_for(&mut self, node: &UOp, rule: Rule, facts: Option<Facts>) {
         if self.realized.contains_key(node) {
             return;
         }
+        let decision = Decision {
+            node: node.clone(),
+            rule,
+            facts,
+        };
+        self.realized_by.push(decision);
+        // Requests counted so far may come from inline lowerings that now read this buffer,
+        // and memoized costs may include its computation: both are stale. Later requests of
+        // the round count afresh; the last round (it realizes nothing) sees complete counts.
+        self.requests.clear();
+        self.costs = CostModel::default();
         let device = node.device().unwrap_or_else(Device::cpu);
         let size = node.numel() * self.ambient_shape(node).iter().product::<usize>();
         let buffer = UOp::new_buffer(size, node.dtype(), device);
@@ -87,7 +107,31 @@ impl IndexingContext {
     /// Forgets the per-round statistics before every kernel is built again.
     pub fn start_round(&mut self) {
         self.requests.clear();
+        self.fused.clear();
+        self.fused_at.clear();
         self.costs = CostModel::default();
+    }
+
+    /// Every decision of the last round: the realized nodes with the rule that realized
+    /// them, then the fused nodes the cost model was asked about, in a stable order.
+    pub fn decisions(&self) -> Vec<Decision> {
+        let fused = self
+            .fused
+            .iter()
+            .filter(|d| !self.realized.contains_key(&d.node));
+        self.realized_by.iter().chain(fused).cloned().collect()
+    }
+
+    /// Records that `decision.node` stays fused (the latest request's decision wins).
+    fn keep_fused(&mut self, decision: Decision) {
+        match self.fused_at.get(&decision.node) {
+            Some(&k) => self.fused[k] = decision,
+            None => {
+                self.fused_at
+                    .insert(decision.node.clone(), self.fused.len());
+                self.fused.push(decision);
+            }
+        }
     }
 }
 
@@ -104,6 +148,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         buffers: vec![out.clone()],
         bindings: HashMap::new(),
         reads: HashMap::new(),
+        sliding: 0,
     };
     // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
     let ambient = builder.ctx.ambient_of(root);
@@ -205,6 +250,9 @@ struct KernelBuilder<'a> {
     bindings: HashMap<UOp, UOp>,
     /// Whether computing a node reads memory (see `reads_memory`).
     reads: HashMap<UOp, bool>,
+    /// How many reduces over sliding ranges enclose the node being lowered (their sum
+    /// collapses to one read per position, so values under them are left inline).
+    sliding: usize,
 }
 
 impl KernelBuilder<'_> {
@@ -266,6 +314,9 @@ impl KernelBuilder<'_> {
         let key = (x.clone(), key_idx, gate.clone());
         if let Some(v) = self.memo.get(&key) {
             return v.clone();
+        }
+        if self.is_costly_value(x) && self.should_realize(x, idx, &gate) {
+            return self.lower(x, idx, gate);
         }
         let v = self.lower_node(x, idx, gate);
         self.memo.insert(key, v.clone());
@@ -526,10 +577,14 @@ impl KernelBuilder<'_> {
         let pure = !self.reads_memory(x);
         let inline = pure.then(|| self.reduce_inline(x, idx, gate.clone()));
         if let Some(closed) = inline.as_ref().and_then(collapse_reduce) {
+            self.ctx.keep_fused(Decision {
+                node: x.clone(),
+                rule: Rule::ClosedForm,
+                facts: None,
+            });
             return closed;
         }
         if self.should_realize(x, idx, &gate) {
-            self.ctx.realize(x);
             return self.lower(x, idx, gate);
         }
         inline.unwrap_or_else(|| self.reduce_inline(x, idx, gate))
@@ -591,7 +646,10 @@ impl KernelBuilder<'_> {
         }
         let depth = self.enclosing.len();
         self.enclosing.extend(ranges.iter().cloned());
+        let sliding = !pairs.is_empty();
+        self.sliding += usize::from(sliding);
         let v = self.with_bindings(pairs, |b| b.lower(x.s(0), &src_idx, gate));
+        self.sliding -= usize::from(sliding);
         self.enclosing.truncate(depth);
         if ranges.is_empty() {
             return v;
@@ -601,8 +659,30 @@ impl KernelBuilder<'_> {
         UOp::new(Op::Reduce, x.dtype(), src, Arg::Reduce(*op, vec![]))
     }
 
-    /// The realization cost model for a reduce requested at `idx`: how many times would
-    /// computing it inline repeat its work?
+    /// True for an elementwise value the cost model should be asked about: one that could
+    /// be stored (not index arithmetic) and costs at least [`MIN_VALUE_COST`] inline.
+    /// Masks (bools and their casts) stay inline for the one-hot collapse of a gather.
+    /// Values inside a vmap scope or a sliding window (with ambient ranges) are left inline:
+    /// the collapse of `Σ_r pad_at(f(x[r]), r)` needs them there, and it removes the repetition
+    /// the request facts would see.
+    fn is_costly_value(&mut self, x: &UOp) -> bool {
+        let mask =
+            x.dtype() == DType::Bool || (x.op() == Op::Cast && x.s(0).dtype() == DType::Bool);
+        if !x.op().is_elementwise()
+            || x.dtype() == DType::Index
+            || mask
+            || self.sliding > 0
+            || !self.ctx.ambient_of(x).is_empty()
+        {
+            return false;
+        }
+        let realized = &self.ctx.realized;
+        self.ctx.costs.cost(x, &|u| realized.contains_key(u)) >= MIN_VALUE_COST
+    }
+
+    /// The realization cost model for a reduce or a costly value requested at `idx`: how
+    /// many times would computing it inline repeat its work? Realizes it when the rule table
+    /// says so (and returns true), else records why it stays fused.
     fn should_realize(&mut self, x: &UOp, idx: &[UOp], gate: &Option<UOp>) -> bool {
         let mut asked: Vec<UOp> = idx.to_vec();
         asked.extend(gate.iter().cloned());
@@ -610,18 +690,59 @@ impl KernelBuilder<'_> {
         let ambient = self.ctx.ambient_of(x);
         asked.extend(ambient.iter().filter_map(|r| self.bindings.get(r).cloned()));
         let used = ranges_in(&asked);
-        let redundancy: u64 = self
+        let reduce = x.op() == Op::Reduce;
+        let nest: Vec<&UOp> = self
             .loops
             .iter()
             .chain(&self.enclosing)
-            .filter(|r| r.op() == Op::Range && !used.contains(r))
-            .map(|r| r.vmax().as_i64() as u64 + 1)
+            .filter(|r| r.op() == Op::Range)
+            .collect();
+        // The linearizer places a value at the shallowest loop that defines its ranges, so
+        // loops inside the innermost one it uses do not repeat it; a reduce's accumulator is
+        // placed where its result is used, so every loop it ignores repeats it.
+        let depth = match reduce {
+            true => nest.len(),
+            false => nest.iter().rposition(|r| used.contains(r)).unwrap_or(0),
+        };
+        let size = |r: &&UOp| r.vmax().as_i64() as u64 + 1;
+        let ignored: u64 = nest[..depth]
+            .iter()
+            .filter(|r| !used.contains(r))
+            .map(size)
             .product();
+        // Loops a value does use can still repeat it: a window or a broadcast by reshape maps
+        // several iterations to one element (a pooled value read by its 2×2 window). Not
+        // counted for reduces, whose sliding-range collapses remove that repetition.
+        let iterations: u64 = nest.iter().filter(|r| used.contains(r)).map(size).product();
+        let elements = (x.numel() * self.ctx.ambient_shape(x).iter().product::<usize>()).max(1);
+        let window = match reduce {
+            true => 1,
+            false => (iterations / elements as u64).max(1),
+        };
+        let redundancy = ignored.saturating_mul(window);
         let requests = self.ctx.requests.entry(x.clone()).or_default();
         requests.insert((self.kernel, idx.to_vec(), gate.clone()));
         let requests = requests.len() as u64;
         let realized = &self.ctx.realized;
         let cost = self.ctx.costs.cost(x, &|u| realized.contains_key(u));
-        worth_realizing(cost, redundancy, requests)
+        let facts = Facts {
+            reduce,
+            reads_memory: self.reads_memory(x),
+            cost,
+            redundancy,
+            requests,
+        };
+        let rule = decide(&facts);
+        if rule.realizes() {
+            self.ctx.realize_for(x, rule, Some(facts));
+        } else {
+            let decision = Decision {
+                node: x.clone(),
+                rule,
+                facts: Some(facts),
+            };
+            self.ctx.keep_fused(decision);
+        }
+        rule.realizes()
     }
 }

@@ -8,11 +8,12 @@
 //!    with its argument, drop `Detach` and `ContiguousBackward`.
 //! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
 //!    `Store` and `Vmapout` get a buffer each (a `Store` is not lowered yet and panics);
-//!    `Buffer`s are realized already. A reduce is realized when the cost model says that
-//!    fusing it would repeat more work than a buffer round trip costs (it is consumed through
-//!    an expand, or requested at several indices); elementwise chains and movement ops are
-//!    recomputed, never buffered by choice. The cost model is applied where the buffer would
-//!    be created, so there is no separate pass that removes buffers afterwards.
+//!    `Buffer`s are realized already. A reduce or an elementwise value is realized when the
+//!    rule table of [`realize`] says that recomputing it inline (inside loops it does not
+//!    depend on, through a window, or at several indices) repeats more work than a buffer
+//!    round trip; movement ops are recomputed, never buffered by choice. The rules are applied
+//!    where the buffer would be created, so there is no separate pass that removes buffers
+//!    afterwards; [`Schedule::decisions`] records which rule decided each node.
 //! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
@@ -74,11 +75,13 @@ mod differential;
 #[cfg(test)]
 pub(crate) mod exec;
 #[cfg(test)]
+mod realize_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::uop::UOp;
 use lower::{IndexingContext, build_kernel};
-use realize::{as_contiguous_buffer, is_forced};
+use realize::{Rule, as_contiguous_buffer, is_forced};
 use std::collections::{HashMap, HashSet};
 
 /// One kernel: its AST and the buffers bound to its `DefineGlobal` slots.
@@ -98,6 +101,9 @@ pub struct Schedule {
     pub items: Vec<ScheduleItem>,
     /// For each requested output: the `Buffer` holding it, reshaped to the output's shape.
     pub outputs: Vec<UOp>,
+    /// Why each realized node got a buffer and why each node the cost model was asked about
+    /// stayed fused (the rule of [`realize::RULES`] and its facts); `DEBUG=3` prints them.
+    pub decisions: Vec<realize::Decision>,
 }
 
 /// Splits the graphs of `outputs` into kernels (see the module docs for the rules).
@@ -136,12 +142,12 @@ fn schedule_graph(outputs: &[UOp]) -> Schedule {
             panic!("create_schedule: output {} has no shape", out.op());
         }
         if as_contiguous_buffer(out).is_none() {
-            ctx.realize(out);
+            ctx.realize(out, Rule::Output);
         }
     }
     for node in &toposort {
         if is_forced(node) {
-            ctx.realize(node);
+            ctx.realize(node, Rule::Forced);
         }
     }
     let roots: Vec<UOp> = graph
@@ -165,7 +171,11 @@ fn schedule_graph(outputs: &[UOp]) -> Schedule {
             None => o.clone(),
         })
         .collect();
-    Schedule { items, outputs }
+    Schedule {
+        items,
+        outputs,
+        decisions: ctx.decisions(),
+    }
 }
 
 /// Builds the kernel of every realized node the roots read, directly or through other kernels.

@@ -1,13 +1,21 @@
 //! Which tensor nodes get a buffer of their own, and the cost model behind the optional ones.
 //!
 //! Forced: the requested outputs (unless already a buffer), `Contiguous`, `Copy`, `Store`
-//! and `Vmapout`. Optional: a `Reduce` whose inline recomputation would repeat work — it is
-//! consumed through an expand (the consuming kernel loops over ranges the reduce's index
-//! does not use, so every value is recomputed once per iteration of those loops), or it is
-//! requested at several different indices (in one kernel or several). It is realized when the
-//! repeated work per element exceeds [`BUFFER_COST`]; otherwise recomputing it is cheaper than
-//! a store, a load and a kernel boundary, and it stays fused. Elementwise chains and movement
-//! ops are never realized by choice: recomputing them costs about as much as loading them.
+//! and `Vmapout`. Optional: a `Reduce` or an elementwise value, decided per request by one
+//! rule table ([`RULES`], first match wins) over the request's [`Facts`]: its inline cost per
+//! element ([`CostModel`]: ALU ops and loads, a reduce counting its operand once per reduced
+//! element), how many times the consuming kernel would compute each element (the loops it
+//! ignores outside the innermost loop it uses, since the linearizer hoists it out of inner
+//! ones; and windows or broadcasts by reshape that map several iterations to one element),
+//! and at how many indices it is requested (in one kernel or several). A node is realized
+//! when the work inlining repeats exceeds [`BUFFER_COST`] (a store, a load and a share of a
+//! kernel), except elementwise values cheaper than [`MIN_VALUE_COST`] (about a load) and
+//! values of positions only (the kernel rules fold those). Each decision is kept with its
+//! rule ([`Decision`]) in the schedule; `DEBUG=3` prints them.
+//!
+//! Compared with tinygrad's rangeify (which realizes reduces read through an expand and
+//! values with several consumers past a cost), the rule is the same for reduces and values,
+//! counts windows as repetition, and says which rule decided.
 
 use crate::uop::{Arg, Op, UOp};
 use std::collections::HashMap;
@@ -75,11 +83,152 @@ impl CostModel {
     }
 }
 
-/// Should a reduce of inline cost `cost` be realized, when its consumers would compute it
-/// `redundancy` times per element at each of `requests` different indices?
-pub fn worth_realizing(cost: u64, redundancy: u64, requests: u64) -> bool {
-    let computations = redundancy.saturating_mul(requests.max(1));
-    cost.saturating_mul(computations.saturating_sub(1)) > BUFFER_COST
+/// What the cost model knows about one request of an optional node inside a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Facts {
+    /// The node is a `Reduce` (else an elementwise value).
+    pub reduce: bool,
+    /// Computing it reads a buffer (else it is a function of positions only: an arange, a
+    /// one-hot mask, counter-based random bits).
+    pub reads_memory: bool,
+    /// Its inline cost per element ([`CostModel`]).
+    pub cost: u64,
+    /// How many times the consuming kernel computes each element at one index: the product
+    /// of the sizes of the enclosing loops its index does not use (1 when it uses them all).
+    pub redundancy: u64,
+    /// At how many different indices (in this kernel or others) it has been requested.
+    pub requests: u64,
+}
+
+impl Facts {
+    /// How many times each element would be computed if it stays inline.
+    pub fn computations(&self) -> u64 {
+        self.redundancy.saturating_mul(self.requests.max(1))
+    }
+
+    /// The work inlining repeats per element beyond the first computation.
+    pub fn repeated_work(&self) -> u64 {
+        self.cost
+            .saturating_mul(self.computations().saturating_sub(1))
+    }
+}
+
+/// Which rule decided that a node is realized into a buffer or fused into its consumers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Realized: a requested output.
+    Output,
+    /// Realized: `Contiguous`, `Copy`, `Store` or `Vmapout` always end a kernel.
+    Forced,
+    /// Fused: a reduce of index arithmetic with a closed form costs nothing inline.
+    ClosedForm,
+    /// Fused: every element is computed once (no enclosing loop it ignores, one index).
+    ComputedOnce,
+    /// Fused: a value of positions only (it reads no buffer) is left to the kernel rules,
+    /// which fold it (the closed form of an arange, a one-hot mask collapsed to an index).
+    PositionsOnly,
+    /// Realized: a reduce whose recomputation repeats more work than a buffer round trip.
+    RepeatedReduce,
+    /// Realized: an elementwise value of at least [`MIN_VALUE_COST`] ops whose
+    /// recomputation repeats more work than a buffer round trip.
+    RepeatedValue,
+    /// Fused: repeated, but the repeated work is below a buffer round trip (or, for an
+    /// elementwise value, it is cheaper than [`MIN_VALUE_COST`]: about a load's worth).
+    CheapToRepeat,
+}
+
+impl Rule {
+    /// True for the rules that give the node a buffer.
+    pub fn realizes(self) -> bool {
+        matches!(
+            self,
+            Rule::Output | Rule::Forced | Rule::RepeatedReduce | Rule::RepeatedValue
+        )
+    }
+
+    /// One line on why the rule decides as it does.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Rule::Output => "a requested output",
+            Rule::Forced => "contiguous/copy/store/vmapout always end a kernel",
+            Rule::ClosedForm => "a reduce of index arithmetic with a closed form",
+            Rule::ComputedOnce => "each element is computed once inline",
+            Rule::PositionsOnly => "a function of positions only, folded by the kernel rules",
+            Rule::RepeatedReduce => "recomputing the reduce repeats more than a buffer round trip",
+            Rule::RepeatedValue => "recomputing the value repeats more than a buffer round trip",
+            Rule::CheapToRepeat => "repeated work is cheaper than a buffer round trip",
+        }
+    }
+}
+
+/// An elementwise value cheaper than this (per element) is always recomputed: a few loads
+/// and ops cost about what reading them back from a buffer costs, and realizing every
+/// operand of a matmul would add a kernel per layer.
+pub const MIN_VALUE_COST: u64 = 8;
+
+type Predicate = fn(&Facts) -> bool;
+
+/// The realization rule table for optional nodes: the first rule whose predicate holds
+/// decides. Deterministic: it reads only the facts of one request.
+pub const RULES: [(Rule, Predicate); 5] = [
+    (Rule::ComputedOnce, |f| f.computations() <= 1),
+    (Rule::PositionsOnly, |f| !f.reads_memory),
+    (Rule::RepeatedReduce, |f| {
+        f.reduce && f.repeated_work() > BUFFER_COST
+    }),
+    (Rule::RepeatedValue, |f| {
+        !f.reduce && f.cost >= MIN_VALUE_COST && f.repeated_work() > BUFFER_COST
+    }),
+    (Rule::CheapToRepeat, |_| true),
+];
+
+/// The rule of [`RULES`] that decides a request with `facts`.
+pub fn decide(facts: &Facts) -> Rule {
+    RULES
+        .iter()
+        .find(|(_, applies)| applies(facts))
+        .map(|(rule, _)| *rule)
+        .unwrap_or(Rule::CheapToRepeat)
+}
+
+/// One realization decision, for `DEBUG=3` and for tests.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// The tensor node decided on.
+    pub node: UOp,
+    /// The rule that decided.
+    pub rule: Rule,
+    /// The facts of the request that decided it (`None` for outputs and forced nodes).
+    pub facts: Option<Facts>,
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = if self.rule.realizes() {
+            "realize"
+        } else {
+            "fuse   "
+        };
+        let shape = self.node.shape().map(|s| s.to_vec()).unwrap_or_default();
+        write!(
+            f,
+            "{verdict} {:<10} {:<18} {:?}: {}",
+            format!("{}", self.node.op()),
+            format!("{shape:?}"),
+            self.rule,
+            self.rule.reason()
+        )?;
+        if let Some(x) = &self.facts {
+            write!(
+                f,
+                " (cost {} x {} computations = {} repeated, buffer {BUFFER_COST})",
+                x.cost,
+                x.computations(),
+                x.repeated_work()
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The operands of `u` that carry tensor data (not shape operands of movement ops).
@@ -95,11 +244,35 @@ pub fn data_sources(u: &UOp) -> &[UOp] {
 mod tests {
     use super::*;
 
+    fn facts(reduce: bool, cost: u64, redundancy: u64, requests: u64) -> Facts {
+        Facts {
+            reduce,
+            reads_memory: true,
+            cost,
+            redundancy,
+            requests,
+        }
+    }
+
     #[test]
-    fn repeated_cheap_work_is_recomputed_and_repeated_heavy_work_is_buffered() {
-        assert!(!worth_realizing(100, 1, 1));
-        assert!(!worth_realizing(4, 2, 1));
-        assert!(worth_realizing(40, 2, 1));
-        assert!(worth_realizing(17, 1, 2));
+    fn rule_table_decisions_and_reasons() {
+        assert_eq!(decide(&facts(true, 1000, 1, 1)), Rule::ComputedOnce);
+        assert_eq!(decide(&facts(false, 1000, 1, 1)), Rule::ComputedOnce);
+        assert_eq!(decide(&facts(true, 40, 2, 1)), Rule::RepeatedReduce);
+        assert_eq!(decide(&facts(true, 17, 1, 2)), Rule::RepeatedReduce);
+        assert_eq!(decide(&facts(true, 4, 2, 1)), Rule::CheapToRepeat);
+        assert_eq!(decide(&facts(false, 60, 64, 1)), Rule::RepeatedValue);
+        // A relu of a loaded value: cheap however often it repeats.
+        assert_eq!(decide(&facts(false, 4, 1000, 9)), Rule::CheapToRepeat);
+        assert_eq!(decide(&facts(false, 9, 2, 1)), Rule::CheapToRepeat);
+        let positions = Facts {
+            reads_memory: false,
+            ..facts(false, 70, 64, 1)
+        };
+        assert_eq!(decide(&positions), Rule::PositionsOnly);
+        for (rule, _) in RULES {
+            assert!(!rule.reason().is_empty());
+        }
+        assert!(Rule::RepeatedValue.realizes() && !Rule::CheapToRepeat.realizes());
     }
 }

@@ -1,0 +1,217 @@
+//! The realization rule table on small graphs (one per rule, with the decision and its
+//! reason), and work counts of a CNN written from primitives: how many times each ALU op
+//! runs, counted on the linearized programs (counts, not times).
+
+use super::create_schedule;
+use super::differential::{check, data};
+use super::realize::{Decision, Rule};
+use crate::codegen::program::{Line, Program};
+use crate::codegen::{CodegenOptions, lower_kernel};
+use crate::tensor::Tensor;
+use crate::transform::{grad, vmap};
+use crate::uop::{Op, UOp};
+
+/// The decision the schedule of `outputs` records for `node`.
+fn decision_for(outputs: &[&Tensor], node: &Tensor) -> Option<Decision> {
+    let uops: Vec<UOp> = outputs.iter().map(|t| t.uop()).collect();
+    let node = node.uop();
+    create_schedule(&uops)
+        .decisions
+        .into_iter()
+        .find(|d| d.node == node)
+}
+
+#[track_caller]
+fn assert_rule(outputs: &[&Tensor], node: &Tensor, rule: Rule) {
+    let decision = decision_for(outputs, node)
+        .unwrap_or_else(|| panic!("no decision recorded for {:?}", node.uop().op()));
+    assert_eq!(decision.rule, rule, "{decision}");
+    assert!(decision.to_string().contains(rule.reason()), "{decision}");
+}
+
+#[test]
+fn outputs_and_contiguous_are_realized_by_their_rules() {
+    let x = data(&[4, 4], 1);
+    let mid = x.add(4.0).contiguous();
+    let out = mid.add(3.0);
+    assert_rule(&[&out], &out, Rule::Output);
+    assert_rule(&[&out], &mid, Rule::Forced);
+    assert_eq!(check("contiguous", &[out]), 2);
+}
+
+#[test]
+fn a_reduce_read_once_per_element_is_fused() {
+    let (x, w) = (data(&[3, 5], 1), data(&[5, 4], 2));
+    let product = x.matmul(&w);
+    let out = product.relu();
+    // matmul is a sum over K seen through a reshape that drops the summed axis.
+    assert_eq!(product.uop().op(), Op::Reshape);
+    let reduce = Tensor::from_uop(product.uop().src()[0].clone());
+    assert_rule(&[&out], &reduce, Rule::ComputedOnce);
+    assert_eq!(check("relu of matmul", &[out]), 1);
+}
+
+#[test]
+fn a_costly_value_under_a_broadcast_is_realized() {
+    // exp(exp(exp(x·x))) is read by every one of the 16 output columns of the matmul.
+    let (x, w) = (data(&[4, 8], 1), data(&[8, 16], 2));
+    let costly = x.mul(&x).exp().exp().mul(0.01).exp();
+    let out = costly.matmul(&w);
+    assert_rule(&[&out], &costly, Rule::RepeatedValue);
+    assert_eq!(check("costly value under matmul", &[out]), 2);
+}
+
+#[test]
+fn a_cheap_value_under_a_broadcast_is_recomputed() {
+    let (x, w) = (data(&[4, 8], 1), data(&[8, 16], 2));
+    let out = x.relu().matmul(&w);
+    let decisions = create_schedule(&[out.uop()]).decisions;
+    assert!(decisions.iter().all(|d| d.rule != Rule::RepeatedValue));
+    assert_eq!(check("relu under matmul", &[out]), 1);
+}
+
+#[test]
+fn a_small_reduce_under_a_broadcast_is_cheap_to_repeat() {
+    // A sum of 2 terms read by 4 columns repeats 3 × 3 ops: less than a buffer round trip.
+    let x = data(&[6, 2], 1);
+    let sum = x.sum(1, true);
+    let out = sum.expand(&[6, 4]).add(data(&[6, 4], 2));
+    assert_rule(&[&out], &sum, Rule::CheapToRepeat);
+    assert_eq!(check("small sum broadcast", &[out]), 1);
+}
+
+#[test]
+fn a_large_reduce_under_a_broadcast_is_realized() {
+    let x = data(&[6, 64], 1);
+    let sum = x.exp().sum(1, true);
+    let out = x.div(&sum);
+    assert_rule(&[&out], &sum, Rule::RepeatedReduce);
+    assert_eq!(check("normalize", &[out]), 2);
+}
+
+#[test]
+fn values_of_positions_only_stay_with_the_kernel_rules() {
+    // Counter-based random bits read no buffer: they are recomputed, never stored.
+    let w = data(&[8, 16], 2);
+    let noise = Tensor::rand(&[4, 8], 7);
+    let out = noise.matmul(&w);
+    let decisions = create_schedule(&[out.uop()]).decisions;
+    assert!(decisions.iter().any(|d| d.rule == Rule::PositionsOnly));
+    assert!(
+        decisions
+            .iter()
+            .all(|d| !d.rule.realizes() || d.rule == Rule::Output)
+    );
+    assert_eq!(check("random under matmul", &[out]), 1);
+}
+
+#[test]
+fn an_arange_reduce_has_a_closed_form() {
+    let t = Tensor::arange(10);
+    let decisions = create_schedule(&[t.uop()]).decisions;
+    assert!(decisions.iter().any(|d| d.rule == Rule::ClosedForm));
+}
+
+// ---- a CNN from primitives: work counts ----
+
+/// Executions of each ALU op (and of loads) in a linearized program: every statement counts
+/// once per iteration of the loops around it.
+#[derive(Default, Debug)]
+struct Work {
+    float_max: u64,
+    float_compares: u64,
+    loads: u64,
+    alu: u64,
+}
+
+fn count(program: &Program, work: &mut Work) {
+    let mut trips: Vec<u64> = vec![1];
+    for line in &program.lines {
+        let n = *trips.last().unwrap_or(&1);
+        match line {
+            Line::Loop(r) => trips.push(n * (r.vmax().as_i64() as u64 + 1)),
+            Line::EndLoop => {
+                trips.pop();
+            }
+            Line::Assign { node, .. } if node.op() == Op::Load => work.loads += n,
+            Line::Assign { node, .. } if node.op().is_elementwise() => {
+                work.alu += n;
+                let float_operands = node.src().iter().any(|s| s.dtype().is_float());
+                if node.op() == Op::Max && node.dtype().is_float() {
+                    work.float_max += n;
+                }
+                if node.op().is_comparison() && float_operands {
+                    work.float_compares += n;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A valid 3×3 convolution of `[C, H, W]` by `[O, C, 3, 3]` plus bias, as nine shifted windows
+/// stacked into `[C·9, H'·W']` columns and one matmul (examples/cnn_from_primitives.rs).
+fn conv3x3(x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+    let (s, o) = (x.shape(), w.shape()[0]);
+    let (c, oh, ow) = (s[0], s[1] - 2, s[2] - 2);
+    let shifts: Vec<Tensor> = (0..9)
+        .map(|k| x.shrink(&[(0, c), (k / 3, k / 3 + oh), (k % 3, k % 3 + ow)]))
+        .collect();
+    let cols = Tensor::stack(&shifts, 1).reshape(&[c * 9, oh * ow]);
+    let out = w.reshape(&[o, c * 9]).matmul(&cols).reshape(&[o, oh, ow]);
+    out.add(b.reshape(&[o, 1, 1]))
+}
+
+#[test]
+fn a_cnn_computes_each_relu_and_pool_mask_once_per_element() {
+    const B: usize = 2;
+    // x [1, 10, 10] -> conv 1→2, relu [2, 8, 8] -> conv 2→3, relu [3, 6, 6] -> pool [3, 3, 3]
+    // -> linear 27→4 -> log_softmax · one-hot.
+    let loss = |a: &[Tensor]| {
+        let h = conv3x3(&a[4], &a[0], &a[1]).relu();
+        let h = conv3x3(&h, &a[2], &a[3]).relu();
+        let pooled = h.reshape(&[3, 3, 2, 3, 2]).max([2, 4], false);
+        let logits = a[5].matmul(&pooled.reshape(&[27]));
+        logits.log_softmax(-1).mul(&a[6]).sum_all().neg()
+    };
+    let per_sample = vmap(
+        grad(loss, [0, 1, 2, 3, 5]),
+        vec![None, None, None, None, Some(0), None, Some(0)],
+        0,
+    );
+    let args = [
+        data(&[2, 1, 3, 3], 1),
+        data(&[2], 2),
+        data(&[3, 2, 3, 3], 3).mul(0.3),
+        data(&[3], 4),
+        data(&[B, 1, 10, 10], 5),
+        data(&[4, 27], 6).mul(0.2),
+        Tensor::from_vec(vec![1i32, 3], &[B]).one_hot(4),
+    ];
+    let grads = per_sample.call(&args);
+    let kernels = check("per-sample CNN grads", &grads);
+    let uops: Vec<UOp> = grads.iter().map(|g| g.uop()).collect();
+    let schedule = create_schedule(&uops);
+    assert_eq!(schedule.items.len(), kernels);
+    let mut work = Work::default();
+    let opts = CodegenOptions {
+        optimize: false,
+        threads: 1,
+    };
+    for item in &schedule.items {
+        let sizes: Vec<usize> = item.buffers.iter().map(|b| b.numel()).collect();
+        count(&lower_kernel(&item.ast, &sizes, &opts).program, &mut work);
+    }
+    let (relu1, relu2) = ((B * 2 * 8 * 8) as u64, (B * 3 * 6 * 6) as u64);
+    // relu(conv1 + bias) and relu(conv2 + bias) are each computed once per element (the
+    // first was recomputed for each of the 9 window positions that read it, inside every
+    // conv2 kernel).
+    assert_eq!(work.float_max, relu1 + relu2, "{work:?}");
+    // Float comparisons, once per element, would be: the pool mask (x == max, two compares in
+    // canonical form), the tie count's four per pooled element, each relu derivative and a
+    // few per class of the loss. Masks stay inline (the one-hot collapse of a gather needs
+    // them), so the pool mask is recomputed by its readers: this bounds how often.
+    let once = 2 * relu2 + 2 * relu2 + relu1 + relu2 + 5 * 4 * B as u64;
+    assert!(work.float_compares <= 3 * once / 2, "{work:?}, once {once}");
+    assert_eq!(kernels, 21, "{work:?}");
+}
