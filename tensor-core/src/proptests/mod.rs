@@ -116,8 +116,22 @@ pub fn check_property<S>(
     S: Strategy,
     S::Value: Debug,
 {
+    check_property_cases(name, case_count(default_cases), strategy, test);
+}
+
+/// [`check_property`] with an explicit number of cases: for a property split into several
+/// runs that share one case budget.
+#[track_caller]
+pub fn check_property_cases<S>(
+    name: &str,
+    cases: u32,
+    strategy: S,
+    test: impl Fn(&S::Value) -> Result<(), String>,
+) where
+    S: Strategy,
+    S::Value: Debug,
+{
     let seed = run_seed();
-    let cases = case_count(default_cases);
     let replay = format!(
         "PROPTEST_RNG_SEED={seed} PROPTEST_CASES={cases} cargo test --release -p tensor-core --lib proptests::{name}"
     );

@@ -8,7 +8,7 @@
 //! - `vmap` of `grad` equals the loop of per-sample gradients, by every method.
 
 use super::recipe::{FLOAT_LEAF, Graph, Options, Value, build, float_leaf, graph, input};
-use super::{check_property, compare};
+use super::{case_count, check_property, check_property_cases, compare};
 use crate::interp::{HostArray, evaluate};
 use crate::schedule::create_schedule;
 use crate::schedule::exec::run;
@@ -173,11 +173,15 @@ fn vmapped_random_functions_equal_a_loop_over_samples() {
 
 #[test]
 fn every_vmap_method_at_batch_sizes_1_2_and_7_equals_a_loop() {
+    // The nine (method, batch) runs share one property's case budget, so that CI's 10,000
+    // cases per property stay 10,000 here too.
+    let runs = (METHODS.len() * BATCHES.len()) as u32;
+    let cases = (case_count(16 * runs) / runs).max(1);
     for method in METHODS {
         for batch in BATCHES {
-            check_property(
+            check_property_cases(
                 "transforms::every_vmap_method_at_batch_sizes_1_2_and_7_equals_a_loop",
-                16,
+                cases,
                 vmap_case_at(true, method, batch),
                 vmap_equals_loop,
             );
