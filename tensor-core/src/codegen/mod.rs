@@ -4,7 +4,8 @@
 //! The stages follow tinyspec's lowering pipeline:
 //! [`opt`] applies OptOps (splits of ranges into THREAD / UPCAST / UNROLL axes) chosen by
 //! [`heuristic`]; [`blocked_sum`] splits long float sums into blocks (accuracy: no accumulator
-//! takes more than 4096 terms); [`expand`] turns upcast and unrolled axes into copies of the
+//! takes more than 4096 terms); [`transcendental`] decomposes `f32` `exp2`, `log2`, `sin`
+//! and `cos` into range reduction and polynomials; [`expand`] turns upcast and unrolled axes into copies of the
 //! scalar code;
 //! [`linearize`] places every computation in a loop nest (hoisting falls out of it);
 //! [`program`] holds its output types; `render::c` prints them as C.
@@ -19,6 +20,7 @@ pub mod linearize;
 pub mod name;
 pub mod opt;
 pub mod program;
+pub mod transcendental;
 
 pub use name::{kernel_name, unique_name};
 pub use opt::{Opt, OptimizedKernel};
@@ -80,7 +82,8 @@ pub fn lower_kernel_with_opts(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt
 fn lower(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt], name: String) -> LinearKernel {
     let optimized = OptimizedKernel::new(ast).apply_all(opt_list);
     let blocked = blocked_sum::block_long_sums(&optimized.ast);
-    let expanded = expand::expand(&blocked);
+    let decomposed = transcendental::decompose_transcendentals(&blocked);
+    let expanded = expand::expand(&decomposed);
     let program = linearize::linearize(&expanded, optimized.threads);
     LinearKernel {
         name,

@@ -432,6 +432,7 @@ impl<'a> CRenderer<'a> {
                 Op::Exp2 => math("exp2"),
                 Op::Log2 => math("log2"),
                 Op::Sin => math("sin"),
+                Op::Cos => math("cos"),
                 op => panic!("C renderer: {op} is not a unary float op"),
             };
         }
@@ -446,7 +447,7 @@ impl<'a> CRenderer<'a> {
                 let one = Value::Const(UOp::constant(1, dtype));
                 self.binary(Op::Idiv, dtype, dtype, &one, a, None)
             }
-            Op::Exp2 | Op::Log2 | Op::Sin | Op::Sqrt => {
+            Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Sqrt => {
                 let name = format!("{op:?}").to_lowercase();
                 let operand = if dtype == DType::U64 {
                     format!("(double)(unsigned long long){x}")

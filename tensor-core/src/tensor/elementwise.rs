@@ -1,7 +1,7 @@
 //! Elementwise ops, decomposed into tinyspec's primitives: `Neg = Mul(x, -1)`,
 //! `Sub = Add(a, Neg b)`, `Div = Mul(a, Recip b)`, `CmpGt = CmpLt(b, a)`,
 //! `CmpEq = CmpNe(CmpNe(a, b), true)`, `exp = Exp2(x * log2 e)`, `log = Log2(x) * ln 2`,
-//! `cos = Sin(x + pi/2)`, and so on. Operands broadcast as in NumPy and meet at one dtype
+//! and so on (`cos` is its own op `Cos`, lowered with `Sin`). Operands broadcast as in NumPy and meet at one dtype
 //! (see [`super::broadcast::result_dtype`]); float-only math lifts ints and bools to `f32`.
 
 use super::Tensor;
@@ -10,7 +10,7 @@ use super::broadcast::{
     result_dtype,
 };
 use crate::uop::{DType, Op, Scalar, Shape, UOp};
-use std::f64::consts::{FRAC_PI_2, LN_2, LOG2_E};
+use std::f64::consts::{LN_2, LOG2_E};
 
 /// A constant with `u`'s dtype and shape.
 pub(crate) fn const_like(u: &UOp, value: impl Into<Scalar>) -> UOp {
@@ -472,11 +472,10 @@ impl Tensor {
         Tensor::from_uop(UOp::alu(Op::Sin, vec![self.float_uop()]))
     }
 
-    /// `cos x` as `Sin(x + pi/2)`.
+    /// `cos x` (its own op `Cos`: `Sin(x + pi/2)` would round `x + pi/2` first and lose the
+    /// accuracy of `cos` for large `x`).
     pub fn cos(&self) -> Tensor {
-        let x = self.float_uop();
-        let shifted = add_uop(&x, &const_like(&x, FRAC_PI_2));
-        Tensor::from_uop(UOp::alu(Op::Sin, vec![shifted]))
+        Tensor::from_uop(UOp::alu(Op::Cos, vec![self.float_uop()]))
     }
 
     /// `tan x` as `sin x / cos x`.

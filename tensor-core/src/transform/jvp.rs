@@ -207,8 +207,11 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             .rule(UPat::op(Op::Log2), |m, c| {
                 rule1(m, c, |x, dx| dx / (x * LN_2))
             })
-            // d(sin x) = cos x dx,  d(sqrt x) = dx / (2 sqrt x)
+            // d(sin x) = cos x dx,  d(cos x) = -sin x dx,  d(sqrt x) = dx / (2 sqrt x)
             .rule(UPat::op(Op::Sin), |m, c| rule1(m, c, |x, dx| dx * x.cos()))
+            .rule(UPat::op(Op::Cos), |m, c| {
+                rule1(m, c, |x, dx| -(dx * x.sin()))
+            })
             .rule(UPat::op(Op::Sqrt), |m, c| {
                 let s = t(m.root());
                 rule1(m, c, move |_, dx| dx / (&s * 2.0))

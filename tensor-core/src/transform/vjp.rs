@@ -392,8 +392,11 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
             .rule(UPat::op(Op::Log2), |m, c| {
                 unary(m, c, |ct, x| ct / (x * LN_2))
             })
-            // sin x: ct cos x;  sqrt x: ct / (2 sqrt x)
+            // sin x: ct cos x;  cos x: -ct sin x;  sqrt x: ct / (2 sqrt x)
             .rule(UPat::op(Op::Sin), |m, c| unary(m, c, |ct, x| ct * x.cos()))
+            .rule(UPat::op(Op::Cos), |m, c| {
+                unary(m, c, |ct, x| -(ct * x.sin()))
+            })
             .rule(UPat::op(Op::Sqrt), |m, c| {
                 let s = t(m.root());
                 first(c, |ct| ct / (&s * 2.0))

@@ -18,7 +18,7 @@
 //!   floats is IEEE `pow` (a negative base with an integral exponent is fine, unlike in the
 //!   `Exp2(Log2(a) * b)` decomposition).
 //! - On integer dtypes, `Recip(x)` is `Idiv(1, x)`, `Pow` is exact wrapping integer power
-//!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Sqrt`
+//!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Cos`/`Sqrt`
 //!   are computed in f64 and converted to the dtype like a C cast.
 //! - Bools take part in integer arithmetic as 0 and 1; a bool result is "non-zero".
 //! - `Threefry(x, key)` is Threefry-2x32-20 (see [`threefry2x32`]) of the 64-bit counter `x`
@@ -113,7 +113,7 @@ fn check_arity(op: Op, args: &[Scalar]) {
     // A match rather than `Op::is_unary` and friends: this runs once per lane.
     use Op::*;
     let expected = match op {
-        Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Sqrt => 1,
+        Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Cos | Sqrt => 1,
         Add | Mul | Max | Mod | Idiv | CmpLt | CmpNe | Xor | Or | And | Shr | Shl | Sub | Div
         | CmpGt | CmpGe | CmpLe | CmpEq | Pow | Threefry => 2,
         Where | Mulacc => 3,
@@ -161,6 +161,23 @@ fn bitcast(value: Scalar, from: DType, to: DType) -> Scalar {
         to.size_bytes(),
         "alu: Bitcast from {from} to {to} changes the size"
     );
+    // The common reinterpretations without a round trip through bytes (they run per lane).
+    match (from, to) {
+        (DType::F32, DType::I32) => {
+            return Scalar::Int((value.as_f64() as f32).to_bits() as i32 as i64);
+        }
+        (DType::F32, DType::U32) => return Scalar::Int((value.as_f64() as f32).to_bits() as i64),
+        (DType::I32 | DType::U32, DType::F32) => {
+            return Scalar::Float(f32::from_bits(value.as_i64() as u32) as f64);
+        }
+        (DType::F64, DType::I64 | DType::U64) => {
+            return Scalar::Int(value.as_f64().to_bits() as i64);
+        }
+        (DType::I64 | DType::U64, DType::F64) => {
+            return Scalar::Float(f64::from_bits(value.as_i64() as u64));
+        }
+        _ => {}
+    }
     let bytes = encode_scalars(&[value], from);
     decode_scalars(&bytes, to)[0]
 }
@@ -205,6 +222,7 @@ fn float_op(op: Op, args: &[Scalar]) -> f64 {
         Op::Exp2 => a.exp2(),
         Op::Log2 => a.log2(),
         Op::Sin => a.sin(),
+        Op::Cos => a.cos(),
         Op::Sqrt => a.sqrt(),
         Op::Add => a + b(),
         Op::Sub => a - b(),
@@ -236,7 +254,7 @@ fn int_op(op: Op, dtype: DType, args: &[Scalar]) -> Scalar {
         Op::Recip => int_div(1, a, unsigned),
         Op::Trunc => a,
         Op::Neg => a.wrapping_neg(),
-        Op::Exp2 | Op::Log2 | Op::Sin | Op::Sqrt => {
+        Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Sqrt => {
             let x = as_f64_of(args[0], dtype);
             return Scalar::Float(float_op(op, &[Scalar::Float(x)])).cast(dtype);
         }

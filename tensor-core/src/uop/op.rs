@@ -111,6 +111,9 @@ pub enum Op {
     Exp2,
     Log2,
     Sin,
+    /// `cos x`: its own op (not `Sin(x + pi/2)`, whose rounded argument loses the accuracy of
+    /// `cos` for large `x`); lowered with `Sin` by the same range reduction.
+    Cos,
     Sqrt,
     Pow,
     /// `(A, B, C)`: `A*B + C`.
@@ -153,6 +156,7 @@ impl Op {
         Op::Exp2,
         Op::Log2,
         Op::Sin,
+        Op::Cos,
         Op::Sqrt,
     ];
     /// Binary elementwise ops.
@@ -238,6 +242,7 @@ impl Op {
         Op::Exp2,
         Op::Log2,
         Op::Sin,
+        Op::Cos,
         Op::Sqrt,
         Op::Pow,
         Op::Mulacc,
