@@ -1,5 +1,6 @@
 //! Prints how fast compiled kernels run next to the machine's memory bandwidth: a fused
-//! 6-op elementwise chain over 16M floats (GB/s) and a 1024x1024 f32 matmul (GFLOP/s).
+//! 6-op elementwise chain and `((x*2+1).exp2() * x).sqrt() * 0.5` over 16M floats (GB/s and
+//! ms) and a 1024x1024 f32 matmul (GFLOP/s).
 //!
 //! Run: `cargo run --release --example throughput`
 
@@ -39,6 +40,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         y.realize().expect("the chain runs");
     });
 
+    let transcendental = best_of(|| {
+        let y = ((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5;
+        y.realize().expect("the exp2 chain runs");
+    });
+
     let a = Tensor::rand(&[MATMUL_N, MATMUL_N], 2);
     let w = Tensor::rand(&[MATMUL_N, MATMUL_N], 3);
     a.realize()?;
@@ -55,6 +61,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "6-op elementwise chain, 16M f32:    {:>7.2} GB/s",
         moved / chain.as_secs_f64() / 1e9
+    );
+    println!(
+        "((x*2+1).exp2() * x).sqrt() * 0.5:  {:>7.2} GB/s  {:>6.2} ms",
+        moved / transcendental.as_secs_f64() / 1e9,
+        transcendental.as_secs_f64() * 1e3
     );
     println!(
         "matmul 1024x1024 f32:               {:>7.2} GFLOP/s",

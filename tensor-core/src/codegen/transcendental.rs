@@ -22,6 +22,13 @@
 //!
 //! The rules run in `codegen::lower` before expansion, on the kernel AST; the interpreter keeps
 //! the exact `f64` functions (`uop::alu`), the oracle these are tested against.
+//!
+//! They need IEEE arithmetic as written: contracting a product and a sum into an FMA is fine
+//! (the products they rely on are exact), reassociation (`-ffast-math`) is not, since it would
+//! fold away the rounding steps (`(x + 1.5·2^23) - 1.5·2^23`, the two-sums).
+//!
+//! Accuracy (the sweeps of the tests, 2^20 inputs per function against `f64`): `exp2` within
+//! 1.1 ulp, `log2` 0.8 ulp, `sin` and `cos` 0.8 ulp below `1e4` and 2.6 ulp beyond.
 
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::uop::{DType, Op, UOp};

@@ -212,6 +212,12 @@ fn a_cnn_computes_each_relu_and_pool_mask_once_per_element() {
     // few per class of the loss. Masks stay inline (the one-hot collapse of a gather needs
     // them), so the pool mask is recomputed by its readers: this bounds how often.
     let once = 2 * relu2 + 2 * relu2 + relu1 + relu2 + 5 * 4 * B as u64;
-    assert!(work.float_compares <= 3 * once / 2, "{work:?}, once {once}");
+    // The decomposed transcendentals of the loss compare too (`codegen::transcendental`: 3 per
+    // exp2 lane, 5 per log2 lane): log_softmax's exp forward and backward and its log.
+    let transcendental = ((2 * 4 * 3 + 5) * B) as u64;
+    assert!(
+        work.float_compares <= 3 * once / 2 + transcendental,
+        "{work:?}, once {once}"
+    );
     assert_eq!(kernels, 21, "{work:?}");
 }

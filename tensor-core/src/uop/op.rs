@@ -111,9 +111,6 @@ pub enum Op {
     Exp2,
     Log2,
     Sin,
-    /// `cos x`: its own op (not `Sin(x + pi/2)`, whose rounded argument loses the accuracy of
-    /// `cos` for large `x`); lowered with `Sin` by the same range reduction.
-    Cos,
     Sqrt,
     Pow,
     /// `(A, B, C)`: `A*B + C`.
@@ -141,6 +138,13 @@ pub enum Op {
     Load,
     /// `()`, arg `Int(slot)`: a kernel's buffer parameter.
     DefineGlobal,
+
+    // ---- added later, last so that the other ops keep their discriminants (and so the
+    // hashes that order commutative operands) ----
+    /// `cos x`, a decomposed unary op like `Sin`: its own op (not `Sin(x + pi/2)`, whose
+    /// rounded argument loses the accuracy of `cos` for large `x`); lowered with `Sin` by the
+    /// same range reduction.
+    Cos,
 }
 
 impl Op {
