@@ -49,10 +49,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             top: false,
         });
     }
+    // An upper bound: sibling loops (a kernel may hold dozens of fused reduces) multiply as
+    // if nested, so the product saturates instead of overflowing.
     let work: usize = kernel_ranges(ast)
         .iter()
         .map(|r| r.range_size().unwrap_or(1))
-        .product();
+        .fold(1, usize::saturating_mul);
     if threads > 1
         && work >= MIN_WORK_PER_THREADED_KERNEL
         && let Some(outer) = outputs.first()

@@ -327,6 +327,9 @@ fn combined_output(output: &Output) -> String {
 }
 
 /// `name` reduced to characters that are safe in a file name.
+/// The longest file stem a kernel's files get (file names are at most 255 bytes).
+const MAX_STEM: usize = 128;
+
 fn file_stem(name: &str) -> String {
     let stem: String = name
         .chars()
@@ -337,6 +340,7 @@ fn file_stem(name: &str) -> String {
                 '_'
             }
         })
+        .take(MAX_STEM)
         .collect();
     if stem.is_empty() {
         "kernel".to_string()
@@ -390,5 +394,6 @@ mod tests {
         assert_eq!(file_stem("E_4_4_entry"), "E_4_4_entry");
         assert_eq!(file_stem("../x y"), "___x_y");
         assert_eq!(file_stem(""), "kernel");
+        assert_eq!(file_stem(&"r_8".repeat(200)).len(), MAX_STEM);
     }
 }
