@@ -257,7 +257,9 @@ fn against_single_samples(
     for i in 0..n {
         let ti = Tensor::from_slice(&tokens[i * SEQ..(i + 1) * SEQ], &[SEQ]);
         let yi = Tensor::from_vec(vec![labels[i]], &[]);
-        for (all, one) in batched.iter().zip(tree_leaves(&single(params, &ti, &yi))) {
+        let leaves = tree_leaves(&single(params, &ti, &yi));
+        realize(&leaves.iter().collect::<Vec<_>>())?; // one schedule for all the gradients
+        for (all, one) in batched.iter().zip(leaves) {
             let size = all.len() / t.shape()[0];
             let ours = &all[i * size..(i + 1) * size];
             for (a, b) in ours.iter().zip(to_vec::<f32>(&one)?) {

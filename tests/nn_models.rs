@@ -1,9 +1,10 @@
 //! Per-sample gradients of whole models against PyTorch: every case of tests/data/models.json
 //! (written by tests/data/gen_models.py with `torch.func.vmap(grad(loss))`, float64 gradients
-//! from float32 parameters and inputs) is rebuilt with `tensor::nn` — a small tutorial-style CNN
-//! and a pre-LN transformer block classifier with a causal mask — and `vmap(grad(loss))` is
-//! computed in float32 through the compiled CPU path and compared within the file's tolerance
-//! (1e-4 relative, 1e-5 absolute). Each sample's gradients must also equal `grad` of that
+//! from float32 parameters and inputs) is rebuilt with `tensor::nn` — a small tutorial-style CNN,
+//! and a pre-LN transformer block as a sequence classifier (no mask, mean-pool) and with a
+//! causal mask and a token-level loss — and `vmap(grad(loss))` is computed in float32 through
+//! the compiled CPU path and compared within the file's tolerance (1e-4 relative, 1e-5
+//! absolute). Each sample's gradients must also equal `grad` of that
 //! sample's loss alone (1e-5 relative, 1e-6 absolute).
 
 mod common;
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use tensor::nn::{self, Attention, ClassLoss, Conv, Gelu, Pool, Reduction, Target};
 use tensor::prelude::*;
 
-const CASES: [&str; 2] = ["cnn_tiny", "transformer_causal"];
+const CASES: [&str; 3] = ["cnn_tiny", "transformer_cls", "transformer_lm_causal"];
 
 #[test]
 fn cnn_per_sample_gradients() {
@@ -22,8 +23,13 @@ fn cnn_per_sample_gradients() {
 }
 
 #[test]
-fn transformer_per_sample_gradients() {
-    check_case("transformer_causal");
+fn transformer_classifier_per_sample_gradients() {
+    check_case("transformer_cls");
+}
+
+#[test]
+fn causal_transformer_with_token_level_loss_per_sample_gradients() {
+    check_case("transformer_lm_causal");
 }
 
 #[test]
@@ -62,7 +68,10 @@ fn check_case(name: &str) {
         .map(|(k, v)| (k.clone(), tensor_from_json(v)))
         .collect();
     let (per_sample, args) = per_sample_grads(case, &inputs);
-    let batched: Vec<Vec<f64>> = per_sample.call(&args).iter().map(common::values).collect();
+    let batched: Vec<Vec<f64>> = realized(per_sample.call(&args))
+        .iter()
+        .map(common::values)
+        .collect();
     let names = param_names(case);
     for ((param, got), expected) in names.iter().zip(&batched).zip(case.get("outputs").items()) {
         let want: Vec<f64> = expected
@@ -84,7 +93,7 @@ fn check_case(name: &str) {
     for i in 0..batch {
         let mut one = args[..params].to_vec();
         one.extend([fresh_sample(x, i), fresh_sample(y, i)]);
-        for ((param, all), g) in names.iter().zip(&batched).zip(single.call(&one)) {
+        for ((param, all), g) in names.iter().zip(&batched).zip(realized(single.call(&one))) {
             let n = all.len() / batch;
             let (got, want) = (&all[i * n..(i + 1) * n], common::values(&g));
             assert!(
@@ -94,6 +103,14 @@ fn check_case(name: &str) {
             );
         }
     }
+}
+
+/// `results` computed together (one schedule; reading each alone would schedule each
+/// gradient's whole graph again).
+fn realized(results: Vec<Tensor>) -> Vec<Tensor> {
+    tensor::runtime::realize::realize(&results.iter().collect::<Vec<_>>())
+        .expect("the CPU runtime computes the gradients");
+    results
 }
 
 /// Sample `i` of `t` as a buffer of its own (from host data), so every sample's graph has the
@@ -174,6 +191,8 @@ struct Block {
     dim: usize,
     heads: usize,
     causal: bool,
+    /// Token-level cross-entropy over every position ("lm"), else mean-pool and one label.
+    per_token: bool,
 }
 
 impl Block {
@@ -186,6 +205,7 @@ impl Block {
             dim: o.get("dim").number() as usize,
             heads: o.get("heads").number() as usize,
             causal: o.get("causal") == &Json::Bool(true),
+            per_token: o.get("head").string() == "lm",
         })
     }
 
@@ -214,10 +234,16 @@ impl Block {
         ln(&x, "lnf_g", "lnf_b")
     }
 
-    /// Cross-entropy of the mean-pooled sequence's logits against one label `y` (0-d).
+    /// Cross-entropy (mean over the labels) of tokens `t` `[S]` against `y`: one label (0-d)
+    /// after mean-pooling, or one per position (`[S]`).
     fn loss(&self, p: &Params, t: &Tensor, y: &Tensor) -> Tensor {
-        let pooled = self.forward(p, t).mean(0, true);
-        let z = nn::linear(&pooled, p["w_head"], Some(p["b_head"]));
-        nn::cross_entropy(&z, Target::Indices(&y.reshape(&[1])), &ClassLoss::default())
+        let u = self.forward(p, t);
+        let (u, y) = if self.per_token {
+            (u, y.clone())
+        } else {
+            (u.mean(0, true), y.reshape(&[1]))
+        };
+        let z = nn::linear(&u, p["w_head"], Some(p["b_head"]));
+        nn::cross_entropy(&z, Target::Indices(&y), &ClassLoss::default())
     }
 }

@@ -66,10 +66,11 @@ cnn = {
 case("cnn_tiny", "cnn", {}, cnn, f32(3, 1, 10, 10), torch.tensor([4, 0, 2]), cnn_loss)
 
 
-# ---- one pre-LN transformer block for sequence classification, as
-# examples/per_sample_grads_transformer.rs --causal, scaled down: embedding + learned positions,
-# multi-head self-attention with a causal mask (fused qkv), layer norms, MLP with exact GELU,
-# residuals, final layer norm, mean-pool, linear head, cross-entropy.
+# ---- one pre-LN transformer block, scaled down from examples/per_sample_grads_transformer.rs:
+# embedding + learned positions, multi-head self-attention (fused qkv), layer norms, MLP with
+# exact GELU, residuals, final layer norm; then either mean-pool + linear head + cross-entropy
+# on one label (the example's sequence classifier, "cls"), or a linear head per position and
+# token-level cross-entropy averaged over the positions ("lm", with a causal mask).
 V, S, D, H, FF = 11, 6, 8, 2, 16
 EPS = 1e-5
 
@@ -87,8 +88,13 @@ def block(p, t, causal):
 
 
 def cls_loss(p, t, y):
-    z = F.linear(block(p, t, True).mean(0), p["w_head"], p["b_head"])
+    z = F.linear(block(p, t, False).mean(0), p["w_head"], p["b_head"])
     return F.cross_entropy(z.unsqueeze(0), y.unsqueeze(0))
+
+
+def lm_loss(p, t, y):
+    z = F.linear(block(p, t, True), p["w_head"], p["b_head"])
+    return F.cross_entropy(z, y)
 
 
 def block_params(classes):
@@ -111,9 +117,12 @@ def tokens(b):
     return t
 
 
-dims = {"vocab": V, "seq": S, "dim": D, "heads": H, "hidden": FF, "causal": True}
-case("transformer_causal", "transformer", dims, block_params(3), tokens(3),
-     torch.randint(0, 3, (3,)), cls_loss)
+dims = {"vocab": V, "seq": S, "dim": D, "heads": H, "hidden": FF}
+case("transformer_cls", "transformer", {**dims, "causal": False, "head": "cls"},
+     block_params(3), tokens(3), torch.randint(0, 3, (3,)), cls_loss)
+t = tokens(3)
+case("transformer_lm_causal", "transformer", {**dims, "causal": True, "head": "lm"},
+     block_params(V), t, torch.roll(t, -1, dims=1), lm_loss)
 
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.json")
 with open(path, "w") as f:
