@@ -162,15 +162,19 @@ fn windows_along(x: &Tensor, axis: usize, k: usize, stride: usize, dilation: usi
     }
     let out = (size - span) / stride + 1;
     // Rows at least `out * stride` long, so every window start is inside one.
-    let row = size * (out * stride).saturating_sub(dilation).div_ceil(size).max(1) + dilation;
+    let row = size
+        * (out * stride)
+            .saturating_sub(dilation)
+            .div_ceil(size)
+            .max(1)
+        + dilation;
     let copies = (k * row).div_ceil(size);
     let mut shape = x.shape();
     let rest = shape.split_off(axis + 1);
     shape.pop();
     let lead = shape.len();
-    let with = |mid: &[usize]| -> Vec<usize> {
-        shape.iter().chain(mid).chain(&rest).copied().collect()
-    };
+    let with =
+        |mid: &[usize]| -> Vec<usize> { shape.iter().chain(mid).chain(&rest).copied().collect() };
     let taps = x
         .unsqueeze(axis as isize)
         .expand(&with(&[copies, size]))
