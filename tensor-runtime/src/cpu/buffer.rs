@@ -108,6 +108,17 @@ impl CpuBuffer {
         Some(CpuBuffer::counted(words, len, live, Some(recycler.clone())))
     }
 
+    /// Like [`CpuBuffer::recycled`], but reused memory keeps whatever it held: for a kernel
+    /// output that the kernel overwrites entirely.
+    pub(crate) fn recycled_unzeroed(
+        len: usize,
+        live: Arc<LiveBuffers>,
+        recycler: &Arc<Recycler>,
+    ) -> Option<CpuBuffer> {
+        let words = recycler.take_unzeroed(len.div_ceil(BLOCK))?;
+        Some(CpuBuffer::counted(words, len, live, Some(recycler.clone())))
+    }
+
     fn counted(
         words: Vec<Block>,
         len: usize,

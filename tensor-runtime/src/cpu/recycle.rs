@@ -39,6 +39,15 @@ impl Recycler {
     /// `blocks` zeroed blocks: a freed allocation of that length if one is kept, else fresh;
     /// `None` when the memory cannot be had.
     pub fn take(&self, blocks: usize) -> Option<Vec<Block>> {
+        let mut memory = self.take_unzeroed(blocks)?;
+        memory.fill(Block::ZERO);
+        Some(memory)
+    }
+
+    /// `blocks` blocks with unspecified contents: a freed allocation of that length as it was
+    /// left, else fresh (zeroed) memory; for a kernel output that is overwritten entirely,
+    /// where zeroing would be one more pass over memory than the kernel itself makes.
+    pub fn take_unzeroed(&self, blocks: usize) -> Option<Vec<Block>> {
         let reused = {
             let mut free = self.lock();
             let reused = free.by_blocks.get_mut(&blocks).and_then(Vec::pop);
@@ -47,13 +56,7 @@ impl Recycler {
             }
             reused
         };
-        match reused {
-            Some(mut memory) => {
-                memory.fill(Block::ZERO);
-                Some(memory)
-            }
-            None => fresh_zeroed(blocks),
-        }
+        reused.or_else(|| fresh_zeroed(blocks))
     }
 
     /// Keeps `memory` for a later `take` of the same length, unless it is small or the
@@ -120,6 +123,23 @@ mod tests {
             "reused memory is zeroed"
         );
         assert_eq!(recycler.held_bytes(), 0);
+    }
+
+    #[test]
+    fn an_unzeroed_take_hands_back_freed_memory_as_it_was() {
+        let recycler = Recycler::new(16 << 20);
+        let mut memory = recycler.take_unzeroed(BLOCKS).unwrap();
+        assert!(
+            memory.iter().all(|b| *b == Block::ZERO),
+            "fresh memory is zeroed"
+        );
+        memory.fill(Block([3; 4]));
+        recycler.give(memory);
+        let again = recycler.take_unzeroed(BLOCKS).unwrap();
+        assert!(
+            again.iter().all(|b| *b == Block([3; 4])),
+            "not zeroed again"
+        );
     }
 
     #[test]
