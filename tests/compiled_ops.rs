@@ -139,3 +139,33 @@ fn every_front_end_op_compiled_equals_the_interpreter() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn fused_float_chains_keep_ieee_special_values() {
+    // The kernels' flags allow FMA contraction but no fast-math: NaN, infinities, the sign of
+    // zero and overflow must come out exactly as the interpreter computes them.
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+        3.0e38,
+        -1.5,
+        1.0e-40,
+    ];
+    let x = Tensor::from_vec(specials.repeat(8), &[64]);
+    let chains = [
+        ("mul_add", &x * 2.0 + 1.0),
+        ("poly", ((&x * 2.0 + 1.0) * &x - 3.0) * 0.5 + &x),
+        ("div_sqrt", (&x / &x).sqrt() * &x),
+        ("signed_zero_product", &x * -0.0 + &x * 0.0),
+    ];
+    for (name, y) in chains {
+        let (got, want) = (values(&y), interpreted(&y));
+        let same = got.iter().zip(&want).all(|(g, w)| {
+            (g.is_nan() && w.is_nan()) || (g == w && g.is_sign_negative() == w.is_sign_negative())
+        });
+        assert!(same, "{name}: compiled {got:?}, interpreter {want:?}");
+    }
+}

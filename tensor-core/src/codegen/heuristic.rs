@@ -58,10 +58,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             top: false,
         });
     }
+    // Saturating: the ranges of a kernel that is never run in full (a huge masked loop) may
+    // multiply past `usize`.
     let work: usize = kernel_ranges(ast)
         .iter()
         .map(|r| r.range_size().unwrap_or(1))
-        .product();
+        .fold(1, usize::saturating_mul);
     if threads > 1
         && work >= MIN_WORK_PER_THREADED_KERNEL
         && let Some(axis) = thread_axis(ast, &outputs, &opts, threads)
@@ -76,9 +78,10 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     opts
 }
 
-/// The id of the output range to spread over `threads` cores: the contiguous axis of a matmul-shaped kernel when each core gets two
-/// of its tiles, else the outermost output axis; `None` when no axis can be split (fewer than
-/// two iterations, or a store whose address does not depend on it: cores would race).
+/// The id of the output range to spread over `threads` cores: the contiguous axis of a
+/// matmul-shaped kernel when each core gets two of its tiles, else the outermost output axis;
+/// `None` when no axis can be split (fewer than two iterations, or a store whose address does
+/// not depend on it: cores would race).
 fn thread_axis(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Option<usize> {
     let remaining = |r: &UOp| {
         let mut size = r.range_size().unwrap_or(1);
