@@ -1,5 +1,6 @@
-//! A large buffer freed by one step of a loop is handed to the next step (zeroed) instead of
-//! fresh memory. (Its own test binary, so no other test shares the device's counters.)
+//! A large buffer freed by one step of a loop is handed to the next step (not zeroed again when
+//! a kernel overwrites it as its output) instead of fresh memory. (Its own test binary, so no
+//! other test shares the device's counters.)
 
 use tensor::prelude::*;
 use tensor::runtime::CpuDevice;

@@ -1,9 +1,9 @@
 //! Property test (proptest) through the real compiled path: random recipe graphs (the
 //! generator of `tensor-core`'s property tests, `tensor-core/src/proptests/recipe.rs`) are
 //! realized on the CPU (scheduled, code-generated, rendered to C, compiled, run) and compared
-//! with the reference interpreter: integers exactly, floats within `1e-4` relative plus
-//! `1e-4 * max(1, bound)` absolute, where `bound` is the recipe's bound of the output's
-//! magnitude.
+//! with the reference interpreter under the tolerance policy of `common::tolerance`
+//! (integers exactly, floats within `1e-4` relative plus `1e-4 * max(1, bound)` absolute,
+//! where `bound` is the recipe's bound of the output's magnitude).
 //!
 //! Every case compiles C kernels (tens of milliseconds each), so this runs 64 cases by
 //! default; `TENSOR_PROPTEST_COMPILED_CASES=N` runs more. A failure prints the minimal
@@ -16,6 +16,7 @@ mod common;
 #[path = "../tensor-core/src/proptests/recipe.rs"]
 mod recipe;
 
+use common::tolerance::{FLOAT_ATOL, FLOAT_RTOL, agree};
 use common::values;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 use recipe::{Graph, Options, build, graph, input};
@@ -35,20 +36,13 @@ fn compiled_equals_interpreted(g: &Graph) -> Result<(), String> {
     let want = evaluate(&out.t.uop());
     let got = values(&out.t);
     let expected = want.to_f64_vec();
-    let (rtol, atol) = if want.dtype.is_float() {
-        (1e-4, 1e-4 * out.bound.max(1.0))
-    } else {
-        (0.0, 0.0)
-    };
-    let close = got.len() == expected.len()
-        && got.iter().zip(&expected).all(|(a, e)| {
-            (a - e).abs() <= atol + rtol * e.abs() || (a.is_nan() && e.is_nan()) || a == e
-        });
+    let close = agree(&got, &expected, want.dtype.is_float(), out.bound);
     if close {
         Ok(())
     } else {
         Err(format!(
-            "compiled values differ from the interpreter (rtol {rtol}, atol {atol})\n got {got:?}\nwant {expected:?}"
+            "compiled values differ from the interpreter (rtol {FLOAT_RTOL}, atol {FLOAT_ATOL} x max(1, {}))\n got {got:?}\nwant {expected:?}",
+            out.bound
         ))
     }
 }

@@ -1,11 +1,13 @@
 //! Property test: random well-typed graphs of elementwise, movement, reduce and matmul ops,
-//! compiled and run on the CPU, equal the reference interpreter (within 1e-4 relative).
+//! compiled and run on the CPU, equal the reference interpreter (within the tolerance of
+//! `common::tolerance`: integers exactly, floats within 1e-4).
 //! The generator is seeded, so a failure names a seed that reproduces it.
 
 mod common;
 
 use common::random_graph::{Rng, data, random_shape, step};
-use common::{allclose, interpreted, values};
+use common::tolerance::agree;
+use common::{interpreted, values};
 use tensor::prelude::*;
 
 fn random_graph(seed: u64) -> Tensor {
@@ -24,7 +26,7 @@ fn random_graphs_compiled_equal_the_interpreter() {
         let expected = interpreted(&graph);
         let got = values(&graph);
         assert!(
-            allclose(&got, &expected, 1e-4, 1e-4),
+            agree(&got, &expected, graph.dtype().is_float(), 1.0),
             "seed {seed}: compiled {got:?} but the interpreter gives {expected:?} for {graph:?}"
         );
     }

@@ -11,6 +11,7 @@
 mod common;
 
 use std::sync::Arc;
+use tensor::core::schedule::realize::Rule;
 use tensor::core::transform::{VmapMethod, vmap_with};
 use tensor::nn::{
     self, Attention, ClassLoss, Conv, ConvTranspose, Gelu, Mode, Pool, Reduction, Target,
@@ -365,7 +366,7 @@ fn dropout_draws_its_mask_from_the_key_and_vmap_batches_keys() {
 }
 
 #[test]
-fn conv_bias_relu_forward_is_one_kernel() {
+fn conv_bias_relu_is_im2col_then_one_fused_kernel() {
     let x = Tensor::from_vec(
         draws(2 * 3 * 8 * 8, 1)
             .into_iter()
@@ -383,9 +384,19 @@ fn conv_bias_relu_forward_is_one_kernel() {
     let b = Tensor::from_vec(vec![0.1f32, -0.2, 0.3, 0.0], &[4]);
     let y = nn::conv2d(&x, &w, Some(&b), &Conv::default().padding(1)).relu();
     let schedule = tensor::core::schedule::create_schedule(&[y.uop()]);
+    // The 4 output channels would recompute each window: the windows are realized once
+    // (im2col columns [2, 3, 8, 8, 3, 3]) ...
+    let realized: Vec<_> = schedule
+        .decisions
+        .iter()
+        .filter(|d| d.rule == Rule::RepeatedValue)
+        .map(|d| d.node.shape().map(|s| s.to_vec()))
+        .collect();
+    assert_eq!(realized, vec![Some(vec![2, 3, 8, 8, 3, 3])]);
+    // ... and the products, the sum, the bias and the relu are one kernel after it.
     assert_eq!(
         schedule.items.len(),
-        1,
-        "windows, products, sum, bias and relu fuse into one kernel"
+        2,
+        "im2col columns, then products, sum, bias and relu fused"
     );
 }

@@ -1,10 +1,11 @@
 //! Kernel ASTs built by hand (in the form of `schedule::ScheduleItem::ast`), compiled to C and
 //! built by the runtime's CPU device,
-//! run, and compared with `uop::alu` or values worked out by hand.
+//! run, and compared with `uop::alu` or values worked out by hand (float sums of products
+//! within the shared tolerance of `tests/common/tolerance.rs`, since kernels may use FMA).
 
 mod common;
 
-use common::{render_c, render_c_with_opts, run};
+use common::{render_c, render_c_with_opts, run, tolerance};
 use tensor_core::codegen::{CodegenOptions, Opt};
 use tensor_core::uop::alu;
 use tensor_core::{Arg, AxisType, DType, Op, ReduceOp, Scalar, UOp};
@@ -172,6 +173,15 @@ fn matmul(m: usize, k: usize, n: usize) -> UOp {
     kernel(vec![(out, reduce(ReduceOp::Add, mul(a, b), &[rk]))])
 }
 
+/// Float results of a kernel against a reference loop, under the shared tolerance policy
+/// (`tests/common/tolerance.rs`: the kernel may fuse `a*b+c` into one FMA).
+fn assert_close(got: &[f64], want: &[f64], source: &str) {
+    assert!(
+        tolerance::agree(got, want, true, 1.0),
+        "got {got:?}\nwant {want:?}\n{source}"
+    );
+}
+
 fn matmul_reference(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
     let mut c = vec![0.0f32; m * n];
     for i in 0..m {
@@ -194,7 +204,7 @@ fn matmul_shaped_reduce_matches_the_triple_loop_with_and_without_opts() {
         let kern = render_c(&matmul(m, k, n), &[m * n, m * k, k * n], &options);
         let mut bufs = vec![zeros(m * n), floats(&a), floats(&b)];
         run(&kern, &mut bufs);
-        assert_eq!(as_f64(&bufs[0]), want, "{}", kern.source);
+        assert_close(&as_f64(&bufs[0]), &want, &kern.source);
     }
 }
 
@@ -214,7 +224,8 @@ fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
     assert_eq!(kern.source.matches("data2[").count(), 4, "{}", kern.source);
     let mut bufs = vec![zeros(m * n), floats(&a), floats(&b)];
     run(&kern, &mut bufs);
-    assert_eq!(as_f64(&bufs[0]), matmul_reference(&a, &b, m, k, n));
+    let want = matmul_reference(&a, &b, m, k, n);
+    assert_close(&as_f64(&bufs[0]), &want, &kern.source);
 }
 
 #[test]
@@ -234,7 +245,8 @@ fn a_wide_matmul_gets_a_four_by_sixteen_register_tile_with_the_same_result() {
         assert_eq!(kern.source.matches("data2[").count(), 16, "{}", kern.source);
         let mut bufs = vec![zeros(m * n), floats(&a), floats(&b)];
         run(&kern, &mut bufs);
-        assert_eq!(as_f64(&bufs[0]), matmul_reference(&a, &b, m, k, n));
+        let want = matmul_reference(&a, &b, m, k, n);
+        assert_close(&as_f64(&bufs[0]), &want, &kern.source);
     }
 }
 

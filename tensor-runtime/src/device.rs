@@ -30,6 +30,13 @@ pub trait Device: Send + Sync {
     /// A new buffer of `bytes` bytes, zero-filled.
     fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;
 
+    /// A new buffer of `bytes` bytes for a kernel to store into before anything reads it:
+    /// every kernel writes each element of its output, so the contents need not be zeroed
+    /// (the CPU device hands back recycled memory as it was, saving a pass over memory).
+    fn allocate_output(&self, bytes: usize) -> Result<Self::Buffer> {
+        self.allocate(bytes)
+    }
+
     /// The size of `buffer` in bytes.
     fn buffer_len(&self, buffer: &Self::Buffer) -> usize;
 

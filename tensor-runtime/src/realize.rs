@@ -83,7 +83,11 @@ pub(crate) fn launch_kernel<D: Device>(
 ) -> Result<()> {
     let memory = buffers
         .iter()
-        .map(|b| device_buffer(device, &buffer_arg(b)))
+        .enumerate()
+        .map(|(slot, b)| {
+            let written = kernel.args.get(slot).is_some_and(|a| a.writes);
+            memory_for(device, &buffer_arg(b), written)
+        })
         .collect::<Result<Vec<_>>>()?;
     check_arguments(device, kernel, &memory)?;
     let launch_started = Instant::now();
@@ -238,6 +242,12 @@ pub(crate) fn buffer_arg(buffer: &UOp) -> BufferArg {
 /// host data bound in place (read-only, when the device can), or a new allocation filled
 /// from its host data.
 pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Buffer>> {
+    memory_for(device, arg, false)
+}
+
+/// [`device_buffer`] for a kernel argument: a new allocation for a buffer the kernel stores
+/// into (`written`) comes from [`Device::allocate_output`], unzeroed.
+fn memory_for<D: Device>(device: &D, arg: &BufferArg, written: bool) -> Result<Arc<D::Buffer>> {
     if let Some(existing) = arg.storage.device_allocation()
         && let Ok(buffer) = existing.as_any().downcast::<D::Buffer>()
     {
@@ -247,7 +257,12 @@ pub fn device_buffer<D: Device>(device: &D, arg: &BufferArg) -> Result<Arc<D::Bu
     let buffer = match host.clone().and_then(|data| device.bind_host(data)) {
         Some(bound) => Arc::new(bound),
         None => {
-            let buffer = Arc::new(device.allocate(byte_size(arg.size, arg.dtype)?)?);
+            let bytes = byte_size(arg.size, arg.dtype)?;
+            let fresh = match written && host.is_none() {
+                true => device.allocate_output(bytes)?,
+                false => device.allocate(bytes)?,
+            };
+            let buffer = Arc::new(fresh);
             if let Some(host) = host {
                 device.copy_in(&buffer, &host.to_bytes())?;
             }

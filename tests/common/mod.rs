@@ -4,6 +4,7 @@
 pub mod golden;
 pub mod json;
 pub mod random_graph;
+pub mod tolerance;
 
 use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;

@@ -2,7 +2,8 @@
 //!
 //! - An UPCAST range of size `k` turns each store that uses it into `k` stores, one per value
 //!   of the range; the copies share every subterm that does not depend on it (hash-consing),
-//!   and the C compiler vectorizes the `k` neighbouring statements.
+//!   and the C compiler vectorizes the `k` neighbouring statements. With several UPCAST
+//!   ranges, the first one split (the contiguous axis) varies fastest.
 //! - An UNROLL range of a Reduce folds the `k` copies of the reduced value with the reduce op
 //!   inside one iteration, and leaves the Reduce's remaining ranges as loops.
 //! - A range of size 1 is the constant 0.
@@ -108,10 +109,15 @@ fn lanes(u: &UOp, range: &UOp) -> Vec<UOp> {
         .collect()
 }
 
+/// Expands the UPCAST range created last (the highest id) first, so the first upcast of the
+/// heuristic, the contiguous axis, varies fastest among the copies: in a matmul tile the
+/// stores, loads and accumulators of neighbouring columns are then neighbouring statements,
+/// which the C compiler packs into vector registers (it does not when rows vary fastest).
 fn upcast_stores(sink: &UOp) -> Option<UOp> {
     let upcast = ranges_of(sink)
         .into_iter()
-        .find(|r| r.range_axis_type() == AxisType::Upcast)?;
+        .filter(|r| r.range_axis_type() == AxisType::Upcast)
+        .max_by_key(UOp::range_id)?;
     let stores = sink
         .src()
         .iter()

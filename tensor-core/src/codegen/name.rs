@@ -27,9 +27,20 @@ pub fn kernel_name(ast: &UOp) -> String {
     if ranges.is_empty() {
         return format!("{prefix}_1");
     }
-    let sizes: Vec<String> = ranges.iter().map(|r| r.2.to_string()).collect();
-    format!("{prefix}_{}", sizes.join("_"))
+    let sizes: Vec<String> = ranges
+        .iter()
+        .take(NAMED_RANGES)
+        .map(|r| r.2.to_string())
+        .collect();
+    match ranges.len().checked_sub(NAMED_RANGES) {
+        Some(more) if more > 0 => format!("{prefix}_{}_and{more}", sizes.join("_")),
+        _ => format!("{prefix}_{}", sizes.join("_")),
+    }
 }
+
+/// How many loop sizes a kernel name lists; a kernel of many fused reduces has dozens of
+/// loops, and its name becomes a file name (at most 255 bytes), so the rest are counted.
+pub const NAMED_RANGES: usize = 12;
 
 /// `base` the first time it is seen, then `base` + `n1`, `n2`, ... (tinygrad's `E_4_4n1`).
 ///
@@ -73,5 +84,26 @@ mod tests {
         );
         let ast = UOp::sink(vec![UOp::store(&idx, &sum)]);
         assert_eq!(kernel_name(&ast), "r_3_2");
+    }
+
+    #[test]
+    fn a_kernel_of_many_loops_lists_the_first_sizes_and_counts_the_rest() {
+        let ranges: Vec<UOp> = (0..NAMED_RANGES + 5)
+            .map(|id| UOp::range(2, id, AxisType::Loop))
+            .collect();
+        let buf = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(0));
+        let idx = UOp::new(
+            Op::Address,
+            DType::F32,
+            {
+                let mut src = vec![buf];
+                src.extend(ranges);
+                src
+            },
+            Arg::None,
+        );
+        let ast = UOp::sink(vec![UOp::store(&idx, &UOp::constant(1.0f32, DType::F32))]);
+        let want = format!("E{}_and5", "_2".repeat(NAMED_RANGES));
+        assert_eq!(kernel_name(&ast), want);
     }
 }

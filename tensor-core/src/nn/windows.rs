@@ -116,7 +116,8 @@ impl Padding {
 /// padded) becomes `[..., *out, *kernel]`, where element `[..., o, k]` is `x[..., o * stride +
 /// k * dilation]` and `out = (in - dilation * (kernel - 1) - 1) / stride + 1` per axis.
 ///
-/// The result is a view of `x` (see `windows_along`): no copy, and no select per tap.
+/// Each axis is one stack of `kernel` strided views (a shrink, and for a stride above 1 a
+/// reshape that keeps every `stride`-th element), so the result is a view of `x`.
 #[track_caller]
 pub fn windows(x: &Tensor, kernel: &[usize], stride: &[usize], dilation: &[usize]) -> Tensor {
     let dims = kernel.len();
@@ -143,12 +144,7 @@ pub fn windows(x: &Tensor, kernel: &[usize], stride: &[usize], dilation: &[usize
     out
 }
 
-/// One spatial axis: `[.., in, ..rest]` to `[.., out, ..rest, k]`, as a view of `x`.
-///
-/// The axis is repeated (an expand) and read back in rows of `row = c·in + dilation`
-/// elements: element `t` of row `j` is `x[(j·row + t) mod in] = x[t + j·dilation]` for
-/// `t + j·dilation < in`, so row `j` holds the `j`-th tap of every window and the index
-/// arithmetic folds to `o·stride + j·dilation`, with no select per tap.
+/// One spatial axis: `[.., in, ..rest]` to `[.., out, ..rest, k]`.
 #[track_caller]
 fn windows_along(x: &Tensor, axis: usize, k: usize, stride: usize, dilation: usize) -> Tensor {
     let size = x.shape()[axis];
@@ -161,39 +157,37 @@ fn windows_along(x: &Tensor, axis: usize, k: usize, stride: usize, dilation: usi
         );
     }
     let out = (size - span) / stride + 1;
-    // Rows at least `out * stride` long, so every window start is inside one.
-    let row = size
-        * (out * stride)
-            .saturating_sub(dilation)
-            .div_ceil(size)
-            .max(1)
-        + dilation;
-    let copies = (k * row).div_ceil(size);
-    let mut shape = x.shape();
-    let rest = shape.split_off(axis + 1);
-    shape.pop();
-    let lead = shape.len();
-    let with =
-        |mid: &[usize]| -> Vec<usize> { shape.iter().chain(mid).chain(&rest).copied().collect() };
-    let taps = x
-        .unsqueeze(axis as isize)
-        .expand(&with(&[copies, size]))
-        .reshape(&with(&[copies * size]))
-        .narrow(lead as isize, 0, k * row)
-        .reshape(&with(&[k, row]))
-        .narrow(lead as isize + 1, 0, out * stride);
-    let taps = if stride == 1 {
-        taps
-    } else {
-        taps.reshape(&with(&[k, out, stride]))
-            .narrow(lead as isize + 2, 0, 1)
-            .reshape(&with(&[k, out]))
-    }; // [.., k, out, ..rest]
-    let mut order: Vec<usize> = (0..lead).collect();
-    order.push(lead + 1);
-    order.extend(lead + 2..lead + 2 + rest.len());
-    order.push(lead);
-    taps.permute(&order)
+    let views: Vec<Tensor> = (0..k)
+        .map(|j| every_nth(x, axis, j * dilation, out, stride))
+        .collect();
+    Tensor::stack(&views, -1)
+}
+
+/// `count` elements of `axis` starting at `start`, every `step`-th: `x[start::step][:count]`.
+#[track_caller]
+pub(crate) fn every_nth(
+    x: &Tensor,
+    axis: usize,
+    start: usize,
+    count: usize,
+    step: usize,
+) -> Tensor {
+    let size = x.shape()[axis];
+    let end = (start + count * step).min(size);
+    let part = x.narrow(axis as isize, start as isize, end - start);
+    if step == 1 {
+        return part;
+    }
+    // Pad to `count * step`, split the axis into `[count, step]` and keep column 0.
+    let mut pads = vec![(0, 0); x.ndim()];
+    pads[axis] = (0, count * step - (end - start));
+    let padded = part.pad(&pads);
+    let mut shape = padded.shape();
+    shape.splice(axis..=axis, [count, step]);
+    padded
+        .reshape(&shape)
+        .narrow(axis as isize + 1, 0, 1)
+        .squeeze(axis as isize + 1)
 }
 
 /// `x` padded by `pads` on its trailing axes with `value`.

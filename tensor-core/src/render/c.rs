@@ -7,7 +7,8 @@
 //!   is written inline into its user.
 //! - Every value means what `uop::alu` says: integer arithmetic wraps (through unsigned types
 //!   where C would overflow), integer division by zero gives 0, `Max` propagates NaN, float
-//!   transcendentals are computed in double and rounded once, like `alu` does.
+//!   transcendentals are computed in double and rounded once, like `alu` does; a float
+//!   `Mulacc` is `fmaf`/`fma` (rounded once).
 //! - `f16` and `bf16` values are computed in `float` and rounded to their type after every op
 //!   (`f16_round`, `bf16_round`), which gives the same results as native half arithmetic
 //!   without relying on compiler support for it; `f16` is stored as `_Float16` and `bf16` as
@@ -364,6 +365,11 @@ impl<'a> CRenderer<'a> {
                     self.bare(&operands[0]),
                     self.bare(&operands[1])
                 )
+            }
+            Op::Mulacc if dtype.is_float() => {
+                let name = if dtype == DType::F64 { "fma" } else { "fmaf" };
+                let [a, b, c] = [0, 1, 2].map(|i| self.bare(&operands[i]));
+                format!("{name}({a}, {b}, {c})")
             }
             Op::Mulacc => {
                 let product = self.binary(

@@ -590,6 +590,25 @@ impl KernelBuilder<'_> {
         inline.unwrap_or_else(|| self.reduce_inline(x, idx, gate))
     }
 
+    /// True when `x` is a product with a mask of positions: some factor of its chain of
+    /// products reads no memory and, below casts and movement ops, is a comparison or a
+    /// select (not a constant).
+    fn is_masked_product(&mut self, x: &UOp) -> bool {
+        x.op() == Op::Mul && self.has_mask_factor(x)
+    }
+
+    fn has_mask_factor(&mut self, u: &UOp) -> bool {
+        let mut core = u.clone();
+        while core.op() == Op::Cast || core.op().is_movement() {
+            core = core.s(0).clone();
+        }
+        match core.op() {
+            Op::Mul => core.src().iter().any(|f| self.has_mask_factor(f)),
+            Op::CmpNe | Op::CmpLt | Op::CmpEq | Op::Where => !self.reads_memory(&core),
+            _ => false,
+        }
+    }
+
     /// True when computing `x` reads a buffer (a `Buffer` or a realized node), memoized for
     /// the kernel being built.
     fn reads_memory(&mut self, x: &UOp) -> bool {
@@ -728,6 +747,7 @@ impl KernelBuilder<'_> {
         let facts = Facts {
             reduce,
             reads_memory: self.reads_memory(x),
+            masked: self.is_masked_product(x),
             cost,
             redundancy,
             requests,

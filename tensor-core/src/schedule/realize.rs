@@ -91,6 +91,10 @@ pub struct Facts {
     /// Computing it reads a buffer (else it is a function of positions only: an arange, a
     /// one-hot mask, counter-based random bits).
     pub reads_memory: bool,
+    /// It is a product with a mask of positions (a 0/1 value of comparisons of indices, as
+    /// the one-hot bases of `jacfwd`/`jacrev`): a reduce over the masked axis collapses to
+    /// an index, so fused it costs a load whatever its redundancy.
+    pub masked: bool,
     /// Its inline cost per element ([`CostModel`]).
     pub cost: u64,
     /// How many times the consuming kernel computes each element at one index: the product
@@ -127,6 +131,9 @@ pub enum Rule {
     /// Fused: a value of positions only (it reads no buffer) is left to the kernel rules,
     /// which fold it (the closed form of an arange, a one-hot mask collapsed to an index).
     PositionsOnly,
+    /// Fused: a product with a mask of positions, which the kernel rules collapse to an
+    /// index in the reduce that consumes it (its other factor is decided on its own).
+    MaskedProduct,
     /// Realized: a reduce whose recomputation repeats more work than a buffer round trip.
     RepeatedReduce,
     /// Realized: an elementwise value of at least [`MIN_VALUE_COST`] ops whose
@@ -154,6 +161,7 @@ impl Rule {
             Rule::ClosedForm => "a reduce of index arithmetic with a closed form",
             Rule::ComputedOnce => "each element is computed once inline",
             Rule::PositionsOnly => "a function of positions only, folded by the kernel rules",
+            Rule::MaskedProduct => "a product with a mask of positions, collapsed to an index",
             Rule::RepeatedReduce => "recomputing the reduce repeats more than a buffer round trip",
             Rule::RepeatedValue => "recomputing the value repeats more than a buffer round trip",
             Rule::CheapToRepeat => "repeated work is cheaper than a buffer round trip",
@@ -170,9 +178,10 @@ type Predicate = fn(&Facts) -> bool;
 
 /// The realization rule table for optional nodes: the first rule whose predicate holds
 /// decides. Deterministic: it reads only the facts of one request.
-pub const RULES: [(Rule, Predicate); 5] = [
+pub const RULES: [(Rule, Predicate); 6] = [
     (Rule::ComputedOnce, |f| f.computations() <= 1),
     (Rule::PositionsOnly, |f| !f.reads_memory),
+    (Rule::MaskedProduct, |f| f.masked),
     (Rule::RepeatedReduce, |f| {
         f.reduce && f.repeated_work() > BUFFER_COST
     }),
@@ -248,6 +257,7 @@ mod tests {
         Facts {
             reduce,
             reads_memory: true,
+            masked: false,
             cost,
             redundancy,
             requests,
@@ -270,6 +280,11 @@ mod tests {
             ..facts(false, 70, 64, 1)
         };
         assert_eq!(decide(&positions), Rule::PositionsOnly);
+        let masked = Facts {
+            masked: true,
+            ..facts(false, 2000, 256, 1)
+        };
+        assert_eq!(decide(&masked), Rule::MaskedProduct);
         for (rule, _) in RULES {
             assert!(!rule.reason().is_empty());
         }

@@ -219,5 +219,7 @@ fn a_cnn_computes_each_relu_and_pool_mask_once_per_element() {
         work.float_compares <= 3 * once / 2 + transcendental,
         "{work:?}, once {once}"
     );
-    assert_eq!(kernels, 21, "{work:?}");
+    // The work counts above are the contract; the kernel count only guards against a
+    // realization storm (21 when the rules were written, 22 since #19's op changes).
+    assert!(kernels <= 22, "{kernels} kernels, {work:?}");
 }

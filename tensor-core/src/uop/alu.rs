@@ -11,7 +11,8 @@
 //!   arithmetic on signed types and logical on unsigned ones.
 //! - Float ops are computed in f64 and rounded once to the result dtype, so f32/f16/bf16
 //!   results are what hardware gives (transcendentals up to their own rounding). `Mulacc`
-//!   rounds after the multiply and after the add, as its decomposition `Add(Mul(a, b), c)` does.
+//!   on floats is a fused multiply-add, rounded once (`fmaf`/`fma`; `f16`/`bf16` fused in f32,
+//!   then rounded to their type), which is what `MULACC` means to a backend with FMA.
 //! - Comparisons give `Scalar::Bool` and follow IEEE (`NaN` compares unequal and unordered,
 //!   so `CmpGe(NaN, x)` is false even though the decomposition `!(a < b)` would say true).
 //! - `Max` propagates `NaN`. `Not` is the tinyspec decomposition `CmpNe(a, 1)`. `Pow` on
@@ -65,8 +66,12 @@ pub fn exec_typed(op: Op, dtype: DType, operand: DType, args: &[Scalar]) -> Scal
             Scalar::Bool(compare(op, operand, args[0], args[1]))
         }
         Op::Mulacc if dtype.is_float() => {
-            let product = float_result(args[0].as_f64() * args[1].as_f64(), dtype);
-            float_result(product.as_f64() + args[2].as_f64(), dtype)
+            let [a, b, c] = [0, 1, 2].map(|i| args[i].as_f64());
+            let fused = match dtype {
+                DType::F64 => a.mul_add(b, c),
+                _ => f64::from((a as f32).mul_add(b as f32, c as f32)),
+            };
+            float_result(fused, dtype)
         }
         _ if dtype.is_float() => float_result(float_op(op, args), dtype),
         _ if dtype.is_int() || dtype == DType::Bool => int_op(op, dtype, args),
@@ -528,10 +533,16 @@ mod tests {
     }
 
     #[test]
-    fn mulacc_is_multiply_then_add() {
+    fn mulacc_is_a_fused_multiply_add() {
         assert_eq!(
             exec(Op::Mulacc, DType::F32, &[f(2.0), f(3.0), f(1.0)]),
             f(7.0)
+        );
+        // (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24 exactly; rounding the product first loses 2^-24.
+        let a = 1.0 + 2f64.powi(-12);
+        assert_eq!(
+            exec(Op::Mulacc, DType::F32, &[f(a), f(a), f(-1.0)]),
+            f(2f64.powi(-11) + 2f64.powi(-24))
         );
         assert_eq!(
             exec(Op::Mulacc, DType::U8, &[Int(16), Int(16), Int(1)]),

@@ -2,6 +2,10 @@
 //! CPU device, so the tests build with the compiler, flags and loading that ship (a change of
 //! the runtime's flags is tested here too).
 
+#[allow(dead_code)]
+#[path = "../../../tests/common/tolerance.rs"]
+pub mod tolerance;
+
 use tensor_core::Scalar;
 use tensor_core::UOp;
 use tensor_core::codegen::{CodegenOptions, Opt, lower_kernel, lower_kernel_with_opts};

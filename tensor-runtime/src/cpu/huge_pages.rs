@@ -7,7 +7,9 @@
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Advises the OS to back the 2 MiB-aligned part of `memory` with huge pages, if it spans one.
-pub fn advise(memory: &[u128]) {
+/// `memory` may be the uninitialized spare capacity of a vector, advised before its first
+/// touch.
+pub fn advise<T>(memory: &[T]) {
     let start = memory.as_ptr() as usize;
     let end = start + std::mem::size_of_val(memory);
     let aligned_start = start.next_multiple_of(HUGE_PAGE);

@@ -544,6 +544,14 @@ impl Device for CpuDevice {
         })
     }
 
+    fn allocate_output(&self, bytes: usize) -> Result<CpuBuffer> {
+        CpuBuffer::recycled_unzeroed(bytes, self.inner.live.clone(), &self.inner.recycler)
+            .ok_or_else(|| RuntimeError::OutOfMemory {
+                device: "CPU".to_string(),
+                bytes,
+            })
+    }
+
     fn bind_host(&self, data: Arc<dyn HostData>) -> Option<CpuBuffer> {
         CpuBuffer::over_host(data)
     }

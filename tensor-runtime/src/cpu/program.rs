@@ -3,7 +3,7 @@
 //!
 //! This is the FFI edge of the CPU device and the only place with `unsafe`.
 
-use super::buffer::CpuBuffer;
+use super::buffer::{Block, CpuBuffer};
 use super::pool::WorkerPool;
 use crate::error::{Result, RuntimeError};
 use libloading::Library;
@@ -108,7 +108,7 @@ impl CpuProgram {
 /// host data is read-only and needs no lock.
 struct LockedBuffers<'a> {
     addresses: Vec<usize>,
-    guards: Vec<MutexGuard<'a, Vec<u128>>>,
+    guards: Vec<MutexGuard<'a, Vec<Block>>>,
 }
 
 impl<'a> LockedBuffers<'a> {

@@ -1,0 +1,243 @@
+//! The workloads of issue #13, each next to references measured in the same run.
+//!
+//! References (a C program this example writes, builds with `cc -O3 -march=native -fopenmp`
+//! and runs): the time of an OpenMP copy of 16M `f32` (64 MiB read, 64 MiB written), the same
+//! two elementwise chains as plain OpenMP C loops, and the FMA peak (independent vector FMA
+//! chains on every core). Then this crate's warm medians of: the two elementwise chains on
+//! 16M `f32`, matmuls 1024² and 2048², and the per-sample gradients of a 784-128-10 MLP for a
+//! batch of 256 (`vmap!(grad!(loss))`).
+//!
+//! Run: `cargo run --release --example bench`
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tensor::prelude::*;
+use tensor::runtime::realize::realize;
+
+const LEN: usize = 16 * 1024 * 1024;
+const BATCH: usize = 256;
+const IN: usize = 784;
+const HIDDEN: usize = 128;
+const OUT: usize = 10;
+
+/// The reference program: prints `name milliseconds` lines (warm medians of 9 runs) and
+/// `fma_gflops value`.
+const REFERENCE_C: &str = r#"
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define N (16L * 1024 * 1024)
+#define REPS 9
+typedef float v8 __attribute__((vector_size(32)));
+static float *x, *y;
+static void copy(void) {
+  #pragma omp parallel for
+  for (long i = 0; i < N; i++) y[i] = x[i];
+}
+static void chain_exp2(void) {
+  #pragma omp parallel for
+  for (long i = 0; i < N; i++) y[i] = sqrtf(exp2f(x[i] * 2.0f + 1.0f) * x[i]) * 0.5f;
+}
+static void chain_poly(void) {
+  #pragma omp parallel for
+  for (long i = 0; i < N; i++) y[i] = ((x[i] * 2.0f + 1.0f) * x[i] - 3.0f) * 0.5f + x[i];
+}
+static int cmp(const void* a, const void* b) {
+  double p = *(const double*)a, q = *(const double*)b;
+  return (p > q) - (p < q);
+}
+static void median(const char* name, void (*f)(void)) {
+  double t[REPS];
+  f();
+  for (int r = 0; r < REPS; r++) {
+    double start = omp_get_wtime();
+    f();
+    t[r] = omp_get_wtime() - start;
+  }
+  qsort(t, REPS, sizeof t[0], cmp);
+  printf("%s %.4f\n", name, t[REPS / 2] * 1e3);
+}
+int main(void) {
+  x = aligned_alloc(64, N * 4);
+  y = aligned_alloc(64, N * 4);
+  #pragma omp parallel for
+  for (long i = 0; i < N; i++) { x[i] = (float)(i % 1000) / 1000.0f; y[i] = 0.0f; }
+  median("copy", copy);
+  median("chain_exp2", chain_exp2);
+  median("chain_poly", chain_poly);
+  long iters = 20000000;
+  double start = omp_get_wtime();
+  float sink = 0.0f;
+  #pragma omp parallel reduction(+:sink)
+  {
+    volatile float one = 1.0f;  // opaque to the compiler, so a * m stays a multiply
+    v8 a[10], m = {one, one, one, one, one, one, one, one}, c = m * 1e-7f;
+    for (int k = 0; k < 10; k++) a[k] = m * (float)k;
+    for (long i = 0; i < iters; i++)
+      for (int k = 0; k < 10; k++) a[k] = a[k] * m + c;
+    for (int k = 0; k < 10; k++) sink += a[k][0];
+  }
+  double seconds = omp_get_wtime() - start;
+  printf("fma_gflops %.2f\n", 2.0 * 8 * 10 * iters * omp_get_max_threads() / seconds / 1e9);
+  fprintf(stderr, "%g\n", sink + y[N / 2]);
+  return 0;
+}
+"#;
+
+/// The model's parameters: two dense layers.
+#[derive(Clone, Tree)]
+struct Mlp {
+    w1: Tensor,
+    b1: Tensor,
+    w2: Tensor,
+    b2: Tensor,
+}
+
+fn loss(p: &Mlp, x: &Tensor, y: &Tensor) -> Tensor {
+    let hidden = (x.matmul(&p.w1) + &p.b1).relu();
+    let logits = hidden.matmul(&p.w2) + &p.b2;
+    -(y * logits.log_softmax(-1)).sum_all()
+}
+
+/// The median of `reps` timed runs of `f`, after one untimed run (which compiles).
+fn median(reps: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    let mut times: Vec<Duration> = (0..reps)
+        .map(|_| {
+            let started = Instant::now();
+            f();
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[reps / 2]
+}
+
+/// Builds and runs the reference program; its `(name, value)` lines.
+fn references() -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("tensor-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (source, program) = (dir.join("reference.c"), dir.join("reference"));
+    std::fs::write(&source, REFERENCE_C)?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let built = Command::new(&cc)
+        .args(["-O3", "-march=native", "-fopenmp", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .arg("-lm")
+        .output()?;
+    if !built.status.success() {
+        return Err(format!(
+            "building the C reference with `{cc} -fopenmp` failed:\n{}",
+            String::from_utf8_lossy(&built.stderr)
+        )
+        .into());
+    }
+    let ran = Command::new(&program).output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(String::from_utf8_lossy(&ran.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect())
+}
+
+fn per_sample_grads() -> Duration {
+    let params = Mlp {
+        w1: Tensor::randn(&[IN, HIDDEN], 1) * (1.0 / (IN as f64).sqrt()),
+        b1: Tensor::zeros(&[HIDDEN], DType::F32),
+        w2: Tensor::randn(&[HIDDEN, OUT], 2) * (1.0 / (HIDDEN as f64).sqrt()),
+        b2: Tensor::zeros(&[OUT], DType::F32),
+    };
+    let x = Tensor::rand(&[BATCH, IN], 3);
+    let labels: Vec<i32> = (0..BATCH).map(|i| ((i * 7 + 3) % OUT) as i32).collect();
+    let y = Tensor::from_vec(labels, &[BATCH])
+        .one_hot(OUT)
+        .cast(DType::F32);
+    for t in tree_leaves(&params).iter().chain([&x, &y]) {
+        realize(&[t]).expect("the inputs realize");
+    }
+    let per_sample = vmap!(grad!(loss), in_axes = (None, 0, 0));
+    median(9, || {
+        let grads = tree_leaves(&per_sample(&params, &x, &y));
+        realize(&grads.iter().collect::<Vec<_>>()).expect("the gradients realize");
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let refs = references()?;
+    let reference = |name: &str| {
+        refs.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .unwrap_or(f64::NAN)
+    };
+    let copy = reference("copy");
+    let gbps = |millis: f64| (LEN * 4 * 2) as f64 / (millis * 1e-3) / 1e9;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("same-run references ({cores} cores, C built with -O3 -march=native -fopenmp):");
+    println!(
+        "  OpenMP copy, 16M f32:               {copy:>8.2} ms  {:>6.1} GB/s",
+        gbps(copy)
+    );
+    println!(
+        "  FMA peak:                           {:>8.1} GFLOP/s",
+        reference("fma_gflops")
+    );
+
+    let x = Tensor::rand(&[LEN], 1);
+    x.realize()?;
+    let exp2_chain = ms(median(9, || {
+        let y = ((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5;
+        y.realize().expect("the chain runs");
+    }));
+    let poly_chain = ms(median(9, || {
+        let y = ((&x * 2.0 + 1.0) * &x - 3.0) * 0.5 + &x;
+        y.realize().expect("the chain runs");
+    }));
+    println!("elementwise, 16M f32 (warm medians; x copy = time / OpenMP copy's time):");
+    for (name, ours, c_loop) in [
+        (
+            "((x*2+1).exp2()*x).sqrt()*0.5",
+            exp2_chain,
+            reference("chain_exp2"),
+        ),
+        ("((x*2+1)*x-3)*0.5+x", poly_chain, reference("chain_poly")),
+    ] {
+        println!(
+            "  {name:<31} {ours:>8.2} ms  {:>5.2}x copy  {:>6.1} GB/s   C loop {c_loop:.2} ms ({:.2}x copy)",
+            ours / copy,
+            gbps(ours),
+            c_loop / copy,
+        );
+    }
+
+    println!("matmul f32 (warm medians):");
+    let peak = reference("fma_gflops");
+    for (n, reps) in [(1024usize, 9), (2048, 3)] {
+        let a = Tensor::rand(&[n, n], 2);
+        let w = Tensor::rand(&[n, n], 3);
+        realize(&[&a, &w])?;
+        let t = ms(median(reps, || {
+            a.matmul(&w).realize().expect("the matmul runs");
+        }));
+        let gflops = 2.0 * (n as f64).powi(3) / (t * 1e-3) / 1e9;
+        println!(
+            "  {n}x{n}:                          {t:>8.2} ms  {gflops:>6.1} GFLOP/s ({:.0}% of the FMA peak)",
+            100.0 * gflops / peak
+        );
+    }
+
+    let grads = ms(per_sample_grads());
+    println!(
+        "per-sample grads, MLP {IN}-{HIDDEN}-{OUT}, B={BATCH}, vmap!(grad!(loss)): {grads:.2} ms (warm median)"
+    );
+    Ok(())
+}

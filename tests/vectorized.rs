@@ -1,0 +1,179 @@
+//! Vectorization, checked in the object code: the kernels of a fused elementwise chain and of a
+//! matmul are generated as the runtime generates them (optimized, two cores), compiled to
+//! assembly with the runtime's default flags (`cc -S`), and the innermost loop of each kernel
+//! must compute with packed vector instructions (`vmulps`, `vfmadd231ps`, ... on `xmm`,
+//! `ymm` or `zmm` registers), not one float at a time. x86-64 only (the mnemonics are
+//! x86's).
+#![cfg(target_arch = "x86_64")]
+
+use std::process::Command;
+use tensor::core::codegen::CodegenOptions;
+use tensor::core::schedule::create_schedule;
+use tensor::prelude::*;
+use tensor::runtime::cpu::{compiler_from_env, default_flags};
+use tensor::runtime::plan::generate_kernels;
+
+/// The C sources and names of the kernels that compute `t`.
+fn kernels(t: &Tensor) -> Vec<(String, String)> {
+    let schedule = create_schedule(&[t.uop()]);
+    let options = CodegenOptions {
+        optimize: true,
+        threads: 2,
+    };
+    generate_kernels(&schedule, &options)
+        .into_iter()
+        .map(|k| (k.name, k.source))
+        .collect()
+}
+
+/// `source` compiled to assembly with the default kernel flags.
+fn assembly(name: &str, source: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("tensor-vectorized-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, s) = (dir.join("kernel.c"), dir.join("kernel.s"));
+    std::fs::write(&c, source).unwrap();
+    let compiler = compiler_from_env();
+    let mut words = compiler.split_whitespace();
+    let flags: Vec<String> = default_flags()
+        .into_iter()
+        .filter(|f| f != "-shared")
+        .collect();
+    let output = Command::new(words.next().unwrap())
+        .args(words)
+        .args(&flags)
+        .arg("-S")
+        .arg("-o")
+        .arg(&s)
+        .arg(&c)
+        .output()
+        .expect("the C compiler runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&s).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    text
+}
+
+/// The instructions of function `name` in `asm`.
+fn function<'a>(asm: &'a str, name: &str) -> Vec<&'a str> {
+    let start = format!("{name}:");
+    asm.lines()
+        .skip_while(|l| l.trim() != start)
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with(".size") && !l.contains(".cfi_endproc"))
+        .map(str::trim)
+        .collect()
+}
+
+/// The loops of a function: for each backward jump, the lines from its target label to it.
+/// Innermost loops are the ones that contain no other loop.
+fn innermost_loops<'a>(body: &[&'a str]) -> Vec<Vec<&'a str>> {
+    let mut loops: Vec<(usize, usize)> = Vec::new();
+    for (end, line) in body.iter().enumerate() {
+        let Some(target) = line
+            .strip_prefix('j')
+            .and_then(|rest| rest.split_whitespace().nth(1))
+        else {
+            continue;
+        };
+        let label = format!("{target}:");
+        if let Some(start) = body[..end].iter().position(|l| *l == label) {
+            loops.push((start, end));
+        }
+    }
+    loops
+        .iter()
+        .filter(|&&(s, e)| {
+            !loops
+                .iter()
+                .any(|&(s2, e2)| (s2, e2) != (s, e) && s <= s2 && e2 <= e)
+        })
+        .map(|&(s, e)| body[s..=e].to_vec())
+        .collect()
+}
+
+/// True for a packed single-precision arithmetic instruction on vector registers.
+fn packed_arithmetic(line: &str) -> bool {
+    let mut parts = line.split_whitespace();
+    let mnemonic = parts.next().unwrap_or("");
+    let operands = parts.collect::<String>();
+    let arithmetic = [
+        "add", "sub", "mul", "fmadd", "fmsub", "fnmadd", "sqrt", "max",
+    ]
+    .iter()
+    .any(|op| mnemonic.contains(op));
+    arithmetic
+        && mnemonic.ends_with("ps")
+        && ["%xmm", "%ymm", "%zmm"]
+            .iter()
+            .any(|r| operands.contains(r))
+}
+
+/// Asserts that every innermost loop of `t`'s kernels that does floating-point arithmetic
+/// does it with packed instructions, and that there is such a loop; returns the packed
+/// instructions of the hot loops.
+fn assert_vectorized(t: &Tensor) -> Vec<String> {
+    let mut packed = Vec::new();
+    for (name, source) in kernels(t) {
+        let asm = assembly(&name, &source);
+        let body = function(&asm, &name);
+        assert!(!body.is_empty(), "no function {name} in\n{asm}");
+        for lp in innermost_loops(&body) {
+            let scalar: Vec<&&str> = lp
+                .iter()
+                .filter(|l| {
+                    let m = l.split_whitespace().next().unwrap_or("");
+                    ["vaddss", "vmulss", "vfmadd", "vsubss"]
+                        .iter()
+                        .any(|s| m.starts_with(s))
+                        && m.ends_with("ss")
+                })
+                .collect();
+            let vector: Vec<String> = lp
+                .iter()
+                .filter(|l| packed_arithmetic(l))
+                .map(|l| l.to_string())
+                .collect();
+            assert!(
+                scalar.is_empty() || !vector.is_empty(),
+                "{name}: a hot loop computes one float at a time:\n{}\n\nC source:\n{source}",
+                lp.join("\n")
+            );
+            packed.extend(vector);
+        }
+    }
+    assert!(
+        !packed.is_empty(),
+        "no packed arithmetic in any innermost loop of {t:?}"
+    );
+    packed
+}
+
+#[test]
+fn a_fused_elementwise_chain_runs_packed_vector_instructions() {
+    let x = Tensor::rand(&[1 << 16], 1);
+    x.realize().unwrap();
+    let y = ((&x * 2.0 + 1.0) * &x - 3.0) * 0.5 + &x;
+    assert_vectorized(&y);
+}
+
+#[test]
+fn the_matmul_hot_loop_uses_packed_fused_multiply_adds() {
+    let a = Tensor::rand(&[256, 256], 1);
+    let b = Tensor::rand(&[256, 256], 2);
+    a.realize().unwrap();
+    b.realize().unwrap();
+    let packed = assert_vectorized(&a.matmul(&b));
+    let avx2 = std::is_x86_feature_detected!("fma") && std::is_x86_feature_detected!("avx2");
+    if avx2 {
+        assert!(
+            packed
+                .iter()
+                .any(|l| l.starts_with("vfmadd") && !l.contains("%xmm")),
+            "with FMA and AVX2, the matmul should multiply-add whole ymm/zmm registers: {packed:?}"
+        );
+    }
+}
