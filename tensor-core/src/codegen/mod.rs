@@ -8,13 +8,16 @@
 //! and `cos` into range reduction and polynomials; [`expand`] turns upcast and unrolled axes into copies of the
 //! scalar code;
 //! [`linearize`] places every computation in a loop nest (hoisting falls out of it);
-//! [`program`] holds its output types; `render::c` prints them as C.
+//! [`program`] holds its output types; `render::c` prints them as C. For a GPU,
+//! [`lower_kernel_gpu`] maps the outer output loops to the launch grid ([`gpu`]) and
+//! `render::cuda` prints the result as CUDA C.
 
 // A UOp hashes and compares by node identity; its lazily filled caches never change that.
 #![allow(clippy::mutable_key_type)]
 
 pub mod blocked_sum;
 pub mod expand;
+pub mod gpu;
 pub mod heuristic;
 pub mod linearize;
 pub mod name;
@@ -24,7 +27,7 @@ pub mod transcendental;
 
 pub use name::{kernel_name, unique_name};
 pub use opt::{Opt, OptimizedKernel};
-pub use program::{KernelArg, LinearKernel};
+pub use program::{GpuKernel, KernelArg, LaunchDims, LinearKernel};
 
 use crate::uop::{DType, Op, UOp};
 
@@ -70,6 +73,47 @@ pub fn lower_kernel_named(
         Vec::new()
     };
     lower(ast, buffer_sizes, &opt_list, name.to_string())
+}
+
+/// Lowers one kernel AST for a GPU: the GPU heuristic's OptOps ([`gpu_optimizations`]), the
+/// same passes as for the CPU, then the outer output loops mapped to the launch grid.
+#[track_caller]
+pub fn lower_kernel_gpu(
+    ast: &UOp,
+    buffer_sizes: &[usize],
+    opts: &CodegenOptions,
+    name: &str,
+) -> GpuKernel {
+    let opt_list = if opts.optimize {
+        gpu_optimizations(ast)
+    } else {
+        Vec::new()
+    };
+    let linear = lower(ast, buffer_sizes, &opt_list, name.to_string());
+    gpu::map_to_grid(&linear.name, &linear.program, &linear.args)
+}
+
+/// The hand-coded OptOps for a GPU: the CPU heuristic's contiguous upcast, at most
+/// [`heuristic::UPCAST_WIDTH`] wide (a thread keeps that many outputs in registers, and the
+/// grid keeps the rest of the parallelism), no THREAD split (the grid is the parallelism).
+pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
+    heuristic::hand_coded_optimizations(ast, 1)
+        .into_iter()
+        .take(1)
+        .map(
+            |Opt::Split {
+                 axis,
+                 factor,
+                 target,
+                 top,
+             }| Opt::Split {
+                axis,
+                factor: factor.min(heuristic::UPCAST_WIDTH),
+                target,
+                top,
+            },
+        )
+        .collect()
 }
 
 /// Lowers one kernel AST with exactly the given OptOps (for tests and search).

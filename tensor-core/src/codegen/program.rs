@@ -79,3 +79,60 @@ pub enum Line {
         value: Value,
     },
 }
+
+/// The most threads of one block (a multiple of the warp size, 32).
+pub const MAX_BLOCK_THREADS: usize = 128;
+
+/// One output range mapped to the launch grid: `range = g / stride % size`.
+#[derive(Clone, Debug)]
+pub struct Special {
+    /// The `Range` node whose loop this index replaces (its name stays `gidx<id>`).
+    pub range: UOp,
+    /// The product of the sizes of the mapped ranges inside this one.
+    pub stride: usize,
+    /// The range's size.
+    pub size: usize,
+}
+
+/// Grid and block sizes of a launch (one dimension each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchDims {
+    /// Blocks in the grid.
+    pub grid: usize,
+    /// Threads per block.
+    pub block: usize,
+}
+
+impl LaunchDims {
+    /// The launch of `threads` threads: blocks of at most [`MAX_BLOCK_THREADS`], enough of
+    /// them to cover every thread (the last block may run past the end; the kernel checks).
+    pub fn for_threads(threads: usize) -> LaunchDims {
+        let block = threads.clamp(1, MAX_BLOCK_THREADS);
+        LaunchDims {
+            grid: threads.max(1).div_ceil(block),
+            block,
+        }
+    }
+}
+
+/// A kernel lowered for a GPU (`codegen::gpu`): what one thread runs and how the grid indexes it.
+#[derive(Clone, Debug)]
+pub struct GpuKernel {
+    /// The function's name.
+    pub name: String,
+    /// The grid indices, outermost first.
+    pub specials: Vec<Special>,
+    /// How many threads compute outputs (the product of the special sizes; 1 without any).
+    pub threads: usize,
+    /// The statements of one thread: the program with the mapped loops removed.
+    pub body: Program,
+    /// The buffer arguments, by slot.
+    pub args: Vec<KernelArg>,
+}
+
+impl GpuKernel {
+    /// The grid and block sizes to launch this kernel with.
+    pub fn launch_dims(&self) -> LaunchDims {
+        LaunchDims::for_threads(self.threads)
+    }
+}

@@ -63,8 +63,31 @@ pub fn render(name: &str, program: &Program, args: &[KernelArg]) -> String {
     out
 }
 
+/// A program's statements as C, indented one level, with the helper functions they call
+/// (by name) and the C type of index values: for a renderer that wraps them in a function of
+/// its own (`render::cuda`).
+pub(crate) struct Statements {
+    /// The lines of the function body.
+    pub body: String,
+    /// `static inline` helper functions, by name.
+    pub helpers: BTreeMap<String, String>,
+    /// `int` or `long long`.
+    pub index_type: &'static str,
+}
+
+/// The statements of `program` (see [`Statements`]).
+pub(crate) fn statements(program: &Program, args: &[KernelArg]) -> Statements {
+    let mut renderer = CRenderer::new(program, args);
+    let body = renderer.body();
+    Statements {
+        body,
+        helpers: renderer.helpers,
+        index_type: renderer.index_type,
+    }
+}
+
 /// The include-guard macro of the helper `name`.
-fn helper_guard(name: &str) -> String {
+pub(crate) fn helper_guard(name: &str) -> String {
     let name: String = name
         .chars()
         .map(|c| {

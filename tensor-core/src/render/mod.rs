@@ -7,6 +7,7 @@
 
 pub mod c;
 pub mod c_helpers;
+pub mod cuda;
 
 use crate::codegen::program::KernelArg;
 

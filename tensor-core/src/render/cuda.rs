@@ -1,0 +1,182 @@
+//! The CUDA renderer: a kernel lowered for a GPU (`codegen::program::GpuKernel`) as CUDA C++
+//! that NVRTC compiles without any header.
+//!
+//! The statements are the C renderer's (`render::c`), so every value means what `uop::alu`
+//! says on both backends; this renderer adds what differs on a GPU:
+//! - the function is `extern "C" __global__`, its buffers `__restrict__` pointers by slot,
+//!   with `__launch_bounds__` of the block size the runtime launches it with;
+//! - the grid indices (`SPECIAL`): `gid = blockIdx.x * blockDim.x + threadIdx.x`, threads past
+//!   the last output return, and each mapped range is a digit of `gid`;
+//! - helpers are `__device__` functions; `NAN`/`INFINITY` are bit patterns (there is no
+//!   `math.h`); the math functions are CUDA's device functions of the same names (`f32`
+//!   transcendentals were already decomposed by `codegen::transcendental`, as for the CPU);
+//! - `f16` is CUDA's `__half` (from `cuda_fp16.h`, which NVRTC provides), computed in `float`
+//!   and rounded after every op, as in C.
+
+use super::Kernel;
+use super::c::{helper_guard, statements};
+use crate::codegen::program::{GpuKernel, KernelArg, Special};
+use crate::uop::DType;
+use std::fmt::Write;
+
+/// Definitions every kernel's source starts with: what `math.h` and C11 give the C renderer.
+const PRELUDE: &str = "#define restrict __restrict__
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fc00000)
+#endif
+";
+
+/// A GPU kernel rendered as CUDA C: the entry is the kernel's name, `threads` the number of
+/// grid threads that compute outputs (launch with `LaunchDims::for_threads(threads)`).
+pub fn render_kernel(kernel: &GpuKernel) -> Kernel {
+    Kernel {
+        source: render(kernel),
+        entry: kernel.name.clone(),
+        name: kernel.name.clone(),
+        threads: kernel.threads,
+        args: kernel.args.clone(),
+    }
+}
+
+/// The CUDA source of `kernel`: the prelude, `__device__` helpers, and the `__global__`
+/// function.
+pub fn render(kernel: &GpuKernel) -> String {
+    let stmts = statements(&kernel.body, &kernel.args);
+    let index_type = if kernel.threads > i32::MAX as usize {
+        "long long"
+    } else {
+        stmts.index_type
+    };
+    let mut out = String::new();
+    if uses_half(&kernel.args) || stmts.body.contains("_Float16") {
+        out.push_str("#include <cuda_fp16.h>\n#define _Float16 __half\n");
+    }
+    out.push_str(PRELUDE);
+    for (helper, code) in &stmts.helpers {
+        let guard = helper_guard(helper);
+        let code = code.replace("static inline", "static __device__ inline");
+        let _ = writeln!(
+            out,
+            "#ifndef {guard}\n#define {guard}\n{}\n#endif",
+            code.trim_end()
+        );
+    }
+    let block = kernel.launch_dims().block;
+    let _ = writeln!(
+        out,
+        "\nextern \"C\" __global__ void __launch_bounds__({block}) {}({}) {{",
+        kernel.name,
+        parameters(&kernel.args).join(", ")
+    );
+    out.push_str(&grid_indices(&kernel.specials, kernel.threads, index_type));
+    out.push_str(&stmts.body);
+    out.push_str("}\n");
+    out
+}
+
+fn uses_half(args: &[KernelArg]) -> bool {
+    args.iter().any(|a| a.dtype == DType::F16)
+}
+
+fn parameters(args: &[KernelArg]) -> Vec<String> {
+    args.iter()
+        .enumerate()
+        .map(|(slot, a)| {
+            let ty = super::c_helpers::storage_type(a.dtype);
+            let constness = if a.writes { "" } else { "const " };
+            format!("{constness}{ty}* __restrict__ data{slot}")
+        })
+        .collect()
+}
+
+/// The declarations of the grid indices: the flat thread number, the bounds check, and each
+/// mapped range as a digit of it.
+fn grid_indices(specials: &[Special], threads: usize, index_type: &str) -> String {
+    let mut out = format!(
+        "  const {index_type} gid = ({index_type})blockIdx.x * ({index_type})blockDim.x + ({index_type})threadIdx.x;\n"
+    );
+    let _ = writeln!(out, "  if (gid >= {threads}) return;");
+    for (k, s) in specials.iter().enumerate() {
+        let name = super::c::range_name(&s.range);
+        let quotient = if s.stride == 1 {
+            "gid".to_string()
+        } else {
+            format!("gid / {}", s.stride)
+        };
+        let value = if k == 0 {
+            quotient
+        } else {
+            format!("({quotient}) % {}", s.size)
+        };
+        let _ = writeln!(out, "  const {index_type} {name} = {value};");
+    }
+    if specials.is_empty() {
+        out.push_str("  (void)gid;\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::{CodegenOptions, lower_kernel_gpu};
+    use crate::schedule::create_schedule;
+    use crate::tensor::Tensor;
+    use crate::uop::Arg;
+
+    fn sources(out: &Tensor) -> Vec<String> {
+        let schedule = create_schedule(&[out.uop()]);
+        schedule
+            .items
+            .iter()
+            .map(|item| {
+                let sizes: Vec<usize> = item
+                    .buffers
+                    .iter()
+                    .map(|b| match b.arg() {
+                        Arg::Buffer(arg) => arg.size,
+                        other => panic!("a kernel slot holds {other:?}"),
+                    })
+                    .collect();
+                let k = lower_kernel_gpu(&item.ast, &sizes, &CodegenOptions::default(), "k");
+                render(&k)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_elementwise_kernel_is_a_global_function_over_the_grid() {
+        let a = Tensor::from_vec((0..24).map(|v| v as f32).collect(), &[4, 6]);
+        let src = &sources(&(&a * 2.0 + 1.0))[0];
+        assert!(
+            src.contains("extern \"C\" __global__ void __launch_bounds__("),
+            "{src}"
+        );
+        assert!(
+            src.contains("blockIdx.x") && src.contains("threadIdx.x"),
+            "{src}"
+        );
+        assert!(src.contains("if (gid >= "), "{src}");
+        assert!(
+            !src.contains("for ("),
+            "no loop left in an elementwise kernel:\n{src}"
+        );
+        assert!(src.contains("float* __restrict__ data0"), "{src}");
+        assert!(src.contains("const float* __restrict__ data1"), "{src}");
+    }
+
+    #[test]
+    fn a_reduction_loops_inside_each_thread() {
+        let a = Tensor::from_vec((0..24).map(|v| v as f32).collect(), &[6, 4]);
+        let src = &sources(&a.max(&[1], false))[0];
+        assert!(src.contains("if (gid >= 6) return;"), "{src}");
+        assert!(src.contains("for (int ridx"), "{src}");
+        assert!(
+            src.contains("static __device__ inline float max_f32"),
+            "{src}"
+        );
+    }
+}
