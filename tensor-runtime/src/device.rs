@@ -10,6 +10,9 @@
 
 use crate::error::{Result, RuntimeError};
 use std::sync::Arc;
+use tensor_core::UOp;
+use tensor_core::codegen::{CodegenOptions, lower_kernel_named};
+use tensor_core::render::Kernel;
 use tensor_core::uop::HostData;
 use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 use tensor_core::{DType, Element};
@@ -26,6 +29,20 @@ pub trait Device: Send + Sync {
 
     /// How many parallel workers a kernel should be split into on this device.
     fn default_threads(&self) -> usize;
+
+    /// The kernel of one schedule item (`ast` over buffers of `buffer_sizes` elements, by
+    /// slot) lowered and rendered for this device, its function named `name`: the device's
+    /// renderer, so the scheduler never asks which device it schedules for. By default the C
+    /// renderer (`codegen::lower_kernel_named` then `render::c`).
+    fn generate_kernel(
+        &self,
+        ast: &UOp,
+        buffer_sizes: &[usize],
+        options: &CodegenOptions,
+        name: &str,
+    ) -> Kernel {
+        tensor_core::render::c::render_kernel(&lower_kernel_named(ast, buffer_sizes, options, name))
+    }
 
     /// A new buffer of `bytes` bytes, zero-filled.
     fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;

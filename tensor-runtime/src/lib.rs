@@ -23,6 +23,7 @@
 
 pub mod cache;
 pub mod cpu;
+pub mod cuda;
 pub mod device;
 pub mod error;
 pub mod jit;

@@ -77,7 +77,7 @@ impl<D: Device> Plan<D> {
                 eprintln!("schedule: {decision}");
             }
         }
-        let kernels = generate_kernels(&schedule, options);
+        let kernels = generate_kernels_for(device, &schedule, options);
         let programs = compile_all(device, kernels.iter())?;
         let mut temps: Vec<UOp> = Vec::new();
         let mut slot_of = |buffer: &UOp| match placeholder_number(buffer) {
@@ -244,6 +244,29 @@ fn fresh_like(buffer: &UOp) -> UOp {
 
 /// The kernels of `schedule` lowered and rendered as C, named as tinygrad names them (duplicates get `n1`, `n2`, ...).
 pub fn generate_kernels(schedule: &Schedule, options: &CodegenOptions) -> Vec<Kernel> {
+    generate_kernels_with(schedule, |ast, sizes, name| {
+        render_kernel(&lower_kernel_named(ast, sizes, options, name))
+    })
+}
+
+/// The kernels of `schedule` lowered and rendered by `device`'s renderer
+/// ([`Device::generate_kernel`]), named as [`generate_kernels`] names them.
+pub fn generate_kernels_for<D: Device>(
+    device: &D,
+    schedule: &Schedule,
+    options: &CodegenOptions,
+) -> Vec<Kernel> {
+    generate_kernels_with(schedule, |ast, sizes, name| {
+        device.generate_kernel(ast, sizes, options, name)
+    })
+}
+
+/// The kernels of `schedule`, each made by `generate(ast, buffer_sizes, name)`, named as
+/// [`generate_kernels`] names them.
+pub fn generate_kernels_with(
+    schedule: &Schedule,
+    generate: impl Fn(&UOp, &[usize], &str) -> Kernel,
+) -> Vec<Kernel> {
     let mut seen_names = HashMap::new();
     schedule
         .items
@@ -252,7 +275,7 @@ pub fn generate_kernels(schedule: &Schedule, options: &CodegenOptions) -> Vec<Ke
             crate::stats::record_kernel_generated();
             let sizes: Vec<usize> = item.buffers.iter().map(|b| buffer_arg(b).size).collect();
             let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
-            render_kernel(&lower_kernel_named(&item.ast, &sizes, options, &name))
+            generate(&item.ast, &sizes, &name)
         })
         .collect()
 }

@@ -12,7 +12,7 @@
 use crate::cpu::CpuDevice;
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
-use crate::plan::{PlanCache, generate_kernels};
+use crate::plan::{PlanCache, generate_kernels_for};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use tensor_core::codegen::CodegenOptions;
@@ -50,7 +50,7 @@ pub fn run_schedule<D: Device>(
 ) -> Result<()> {
     let debug = debug_level();
     let started = Instant::now();
-    let kernels = generate_kernels(schedule, options);
+    let kernels = generate_kernels_for(device, schedule, options);
     let programs = compile_all(device, kernels.iter())?;
     let compile_time = started.elapsed();
     for ((item, kernel), program) in schedule.items.iter().zip(&kernels).zip(&programs) {
@@ -190,21 +190,33 @@ pub fn read_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
     read_buffer(&CpuDevice::shared()?, &tensor.uop())
 }
 
-/// Accepts the `DEVICE` values this build can run: unset or `CPU`.
+/// Accepts the `DEVICE` values this build can run: unset or `CPU`. `CUDA` / `CUDA:<n>` is
+/// checked for what it needs, driver library first (cudarc panics without it), and the error
+/// says what is missing; graphs are not yet run on a GPU through `realize` (the CUDA device
+/// is used through [`crate::cuda::CudaDevice`] and plans directly).
 fn check_device_setting(value: Option<String>) -> Result<()> {
     match value.as_deref().map(str::trim) {
         None | Some("") => Ok(()),
         Some(name) if name.eq_ignore_ascii_case("CPU") => Ok(()),
-        Some(name) if name.to_ascii_uppercase().starts_with("CUDA") => {
+        Some(name) if crate::cuda::parse_device_name(name).is_some() => {
+            let with_name = |e: RuntimeError| match e {
+                RuntimeError::DeviceUnavailable(why) => {
+                    RuntimeError::DeviceUnavailable(format!("DEVICE={name}: {why}"))
+                }
+                other => other,
+            };
+            let ordinal = crate::cuda::parse_device_name(name).expect("a CUDA name")?;
+            crate::cuda::CudaDevice::open(ordinal).map_err(with_name)?;
             Err(RuntimeError::DeviceUnavailable(format!(
-                "DEVICE={name} asks for CUDA, which this build does not support yet; unset \
-                 DEVICE or set DEVICE=CPU"
+                "DEVICE={name}: the GPU opened, but `realize` runs graphs on the CPU only in \
+                 this build (use tensor_runtime::cuda::CudaDevice with a plan); unset DEVICE or \
+                 set DEVICE=CPU"
             )))
         }
         Some(_) => Err(RuntimeError::InvalidSetting {
             variable: "DEVICE",
             value: value.unwrap_or_default(),
-            expected: "CPU (or unset)",
+            expected: "CPU (or unset), or CUDA / CUDA:<ordinal>",
         }),
     }
 }
@@ -376,12 +388,24 @@ mod tests {
     }
 
     #[test]
-    fn device_setting_accepts_cpu_and_rejects_cuda_and_unknown_names() {
+    fn device_setting_accepts_cpu_explains_a_missing_cuda_driver_and_rejects_unknown_names() {
         assert!(check_device_setting(None).is_ok());
         assert!(check_device_setting(Some("cpu".into())).is_ok());
         let cuda = check_device_setting(Some("CUDA".into())).unwrap_err();
         assert!(matches!(cuda, RuntimeError::DeviceUnavailable(_)), "{cuda}");
         assert!(cuda.to_string().contains("DEVICE=CPU"), "{cuda}");
+        if crate::cuda::driver_available().is_err() {
+            assert!(
+                cuda.to_string().contains(
+                    "DEVICE=CUDA: the CUDA driver library libcuda.so.1 could not be loaded"
+                ),
+                "{cuda}"
+            );
+        } else {
+            println!("a CUDA driver is present: the missing-driver text is not checked here");
+        }
+        let cuda1 = check_device_setting(Some("CUDA:1".into())).unwrap_err();
+        assert!(cuda1.to_string().contains("DEVICE=CUDA:1"), "{cuda1}");
         let unknown = check_device_setting(Some("TPU".into())).unwrap_err();
         assert!(unknown.to_string().contains("DEVICE=`TPU`"), "{unknown}");
     }

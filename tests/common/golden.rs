@@ -94,6 +94,28 @@ pub fn check_cases_with_options(
     );
 }
 
+/// The inputs of every case of `tests/data/<file>`, by case name (to build the cases' graphs
+/// without comparing them).
+pub fn case_inputs(file: &str) -> Vec<(String, Inputs)> {
+    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path} is part of the repository: {e}"));
+    let doc = Json::parse(&text);
+    doc.get("cases")
+        .items()
+        .iter()
+        .map(|case| {
+            let inputs = case
+                .get("inputs")
+                .members()
+                .iter()
+                .map(|(k, v)| (k.clone(), tensor_from_json(v)))
+                .collect();
+            (case.get("name").string().to_string(), inputs)
+        })
+        .collect()
+}
+
 fn compare(got: &[Tensor], expected: &[Json], rtol: f64, atol: f64) -> Result<(), String> {
     if got.len() != expected.len() {
         return Err(format!(

@@ -1,6 +1,7 @@
 //! Shared helpers of the facade's integration tests.
 #![allow(dead_code)]
 
+pub mod cuda;
 pub mod golden;
 pub mod json;
 pub mod random_graph;

@@ -1,0 +1,303 @@
+//! The CUDA device: kernels rendered as CUDA C (`tensor_core::render::cuda`), compiled to PTX
+//! by NVRTC for the GPU's architecture, loaded and launched through the CUDA driver API
+//! (cudarc, which loads `libcuda` and `libnvrtc` at run time, so this builds with no toolkit).
+//!
+//! cudarc panics when a library it needs is missing, so [`CudaDevice::open`] checks that the
+//! driver library loads before it creates a context, and that NVRTC loads before it compiles:
+//! on a machine without them the result is [`RuntimeError::DeviceUnavailable`] naming what is
+//! missing, and nothing else changes.
+//!
+//! [`nvrtc`] holds the compile steps that need no GPU (NVRTC and `ptxas`), which the tests and
+//! `examples/cuda_check.rs` run on every kernel they render.
+
+pub mod nvrtc;
+
+use crate::device::Device;
+use crate::error::{Result, RuntimeError};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use std::sync::{Arc, Mutex, PoisonError};
+use tensor_core::UOp;
+use tensor_core::codegen::{CodegenOptions, LaunchDims, lower_kernel_gpu};
+use tensor_core::render::Kernel;
+
+/// Ok when the CUDA driver library (`libcuda.so.1`) can be loaded.
+pub fn driver_available() -> Result<()> {
+    // SAFETY: loads (and drops) the shared library by name; no symbol of it is called.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(RuntimeError::DeviceUnavailable(
+            "the CUDA driver library libcuda.so.1 could not be loaded: this machine has no \
+             NVIDIA driver (or it is not on the library path), so there is no GPU to run on; \
+             install the driver, or unset DEVICE (or set DEVICE=CPU) to run on the CPU"
+                .to_string(),
+        ))
+    }
+}
+
+/// The GPU ordinal of a `DEVICE` value: `CUDA` is 0, `CUDA:1` is 1; `None` for other names.
+pub fn parse_device_name(name: &str) -> Option<Result<usize>> {
+    let upper = name.trim().to_ascii_uppercase();
+    let rest = upper.strip_prefix("CUDA")?;
+    Some(match rest.strip_prefix(':') {
+        None if rest.is_empty() => Ok(0),
+        Some(n) => n.parse().map_err(|_| RuntimeError::InvalidSetting {
+            variable: "DEVICE",
+            value: name.to_string(),
+            expected: "CUDA, or CUDA:<ordinal> such as CUDA:1",
+        }),
+        None => Err(RuntimeError::InvalidSetting {
+            variable: "DEVICE",
+            value: name.to_string(),
+            expected: "CUDA, or CUDA:<ordinal> such as CUDA:1",
+        }),
+    })
+}
+
+/// One schedule item's kernel lowered for a GPU and rendered as CUDA C (what
+/// [`CudaDevice`] compiles; needs no GPU).
+pub fn cuda_kernel(ast: &UOp, buffer_sizes: &[usize], options: &CodegenOptions, name: &str) -> Kernel {
+    tensor_core::render::cuda::render_kernel(&lower_kernel_gpu(ast, buffer_sizes, options, name))
+}
+
+/// The kernels of `schedule` as CUDA C, named as on the CPU (no GPU needed).
+pub fn cuda_kernels(schedule: &tensor_core::schedule::Schedule) -> Vec<Kernel> {
+    let options = CodegenOptions::default();
+    crate::plan::generate_kernels_with(schedule, |ast, sizes, name| {
+        cuda_kernel(ast, sizes, &options, name)
+    })
+}
+
+/// One GPU: its context, the stream every copy and launch goes through, and its architecture.
+pub struct CudaDevice {
+    name: String,
+    stream: Arc<CudaStream>,
+    arch: &'static str,
+}
+
+/// Device memory of a [`CudaDevice`] (bytes), freed when dropped.
+pub struct CudaBuffer {
+    memory: Mutex<CudaSlice<u8>>,
+    stream: Arc<CudaStream>,
+    len: usize,
+}
+
+/// A kernel loaded into the GPU's context.
+#[derive(Clone)]
+pub struct CudaProgram {
+    function: CudaFunction,
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal` (checks the driver library first: see the module docs).
+    pub fn open(ordinal: usize) -> Result<CudaDevice> {
+        driver_available()?;
+        nvrtc::nvrtc_available()?;
+        let context = CudaContext::new(ordinal).map_err(|e| {
+            RuntimeError::DeviceUnavailable(format!(
+                "CUDA:{ordinal} could not be opened: {e:?} (is there a GPU with this ordinal?)"
+            ))
+        })?;
+        let (major, minor) = context
+            .compute_capability()
+            .map_err(|e| driver_error("reading the compute capability", e))?;
+        Ok(CudaDevice {
+            name: format!("CUDA:{ordinal}"),
+            stream: context.default_stream(),
+            arch: arch_name(major, minor),
+        })
+    }
+
+    /// The NVRTC architecture kernels are compiled for (`sm_80`, ...).
+    pub fn arch(&self) -> &'static str {
+        self.arch
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_error("synchronizing the stream", e))
+    }
+}
+
+/// The `sm_XX` name of a compute capability (leaked once per distinct capability).
+fn arch_name(major: i32, minor: i32) -> &'static str {
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let name = format!("sm_{major}{minor}");
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = names.iter().find(|n| **n == name) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.push(leaked);
+    leaked
+}
+
+fn driver_error(doing: &str, e: cudarc::driver::DriverError) -> RuntimeError {
+    RuntimeError::InvalidLaunch(format!("CUDA driver error while {doing}: {e:?}"))
+}
+
+impl tensor_core::uop::DeviceAllocation for CudaBuffer {
+    fn read_back(&self) -> Option<Vec<u8>> {
+        let memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let bytes = self.stream.memcpy_dtov(&*memory).ok()?;
+        self.stream.synchronize().ok()?;
+        Some(bytes)
+    }
+
+    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
+impl Device for CudaDevice {
+    type Buffer = CudaBuffer;
+    type Program = CudaProgram;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The GPU's parallelism is the launch grid, not a split of the kernel by the heuristic.
+    fn default_threads(&self) -> usize {
+        1
+    }
+
+    fn generate_kernel(
+        &self,
+        ast: &UOp,
+        buffer_sizes: &[usize],
+        options: &CodegenOptions,
+        name: &str,
+    ) -> Kernel {
+        cuda_kernel(ast, buffer_sizes, options, name)
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<CudaBuffer> {
+        let memory = self
+            .stream
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|_| RuntimeError::OutOfMemory {
+                device: self.name.clone(),
+                bytes,
+            })?;
+        Ok(CudaBuffer {
+            memory: Mutex::new(memory),
+            stream: self.stream.clone(),
+            len: bytes,
+        })
+    }
+
+    fn buffer_len(&self, buffer: &CudaBuffer) -> usize {
+        buffer.len
+    }
+
+    fn copy_in(&self, dst: &CudaBuffer, src: &[u8]) -> Result<()> {
+        check_len("copy_in", dst.len, src.len())?;
+        let mut memory = dst.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stream
+            .memcpy_htod(src, &mut *memory)
+            .map_err(|e| driver_error("copying to the device", e))?;
+        drop(memory);
+        self.synchronize()
+    }
+
+    fn copy_out(&self, src: &CudaBuffer, dst: &mut [u8]) -> Result<()> {
+        check_len("copy_out", src.len, dst.len())?;
+        let memory = src.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut staged = vec![0u8; memory.len()];
+        self.stream
+            .memcpy_dtoh(&*memory, &mut staged)
+            .map_err(|e| driver_error("copying from the device", e))?;
+        drop(memory);
+        self.synchronize()?;
+        dst.copy_from_slice(&staged[..dst.len()]);
+        Ok(())
+    }
+
+    fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
+        let ptx = nvrtc::compile_ptx(source, self.arch)?;
+        let module = self
+            .stream
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| driver_error("loading a compiled kernel", e))?;
+        let function = module
+            .load_function(entry)
+            .map_err(|e| RuntimeError::EntryNotFound {
+                entry: entry.to_string(),
+                reason: format!("{e:?}"),
+            })?;
+        Ok(CudaProgram { function })
+    }
+
+    /// `threads` is the kernel's grid thread count (`Kernel::threads` of `render::cuda`).
+    fn launch(&self, program: &CudaProgram, buffers: &[&CudaBuffer], threads: usize) -> Result<()> {
+        let pointers: Vec<u64> = buffers
+            .iter()
+            .map(|b| {
+                let memory = b.memory.lock().unwrap_or_else(PoisonError::into_inner);
+                let (pointer, _sync) = memory.device_ptr(&self.stream);
+                pointer
+            })
+            .collect();
+        let dims = LaunchDims::for_threads(threads);
+        let grid = u32::try_from(dims.grid).map_err(|_| {
+            RuntimeError::InvalidLaunch(format!("{threads} threads need more than 2^32 blocks"))
+        })?;
+        let config = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (dims.block as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.stream.launch_builder(&program.function);
+        for pointer in &pointers {
+            launch.arg(pointer);
+        }
+        // SAFETY: the kernel was rendered for exactly these buffers (one device pointer per
+        // slot, in slot order), each as long as the kernel's argument sizes, and it writes
+        // only below those sizes; the stream is synchronized before the buffers can go away.
+        unsafe { launch.launch(config) }.map_err(|e| driver_error("launching a kernel", e))?;
+        self.synchronize()
+    }
+}
+
+fn check_len(operation: &'static str, buffer_bytes: usize, data_bytes: usize) -> Result<()> {
+    if buffer_bytes == data_bytes {
+        Ok(())
+    } else {
+        Err(RuntimeError::SizeMismatch {
+            operation,
+            buffer_bytes,
+            data_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_parse_to_ordinals() {
+        assert_eq!(parse_device_name("CUDA").map(|r| r.ok()), Some(Some(0)));
+        assert_eq!(parse_device_name("cuda:1").map(|r| r.ok()), Some(Some(1)));
+        assert!(matches!(parse_device_name("CUDA:x"), Some(Err(_))));
+        assert!(matches!(parse_device_name("CUDAx"), Some(Err(_))));
+        assert!(parse_device_name("CPU").is_none());
+    }
+
+    #[test]
+    fn opening_cuda_without_a_driver_says_what_is_missing() {
+        if driver_available().is_ok() {
+            println!("skipped: a CUDA driver is present, so there is no missing-driver error");
+            return;
+        }
+        let err = CudaDevice::open(0).err().expect("no driver, no device");
+        let text = err.to_string();
+        assert!(text.contains("libcuda.so.1 could not be loaded"), "{text}");
+        assert!(text.contains("DEVICE=CPU"), "{text}");
+    }
+}

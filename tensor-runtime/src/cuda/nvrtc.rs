@@ -1,0 +1,162 @@
+//! CUDA source to PTX with NVRTC (loaded at run time by cudarc), and PTX to machine code with
+//! `ptxas`: the compile checks that need no GPU.
+//!
+//! cudarc panics when it cannot load `libnvrtc`, so every entry point checks first that the
+//! library loads and otherwise returns [`RuntimeError::DeviceUnavailable`] saying how to get
+//! it (`scripts/cuda-tools.sh`).
+
+use crate::error::{Result, RuntimeError};
+use cudarc::nvrtc::{CompileError, CompileOptions};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// How to install the tools, for error messages.
+pub const SETUP_HINT: &str =
+    "run `eval \"$(scripts/cuda-tools.sh)\"` from the repository root (it installs NVRTC and \
+     ptxas 12.9 from PyPI into .cuda-venv/ and exports LD_LIBRARY_PATH and TENSOR_PTXAS)";
+
+/// Ok when NVRTC (`libnvrtc.so.12`, or another name cudarc searches) can be loaded: from the
+/// library path, else from `.cuda-venv/` (see [`venv_file`]), which is then kept loaded so
+/// that cudarc's load by name finds it.
+pub fn nvrtc_available() -> Result<()> {
+    // SAFETY: loads (and drops) the shared library by name; no symbol of it is called.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } || load_from_venv() {
+        Ok(())
+    } else {
+        Err(RuntimeError::DeviceUnavailable(format!(
+            "NVRTC (libnvrtc.so.12) could not be loaded from the library path; {SETUP_HINT}"
+        )))
+    }
+}
+
+/// The PTX of CUDA `source` for the GPU architecture `arch` (`"sm_80"`). A rejected source is
+/// [`RuntimeError::CompileFailed`] with NVRTC's log.
+pub fn compile_ptx(source: &str, arch: &'static str) -> Result<String> {
+    nvrtc_available()?;
+    let options = CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".to_string()],
+        ..Default::default()
+    };
+    match cudarc::nvrtc::compile_ptx_with_opts(source, options) {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(CompileError::CompileError { log, .. }) => Err(RuntimeError::CompileFailed {
+            compiler: format!("NVRTC ({arch})"),
+            source: source.to_string(),
+            output: log.to_string_lossy().into_owned(),
+        }),
+        Err(other) => Err(RuntimeError::CompileFailed {
+            compiler: format!("NVRTC ({arch})"),
+            source: source.to_string(),
+            output: format!("{other:?}"),
+        }),
+    }
+}
+
+/// Loads `libnvrtc.so.12` from `.cuda-venv/` by its path and keeps it loaded for the rest
+/// of the process; true when that worked. (The dynamic loader matches a later load by name
+/// against the libraries already loaded, so cudarc then finds this one.)
+fn load_from_venv() -> bool {
+    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOADED.get_or_init(|| {
+        let Some(path) = venv_file("nvidia/cuda_nvrtc/lib/libnvrtc.so.12") else {
+            return false;
+        };
+        // SAFETY: NVRTC's initialisers only set up its own state.
+        match unsafe { libloading::Library::new(&path) } {
+            Ok(library) => {
+                std::mem::forget(library);
+                // SAFETY: as above; now found among the loaded libraries.
+                unsafe { cudarc::nvrtc::sys::is_culib_present() }
+            }
+            Err(_) => false,
+        }
+    })
+}
+
+/// `site-packages/<relative>` of `.cuda-venv/` in the current directory or one of its
+/// parents (where `scripts/cuda-tools.sh` installs the tools), if that file exists.
+pub fn venv_file(relative: &str) -> Option<PathBuf> {
+    let start = std::env::current_dir().ok()?;
+    start.ancestors().find_map(|dir| {
+        std::fs::read_dir(dir.join(".cuda-venv/lib"))
+            .ok()?
+            .find_map(|python| {
+                let path = python.ok()?.path().join("site-packages").join(relative);
+                path.is_file().then_some(path)
+            })
+    })
+}
+
+/// The `ptxas` to assemble with: `$TENSOR_PTXAS`, else the one in `.cuda-venv/`
+/// ([`venv_file`]).
+pub fn ptxas_path() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("TENSOR_PTXAS") {
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    venv_file("nvidia/cuda_nvcc/bin/ptxas")
+}
+
+/// Why the compile checks cannot run here (NVRTC or ptxas missing), or `None` when they can.
+pub fn tools_missing() -> Option<String> {
+    if let Err(e) = nvrtc_available() {
+        return Some(e.to_string());
+    }
+    if ptxas_path().is_none() {
+        return Some(format!("ptxas was not found; {SETUP_HINT}"));
+    }
+    None
+}
+
+/// Compiles a rendered CUDA kernel with NVRTC and assembles it with ptxas for each of
+/// `archs`: the check that needs no GPU.
+pub fn check_kernel(source: &str, archs: &[&'static str]) -> Result<()> {
+    for arch in archs {
+        let ptx = compile_ptx(source, arch)?;
+        assemble(&ptx, arch)?;
+    }
+    Ok(())
+}
+
+/// Assembles `ptx` for `arch` with `ptxas` (the object is thrown away): Ok when it assembles
+/// with no error, else [`RuntimeError::CompileFailed`] with ptxas's output.
+pub fn assemble(ptx: &str, arch: &str) -> Result<()> {
+    let ptxas = ptxas_path().ok_or_else(|| {
+        RuntimeError::DeviceUnavailable(format!("ptxas was not found; {SETUP_HINT}"))
+    })?;
+    let dir = std::env::temp_dir().join(format!("tensor-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let stem = crate::stable_hash::to_hex(crate::stable_hash::stable_hash(ptx.as_bytes()));
+    let input = dir.join(format!("{stem}-{arch}.ptx"));
+    let output = dir.join(format!("{stem}-{arch}.cubin"));
+    std::fs::write(&input, ptx).map_err(|e| io_error(&input, e))?;
+    let run = Command::new(&ptxas)
+        .arg(format!("--gpu-name={arch}"))
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .map_err(|e| io_error(&ptxas, e))?;
+    let _ = std::fs::remove_file(&input);
+    let _ = std::fs::remove_file(&output);
+    if run.status.success() {
+        return Ok(());
+    }
+    Err(RuntimeError::CompileFailed {
+        compiler: format!("ptxas ({arch})"),
+        source: ptx.to_string(),
+        output: format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        ),
+    })
+}
+
+fn io_error(path: &std::path::Path, error: std::io::Error) -> RuntimeError {
+    RuntimeError::Io {
+        context: format!("running ptxas on {}", path.display()),
+        error,
+    }
+}
