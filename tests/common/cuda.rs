@@ -8,8 +8,11 @@ use tensor::core::schedule::create_schedule;
 use tensor::prelude::*;
 use tensor::runtime::cuda::{cuda_kernels, nvrtc};
 
-/// The architectures every kernel is assembled for (A100, H100).
+/// The architectures every kernel is assembled for (A100, H100), from PTX for [`VIRTUAL`].
 pub const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
+
+/// The virtual architecture NVRTC compiles to.
+pub const VIRTUAL: &str = "compute_80";
 
 /// True when NVRTC and ptxas are here. Otherwise prints `skipped: <test>: <why>` and returns
 /// false, or panics when `CI=true` (CI installs the tools, so a skip there is a failure).
@@ -33,23 +36,35 @@ pub fn kernel_sources(outputs: &[Tensor]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Compiles and assembles each distinct source for [`ARCHS`]; returns how many were checked
-/// and the failures (`label/kernel: error`).
+/// Compiles and assembles each source not in `seen` for [`ARCHS`], on every core; returns
+/// how many were checked and the failures (`label/kernel: error` and the source).
 pub fn check_sources(
     label: &str,
     sources: &[(String, String)],
     seen: &mut BTreeSet<String>,
 ) -> (usize, Vec<String>) {
-    let mut checked = 0;
-    let mut failures = Vec::new();
-    for (name, source) in sources {
-        if !seen.insert(source.clone()) {
-            continue;
+    let fresh: Vec<&(String, String)> = sources
+        .iter()
+        .filter(|(_, source)| seen.insert(source.clone()))
+        .collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers.min(fresh.len()) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, source)) = fresh.get(i) else {
+                        break;
+                    };
+                    if let Err(e) = nvrtc::check_kernel(source, VIRTUAL, &ARCHS) {
+                        let failure = format!("{label}/{name}: {e}\n{source}");
+                        failures.lock().unwrap().push(failure);
+                    }
+                }
+            });
         }
-        checked += 1;
-        if let Err(e) = nvrtc::check_kernel(source, &ARCHS) {
-            failures.push(format!("{label}/{name}: {e}\n{source}"));
-        }
-    }
-    (checked, failures)
+    });
+    (fresh.len(), failures.into_inner().unwrap())
 }

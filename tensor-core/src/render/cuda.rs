@@ -10,8 +10,9 @@
 //! - helpers are `__device__` functions; `NAN`/`INFINITY` are bit patterns (there is no
 //!   `math.h`); the math functions are CUDA's device functions of the same names (`f32`
 //!   transcendentals were already decomposed by `codegen::transcendental`, as for the CPU);
-//! - `f16` is CUDA's `__half` (from `cuda_fp16.h`, which NVRTC provides), computed in `float`
-//!   and rounded after every op, as in C.
+//! - `f16` is stored as a 2-byte struct converted by PTX's `cvt` (NVRTC has no
+//!   `cuda_fp16.h` without the toolkit's headers), computed in `float` and rounded after every
+//!   op, as in C.
 
 use super::Kernel;
 use super::c::{helper_guard, statements};
@@ -27,6 +28,18 @@ const PRELUDE: &str = "#define restrict __restrict__
 #ifndef NAN
 #define NAN __int_as_float(0x7fc00000)
 #endif
+";
+
+/// `f16` storage: IEEE half bits, rounded to nearest even from `float` or `double` and widened
+/// exactly to `float`, by PTX conversions.
+const HALF: &str = "struct tensor_half {
+  unsigned short bits;
+  __device__ tensor_half() {}
+  __device__ tensor_half(float f) { asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(bits) : \"f\"(f)); }
+  __device__ tensor_half(double d) { asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(bits) : \"d\"(d)); }
+  __device__ operator float() const { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(bits)); return f; }
+};
+#define _Float16 tensor_half
 ";
 
 /// A GPU kernel rendered as CUDA C: the entry is the kernel's name, `threads` the number of
@@ -51,8 +64,12 @@ pub fn render(kernel: &GpuKernel) -> String {
         stmts.index_type
     };
     let mut out = String::new();
-    if uses_half(&kernel.args) || stmts.body.contains("_Float16") {
-        out.push_str("#include <cuda_fp16.h>\n#define _Float16 __half\n");
+    let helpers_text: String = stmts.helpers.values().map(String::as_str).collect();
+    if uses_half(&kernel.args)
+        || stmts.body.contains("_Float16")
+        || helpers_text.contains("_Float16")
+    {
+        out.push_str(HALF);
     }
     out.push_str(PRELUDE);
     for (helper, code) in &stmts.helpers {

@@ -29,7 +29,8 @@ pub fn nvrtc_available() -> Result<()> {
     }
 }
 
-/// The PTX of CUDA `source` for the GPU architecture `arch` (`"sm_80"`). A rejected source is
+/// The PTX of CUDA `source` for the GPU architecture `arch` (`"sm_80"`, or a virtual one such
+/// as `"compute_80"`). A rejected source is
 /// [`RuntimeError::CompileFailed`] with NVRTC's log.
 pub fn compile_ptx(source: &str, arch: &'static str) -> Result<String> {
     nvrtc_available()?;
@@ -109,16 +110,22 @@ pub fn tools_missing() -> Option<String> {
     None
 }
 
-/// Compiles a rendered CUDA kernel with NVRTC and assembles it with ptxas for each of
-/// `archs`: the check that needs no GPU.
-pub fn check_kernel(source: &str, archs: &[&'static str]) -> Result<()> {
+/// Compiles a rendered CUDA kernel with NVRTC once, to PTX for the virtual architecture
+/// `virtual_arch` (`"compute_80"`: what the driver JIT-compiles on that GPU and any newer),
+/// and assembles that PTX with ptxas for each of `archs` (`"sm_80"`, `"sm_90"`): the check
+/// that needs no GPU. `TENSOR_CUDA_TIMES=1` prints the time of each step.
+pub fn check_kernel(source: &str, virtual_arch: &'static str, archs: &[&str]) -> Result<()> {
+    let started = std::time::Instant::now();
+    let ptx = compile_ptx(source, virtual_arch)?;
+    let nvrtc = started.elapsed();
     for arch in archs {
-        let ptx = compile_ptx(source, arch)?;
         assemble(&ptx, arch)?;
+    }
+    if std::env::var_os("TENSOR_CUDA_TIMES").is_some() {
+        eprintln!("nvrtc {nvrtc:.1?}, ptxas {:.1?}", started.elapsed() - nvrtc);
     }
     Ok(())
 }
-
 /// Assembles `ptx` for `arch` with `ptxas` (the object is thrown away): Ok when it assembles
 /// with no error, else [`RuntimeError::CompileFailed`] with ptxas's output.
 pub fn assemble(ptx: &str, arch: &str) -> Result<()> {
