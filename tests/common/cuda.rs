@@ -58,6 +58,9 @@ pub fn check_sources(
                     let Some((name, source)) = fresh.get(i) else {
                         break;
                     };
+                    if std::env::var_os("TENSOR_CUDA_TIMES").is_some() {
+                        eprintln!("{label}/{name}: {} lines", source.lines().count());
+                    }
                     if let Err(e) = nvrtc::check_kernel(source, VIRTUAL, &ARCHS) {
                         let failure = format!("{label}/{name}: {e}\n{source}");
                         failures.lock().unwrap().push(failure);
