@@ -41,7 +41,11 @@ fn main() {
     let in_axes = [None, None, None, None, Some(0), Some(0)];
     let mut seen = BTreeSet::new();
     let (mut compiled, mut failed) = (0, 0);
-    for method in [VmapMethod::Rewrite, VmapMethod::Range, VmapMethod::PadReduce] {
+    for method in [
+        VmapMethod::Rewrite,
+        VmapMethod::Range,
+        VmapMethod::PadReduce,
+    ] {
         let grads = vmap_with(grad(loss, [0, 1, 2, 3]), in_axes, 0, method).call(&args);
         let roots: Vec<_> = grads.iter().map(|g| g.uop()).collect();
         for kernel in cuda_kernels(&create_schedule(&roots)) {
@@ -56,7 +60,11 @@ fn main() {
                 }
             }
             if verbose {
-                eprintln!("{method:?} {}: {} lines", kernel.name, kernel.source.lines().count());
+                eprintln!(
+                    "{method:?} {}: {} lines",
+                    kernel.name,
+                    kernel.source.lines().count()
+                );
             }
         }
     }

@@ -29,37 +29,111 @@ fn op_graphs() -> Vec<(&'static str, Vec<Tensor>)> {
             "transcendentals f32",
             vec![x.exp() + x.log() + x.sin() + x.cos() + x.tanh() + x.sigmoid() + x.exp2()],
         ),
-        ("pow, fmod, rounding", vec![x.pow(&y) + x.fmod(&y) + x.round() + x.floor()]),
+        (
+            "pow, fmod, rounding",
+            vec![x.pow(&y) + x.fmod(&y) + x.round() + x.floor()],
+        ),
         (
             "transcendentals f64",
             vec![x.cast(DType::F64).exp() * x.cast(DType::F64).sin() + x.cast(DType::F64).log()],
         ),
-        ("half", vec![(x.cast(DType::F16) * y.cast(DType::F16)).exp().cast(DType::F32)]),
-        ("bfloat16", vec![(x.cast(DType::BF16) + y.cast(DType::BF16)).tanh().cast(DType::F32)]),
-        ("half sum", vec![x.cast(DType::F16).sum(&[1], false)]),
+        (
+            "half",
+            vec![
+                (x.cast(DType::F16) * y.cast(DType::F16))
+                    .exp()
+                    .cast(DType::F32),
+            ],
+        ),
+        (
+            "bfloat16",
+            vec![
+                (x.cast(DType::BF16) + y.cast(DType::BF16))
+                    .tanh()
+                    .cast(DType::F32),
+            ],
+        ),
+        ("half sum", vec![x.cast(DType::F16).sum([1], false)]),
         (
             "integer division and remainder",
             vec![ints.floor_div(&int_divisor) + ints.remainder(&int_divisor)],
         ),
         ("i64 arithmetic", vec![&longs * &longs - longs.floor_div(3)]),
-        ("shifts and bits", vec![ints.shl(&int_divisor).bitwise_xor(&ints.shr(2))]),
-        ("bitcast", vec![x.bitcast(DType::I32).bitwise_and(0x7fff_ffff).bitcast(DType::F32)]),
-        ("comparisons and where", vec![x.lt(&y).where_(&x, &y) + x.isnan().cast(DType::F32)]),
-        ("sum and max", vec![x.sum(&[1], false), x.max(&[0], true), x.sum_all()]),
-        ("mean, var, argmax", vec![x.var(&[1], false), x.argmax(1, false).cast(DType::F32)]),
-        ("softmax, log_softmax", vec![x.softmax(-1), y.log_softmax(0)]),
-        ("matmul", vec![data(&[64, 48], 3).matmul(&data(&[48, 80], 4))]),
-        ("matmul odd", vec![data(&[7, 13], 5).matmul(&data(&[13, 3], 6))]),
-        ("batched matmul", vec![data(&[4, 16, 8], 7).matmul(&data(&[4, 8, 12], 8))]),
+        (
+            "shifts and bits",
+            vec![ints.shl(&int_divisor).bitwise_xor(ints.shr(2))],
+        ),
+        (
+            "bitcast",
+            vec![
+                x.bitcast(DType::I32)
+                    .bitwise_and(0x7fff_ffff)
+                    .bitcast(DType::F32),
+            ],
+        ),
+        (
+            "comparisons and where",
+            vec![x.lt(&y).where_(&x, &y) + x.isnan().cast(DType::F32)],
+        ),
+        (
+            "sum and max",
+            vec![x.sum([1], false), x.max([0], true), x.sum_all()],
+        ),
+        (
+            "mean, var, argmax",
+            vec![x.var([1], false), x.argmax(1, false).cast(DType::F32)],
+        ),
+        (
+            "softmax, log_softmax",
+            vec![x.softmax(-1), y.log_softmax(0)],
+        ),
+        (
+            "matmul",
+            vec![data(&[64, 48], 3).matmul(&data(&[48, 80], 4))],
+        ),
+        (
+            "matmul odd",
+            vec![data(&[7, 13], 5).matmul(&data(&[13, 3], 6))],
+        ),
+        (
+            "batched matmul",
+            vec![data(&[4, 16, 8], 7).matmul(&data(&[4, 8, 12], 8))],
+        ),
         ("matvec", vec![data(&[300, 40], 9).matmul(&data(&[40], 10))]),
         ("long sum", vec![data(&[20000], 11).sum_all()]),
-        ("movement", vec![x.transpose(0, 1).reshape(&[33 * 8]).pad(&[(3, 2)]).flip(&[0])]),
-        ("gather", vec![x.gather(1, &Tensor::from_vec(vec![0i32, 5, 32, 7], &[1, 4]).expand(&[8, 4]))]),
-        ("take", vec![x.take(&Tensor::from_vec(vec![3i32, 0, 7], &[3]), 0)]),
+        (
+            "movement",
+            vec![
+                x.transpose(0, 1)
+                    .reshape(&[33 * 8])
+                    .pad(&[(3, 2)])
+                    .flip([0]),
+            ],
+        ),
+        (
+            "gather",
+            vec![x.gather(
+                1,
+                &Tensor::from_vec(vec![0i32, 5, 32, 7], &[1, 4]).expand(&[8, 4]),
+            )],
+        ),
+        (
+            "take",
+            vec![x.take(&Tensor::from_vec(vec![3i32, 0, 7], &[3]), 0)],
+        ),
         ("cumsum", vec![x.cumsum(1)]),
         ("sort", vec![x.sort(1, false).0]),
-        ("cat and stack", vec![Tensor::cat(&[x.clone(), y.clone()], 0), Tensor::stack(&[x.clone(), y], 1)]),
-        ("random numbers", vec![Tensor::rand(&[5, 7], 42), Tensor::randn(&[9], 3)]),
+        (
+            "cat and stack",
+            vec![
+                Tensor::cat(&[x.clone(), y.clone()], 0),
+                Tensor::stack(&[x.clone(), y], 1),
+            ],
+        ),
+        (
+            "random numbers",
+            vec![Tensor::rand(&[5, 7], 42), Tensor::randn(&[9], 3)],
+        ),
     ]
 }
 
@@ -67,12 +141,20 @@ fn op_graphs() -> Vec<(&'static str, Vec<Tensor>)> {
 fn nn_graphs() -> Vec<(&'static str, Vec<Tensor>)> {
     let images = data(&[2, 3, 10, 10], 20);
     let kernels = data(&[4, 3, 3, 3], 21);
-    let conv = nn::conv2d(&images, &kernels, Some(&data(&[4], 22)), &Conv::default().padding(1));
+    let conv = nn::conv2d(
+        &images,
+        &kernels,
+        Some(&data(&[4], 22)),
+        &Conv::default().padding(1),
+    );
     let tokens = data(&[2, 6, 8], 23);
     vec![
         ("conv2d", vec![conv.relu()]),
         ("max_pool2d", vec![nn::max_pool2d(&images, &Pool::new(2))]),
-        ("layer_norm", vec![nn::layer_norm(&tokens, &[8], None, None, 1e-5)]),
+        (
+            "layer_norm",
+            vec![nn::layer_norm(&tokens, &[8], None, None, 1e-5)],
+        ),
         ("gelu exact", vec![nn::gelu(&tokens, Gelu::Exact)]),
         (
             "attention",
@@ -109,7 +191,12 @@ fn gradient_graphs() -> Vec<(&'static str, Vec<Tensor>)> {
     methods
         .into_iter()
         .map(|(name, method)| {
-            let f = vmap_with(grad(loss, [0, 1]), [None, None, Some(0), Some(0)], 0, method);
+            let f = vmap_with(
+                grad(loss, [0, 1]),
+                [None, None, Some(0), Some(0)],
+                0,
+                method,
+            );
             (name, f.call(&args))
         })
         .collect()
@@ -128,8 +215,15 @@ fn check_all(test: &str, graphs: Vec<(&'static str, Vec<Tensor>)>) {
         failures.extend(failed);
         println!("{label}: {n} kernels in {:.1?}", started.elapsed());
     }
-    println!("CUDA: {checked} distinct kernels of {test} compiled for sm_80 and sm_90, {} failed", failures.len());
-    assert!(checked >= graphs.len(), "{checked} kernels for {} graphs", graphs.len());
+    println!(
+        "CUDA: {checked} distinct kernels of {test} compiled for sm_80 and sm_90, {} failed",
+        failures.len()
+    );
+    assert!(
+        checked >= graphs.len(),
+        "{checked} kernels for {} graphs",
+        graphs.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
@@ -145,7 +239,10 @@ fn nn_kernels_compile_for_cuda() {
 
 #[test]
 fn per_sample_gradient_kernels_compile_for_cuda() {
-    check_all("per_sample_gradient_kernels_compile_for_cuda", gradient_graphs());
+    check_all(
+        "per_sample_gradient_kernels_compile_for_cuda",
+        gradient_graphs(),
+    );
 }
 
 /// The check is real: a kernel NVRTC rejects is reported as a failure with its log.
@@ -156,7 +253,8 @@ fn a_broken_kernel_fails_the_check() {
     }
     let source = "extern \"C\" __global__ void broken(float* data0) { data0[0] = undefined_name; }";
     let mut seen = BTreeSet::new();
-    let (checked, failures) = check_sources("control", &[("broken".into(), source.into())], &mut seen);
+    let (checked, failures) =
+        check_sources("control", &[("broken".into(), source.into())], &mut seen);
     assert_eq!(checked, 1);
     assert_eq!(failures.len(), 1);
     assert!(failures[0].contains("undefined_name"), "{}", failures[0]);

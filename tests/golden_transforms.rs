@@ -178,7 +178,11 @@ fn every_golden_case_compiles_for_cuda() {
     }
     let mut seen = std::collections::BTreeSet::new();
     let (mut checked, mut failures) = (0, Vec::new());
-    for method in [VmapMethod::Rewrite, VmapMethod::Range, VmapMethod::PadReduce] {
+    for method in [
+        VmapMethod::Rewrite,
+        VmapMethod::Range,
+        VmapMethod::PadReduce,
+    ] {
         METHOD.set(method);
         for (name, inputs) in golden::case_inputs("transforms.json") {
             let sources = common::cuda::kernel_sources(&run_case(&name, &inputs));
@@ -188,7 +192,13 @@ fn every_golden_case_compiles_for_cuda() {
             failures.extend(failed);
         }
     }
-    println!("CUDA: {checked} distinct golden kernels compiled for sm_80 and sm_90, {} failed", failures.len());
-    assert!(checked > 50, "only {checked} kernels: the cases did not schedule");
+    println!(
+        "CUDA: {checked} distinct golden kernels compiled for sm_80 and sm_90, {} failed",
+        failures.len()
+    );
+    assert!(
+        checked > 50,
+        "only {checked} kernels: the cases did not schedule"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -2,6 +2,8 @@
 //!
 //! - [`Device`]: the backend interface (allocate, copy in/out, compile, launch);
 //! - [`cpu::CpuDevice`]: C kernels built by the system compiler and run on every core;
+//! - [`cuda::CudaDevice`]: CUDA C kernels compiled by NVRTC and launched through cudarc (its
+//!   compile checks, [`cuda::nvrtc`], need no GPU);
 //! - [`cache`]: the on-disk cache of compiled kernels, keyed by a [`stable_hash`];
 //! - [`stats`]: counters of compiler runs and cache hits;
 //! - [`ndarray_interop`]: `ndarray` arrays in and out of buffers;

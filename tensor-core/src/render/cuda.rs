@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn a_reduction_loops_inside_each_thread() {
         let a = Tensor::from_vec((0..24).map(|v| v as f32).collect(), &[6, 4]);
-        let src = &sources(&a.max(&[1], false))[0];
+        let src = &sources(&a.max([1], false))[0];
         assert!(src.contains("if (gid >= 6) return;"), "{src}");
         assert!(src.contains("for (int ridx"), "{src}");
         assert!(

@@ -16,11 +16,13 @@ use crate::codegen::program::KernelArg;
 pub struct Kernel {
     /// The readable function's name (`E_4_4`, `r_3_2`, ...).
     pub name: String,
-    /// Self-contained source (C11 for `render::c`).
+    /// Self-contained source (C11 for `render::c`, CUDA C++ for `render::cuda`).
     pub source: String,
-    /// The trampoline the runtime calls: `void <entry>(void** bufs, int core_id)`.
+    /// The function the runtime calls: for C the trampoline
+    /// `void <entry>(void** bufs, int core_id)`, for CUDA the `__global__` kernel.
     pub entry: String,
-    /// How many cores to call the entry on (`core_id` in `0..threads`).
+    /// For C, how many cores to call the entry on (`core_id` in `0..threads`); for CUDA, how
+    /// many grid threads compute outputs (`codegen::LaunchDims::for_threads`).
     pub threads: usize,
     /// The buffer arguments, `bufs[slot]`.
     pub args: Vec<KernelArg>,

@@ -58,7 +58,12 @@ pub fn parse_device_name(name: &str) -> Option<Result<usize>> {
 
 /// One schedule item's kernel lowered for a GPU and rendered as CUDA C (what
 /// [`CudaDevice`] compiles; needs no GPU).
-pub fn cuda_kernel(ast: &UOp, buffer_sizes: &[usize], options: &CodegenOptions, name: &str) -> Kernel {
+pub fn cuda_kernel(
+    ast: &UOp,
+    buffer_sizes: &[usize],
+    options: &CodegenOptions,
+    name: &str,
+) -> Kernel {
     tensor_core::render::cuda::render_kernel(&lower_kernel_gpu(ast, buffer_sizes, options, name))
 }
 
@@ -176,13 +181,13 @@ impl Device for CudaDevice {
     }
 
     fn allocate(&self, bytes: usize) -> Result<CudaBuffer> {
-        let memory = self
-            .stream
-            .alloc_zeros::<u8>(bytes.max(1))
-            .map_err(|_| RuntimeError::OutOfMemory {
-                device: self.name.clone(),
-                bytes,
-            })?;
+        let memory =
+            self.stream
+                .alloc_zeros::<u8>(bytes.max(1))
+                .map_err(|_| RuntimeError::OutOfMemory {
+                    device: self.name.clone(),
+                    bytes,
+                })?;
         Ok(CudaBuffer {
             memory: Mutex::new(memory),
             stream: self.stream.clone(),

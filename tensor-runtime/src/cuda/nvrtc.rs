@@ -11,8 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// How to install the tools, for error messages.
-pub const SETUP_HINT: &str =
-    "run `eval \"$(scripts/cuda-tools.sh)\"` from the repository root (it installs NVRTC and \
+pub const SETUP_HINT: &str = "run `eval \"$(scripts/cuda-tools.sh)\"` from the repository root (it installs NVRTC and \
      ptxas 12.9 from PyPI into .cuda-venv/ and exports LD_LIBRARY_PATH and TENSOR_PTXAS)";
 
 /// Ok when NVRTC (`libnvrtc.so.12`, or another name cudarc searches) can be loaded: from the
