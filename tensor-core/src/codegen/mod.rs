@@ -10,12 +10,14 @@
 //! [`linearize`] places every computation in a loop nest (hoisting falls out of it);
 //! [`program`] holds its output types; `render::c` prints them as C. For a GPU,
 //! [`lower_kernel_gpu`] maps the outer output loops to the launch grid ([`gpu`]) and
-//! `render::cuda` prints the result as CUDA C.
+//! `render::cuda` prints the result as CUDA C; [`emulate`] runs it over its launch grid in
+//! Rust.
 
 // A UOp hashes and compares by node identity; its lazily filled caches never change that.
 #![allow(clippy::mutable_key_type)]
 
 pub mod blocked_sum;
+pub mod emulate;
 pub mod expand;
 pub mod gpu;
 pub mod heuristic;
