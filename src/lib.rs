@@ -21,6 +21,16 @@ pub use tensor_macros::{
 };
 pub use tensor_runtime::jit;
 
+/// External functions: opaque host code called inside traced graphs, with the batching
+/// strategies of `vmap` and autodiff through their `jvp`/`vjp` endpoints.
+pub mod external {
+    pub use tensor_core::transform::external::{
+        CallRecord, Dims, ExtArg, External, ExternalBuilder, HostArray, HostCall, HostValue,
+        InputSpec, OutputSpec,
+    };
+    pub use tensor_core::uop::{BatchStrategy, Endpoint};
+}
+
 /// `jit!(f)`: `f` (a `#[function]`, a closure, or another transform macro's result) compiled
 /// once per input signature and replayed, as a callable of `f`'s arity and result type:
 /// `let step = jit!(grad!(loss, argnums = 0)); let dw = step(&w, &x, &y);`.

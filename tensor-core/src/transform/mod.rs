@@ -3,6 +3,7 @@
 //! substitution.
 
 pub mod crossing;
+pub mod external;
 pub mod func;
 pub mod function;
 pub mod jacobian;
@@ -13,6 +14,7 @@ pub mod vjp;
 pub mod vmap;
 pub mod zero;
 
+pub use external::{ExtArg, External};
 pub use func::{Func, IntoFunc, IntoOutputs};
 pub use function::{CallMode, FunctionCache};
 pub use jacobian::{hessian, jacfwd, jacrev};

@@ -295,6 +295,19 @@ pub enum BatchStrategy {
     Auto,
 }
 
+/// Which endpoint of an external function a `Call` invokes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    /// The function itself: array inputs in, outputs out.
+    Apply,
+    /// Forward mode: the array inputs and one tangent per differentiable array input in, one
+    /// tangent per output out.
+    Jvp,
+    /// Reverse mode: the array inputs and one cotangent per output in, one cotangent per
+    /// differentiable array input out.
+    Vjp,
+}
+
 /// The op-dependent payload of a UOp.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Arg {
@@ -330,10 +343,16 @@ pub enum Arg {
     Int(i64),
     /// A `Range`'s id (unique within a graph) and axis type.
     Range { id: usize, axis_type: AxisType },
-    /// An opaque `Call`'s name and batching strategy.
+    /// An opaque `Call` of an external host function: its name, its batching strategy
+    /// (`None`: vmapping it is an error), the registry id of the external, the endpoint, how
+    /// many leading batch axes its array operands carry, and its static (non-array) inputs.
     Call {
         name: String,
-        strategy: BatchStrategy,
+        strategy: Option<BatchStrategy>,
+        external: usize,
+        endpoint: Endpoint,
+        lead: usize,
+        statics: Vec<Scalar>,
     },
 }
 

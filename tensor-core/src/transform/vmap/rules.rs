@@ -6,6 +6,8 @@
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::transform::crossing::is_reduce_over_ranges;
+use crate::transform::external::CallInfo;
+use crate::transform::external::batch::batch_call;
 use crate::transform::func::transform_error;
 use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, UOp};
@@ -133,6 +135,13 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
             .rule(UPat::ops(Op::MARKER), |m, ctx| {
                 Some(source(m, ctx).unary_marker(m.root().op()))
             })
+            // external calls: by the call's batching strategy
+            .rule(UPat::op(Op::Call), |m, ctx| {
+                CallInfo::of(m.root()).map(|_| batch_call(m.root(), ctx))
+            })
+            .rule(UPat::op(Op::GetTuple), |m, ctx| {
+                get_tuple_rule(m.root(), ctx)
+            })
     })
 }
 
@@ -220,4 +229,17 @@ fn stack_rule(node: &UOp, ctx: &BatchCtx) -> UOp {
     let mut perm: Vec<usize> = (0..stacked.ndim()).collect();
     perm.swap(0, 1);
     stacked.permute(&perm)
+}
+
+/// Element `k` of a batched call: of the batched call, or of the tuple of stacked results.
+fn get_tuple_rule(node: &UOp, ctx: &BatchCtx) -> Option<UOp> {
+    let Arg::Int(k) = node.arg() else {
+        return None;
+    };
+    let k = usize::try_from(*k).ok()?;
+    let image = ctx.image(node.s(0))?;
+    Some(match image.op() {
+        Op::Tuple => image.s(k).clone(),
+        _ => image.get_tuple(k),
+    })
 }
