@@ -400,3 +400,142 @@ fn nested_vmap_batches_the_call_twice() {
         assert_eq!(shapes(&ext, Endpoint::Apply), expected);
     }
 }
+
+#[test]
+fn grad_and_jvp_use_the_endpoints() {
+    let ext = mul_sin("diff", Dims::Trailing(vec![3]), None);
+    let e = ext.clone();
+    let f = move |x: &Tensor, y: &Tensor| (call(&e, x, y) * x).sum_all();
+    let r = |x: &Tensor, y: &Tensor| (reference(x, y) * x).sum_all();
+    let (x, y) = (xs(1).reshape(&[3]), y0());
+    let got = grad(f.clone(), [0, 1]).call(&[x.clone(), y.clone()]);
+    let want = grad(r, [0, 1]).call(&[x.clone(), y.clone()]);
+    close(&values(&got[0]), &values(&want[0]));
+    close(&values(&got[1]), &values(&want[1]));
+    assert_eq!(ext.count(Endpoint::Vjp), 1);
+    assert_eq!(shapes(&ext, Endpoint::Vjp), vec![vec![vec![3]; 3]]);
+    ext.reset_calls();
+    let t = Tensor::from_vec(vec![1.0f32, 0.5, -2.0], &[3]);
+    let (_, got) = jvp(f, &[x.clone(), y.clone()], &[t.clone(), t.clone()]);
+    let (_, want) = jvp(r, &[x, y], &[t.clone(), t]);
+    close(&values(&got[0]), &values(&want[0]));
+    assert_eq!(shapes(&ext, Endpoint::Jvp), vec![vec![vec![3]; 4]]);
+}
+
+#[test]
+fn vmap_of_grad_with_auto_is_one_apply_and_one_vjp() {
+    // seed: "vmap(grad(f)) — per-element gradients": apply sees x=(n,3), y=(n,3), the vjp
+    // sees the primals and the cotangent at (n,3)
+    let n = 5;
+    let ext = mul_sin(
+        "vmap_grad",
+        Dims::Trailing(vec![3]),
+        Some(BatchStrategy::Auto),
+    );
+    let e = ext.clone();
+    let f = move |x: &Tensor, y: &Tensor| call(&e, x, y).square().sum_all();
+    let r = |x: &Tensor, y: &Tensor| reference(x, y).square().sum_all();
+    let ys = xs(n) * 0.7 - 1.0;
+    let got = vmap(grad(f, [0, 1]), 0, 0).call(&[xs(n), ys.clone()]);
+    let want = vmap(grad(r, [0, 1]), 0, 0).call(&[xs(n), ys]);
+    close(&values(&got[0]), &values(&want[0]));
+    close(&values(&got[1]), &values(&want[1]));
+    assert_eq!(shapes(&ext, Endpoint::Apply), vec![vec![vec![n, 3]; 2]]);
+    assert_eq!(shapes(&ext, Endpoint::Vjp), vec![vec![vec![n, 3]; 3]]);
+}
+
+/// The Jacobian of `x ↦ alpha x sin(y0)` at x0: `diag(alpha sin(y0))`.
+fn expected_jacobian() -> Vec<f32> {
+    let s: Vec<f32> = values(&(y0().sin() * ALPHA));
+    (0..9)
+        .map(|i| if i / 3 == i % 3 { s[i / 3] } else { 0.0 })
+        .collect()
+}
+
+#[test]
+fn jacfwd_is_one_jvp_with_primals_broadcast_to_the_tangents() {
+    // seed: "jacfwd(f)": the jvp sees x=(3,3) (broadcast from (3,)) and tx=(3,3) (the basis);
+    // y0, unbatched with an unbatched zero tangent, gets the leading 1 of expand_dims
+    let ext = mul_sin("jacfwd", Dims::Trailing(vec![3]), Some(BatchStrategy::Auto));
+    let e = ext.clone();
+    let j = jacfwd(move |x: &Tensor| call(&e, x, &y0()), 0).call1(&[xs(1).reshape(&[3])]);
+    close(&values(&j), &expected_jacobian());
+    assert_eq!(
+        shapes(&ext, Endpoint::Jvp),
+        vec![vec![vec![3, 3], vec![1, 3], vec![3, 3], vec![1, 3]]]
+    );
+}
+
+#[test]
+fn jacfwd_with_sequential_is_one_jvp_per_basis_vector() {
+    let ext = mul_sin(
+        "jacfwd_seq",
+        Dims::Trailing(vec![3]),
+        Some(BatchStrategy::Sequential),
+    );
+    let e = ext.clone();
+    let j = jacfwd(move |x: &Tensor| call(&e, x, &y0()), 0).call1(&[xs(1).reshape(&[3])]);
+    close(&values(&j), &expected_jacobian());
+    assert_eq!(shapes(&ext, Endpoint::Jvp), vec![vec![vec![3]; 4]; 3]);
+}
+
+#[test]
+fn jacrev_is_one_vjp_per_cotangent() {
+    // seed: "jacrev(f)": batched cotangents fall back to sequential, for every method
+    for method in [
+        BatchStrategy::Auto,
+        BatchStrategy::ExpandDims,
+        BatchStrategy::BroadcastAll,
+    ] {
+        let ext = mul_sin("jacrev", Dims::Trailing(vec![3]), Some(method));
+        let e = ext.clone();
+        let j = jacrev(move |x: &Tensor| call(&e, x, &y0()), 0).call1(&[xs(1).reshape(&[3])]);
+        close(&values(&j), &expected_jacobian());
+        assert_eq!(shapes(&ext, Endpoint::Vjp), vec![vec![vec![3]; 3]; 3]);
+    }
+}
+
+#[test]
+fn gradients_of_unbatched_inputs_are_summed_over_the_batch() {
+    for method in [BatchStrategy::ExpandDims, BatchStrategy::BroadcastAll] {
+        let ext = mul_sin("summed", Dims::Trailing(vec![3]), Some(method));
+        let e = ext.clone();
+        let f = move |x: &Tensor, y: &Tensor| {
+            let yy = y.clone();
+            let e = e.clone();
+            vmap(move |x: &Tensor| call(&e, x, &yy), 0, 0)
+                .call1(std::slice::from_ref(x))
+                .sum_all()
+        };
+        let r = |x: &Tensor, y: &Tensor| reference(x, y).sum_all();
+        let got = grad(f, 1).call1(&[xs(4), y0()]);
+        let want = grad(r, 1).call1(&[xs(4), y0()]);
+        close(&values(&got), &values(&want));
+        assert_eq!(ext.count(Endpoint::Vjp), 1);
+    }
+}
+
+#[test]
+fn vmap_of_jvp_broadcasts_tangents_to_batched_primals() {
+    let ext = mul_sin(
+        "vmap_jvp",
+        Dims::Trailing(vec![3]),
+        Some(BatchStrategy::ExpandDims),
+    );
+    let e = ext.clone();
+    let t = Tensor::from_vec(vec![1.0f32, 0.5, -2.0], &[3]);
+    let tt = t.clone();
+    let push = move |x: &Tensor| {
+        let e = e.clone();
+        let f = move |x: &Tensor| call(&e, x, &y0());
+        jvp(f, std::slice::from_ref(x), std::slice::from_ref(&tt)).1[0].clone()
+    };
+    let got = vmap(push, 0, 0).call1(&[xs(4)]);
+    let want = (t * y0().sin() * ALPHA).expand(&[4, 3]);
+    close(&values(&got), &values(&want));
+    // x batched (4,3); y0 (1,3); x's tangent broadcast to (4,3); y0's zero tangent (1,3)
+    assert_eq!(
+        shapes(&ext, Endpoint::Jvp),
+        vec![vec![vec![4, 3], vec![1, 3], vec![4, 3], vec![1, 3]]]
+    );
+}

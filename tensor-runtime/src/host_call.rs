@@ -3,10 +3,15 @@
 //! all the operands of the calls that are ready), then the host function, whose results
 //! become buffers that the kernels after it read. So the kernels end before a call and start
 //! again after it. `DEBUG=2` prints a line per host call among the kernel lines.
+//!
+//! External functions are pure (as JAX's `pure_callback`): the results of the last
+//! [`REMEMBERED_CALLS`] calls are kept by node, so realizing several results of one transform
+//! one at a time (two gradients, say) runs a call they share once.
 
 use crate::error::{Result, RuntimeError};
 use crate::realize::{debug_level, read_bytes, realize};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 use tensor_core::schedule::callify::callify;
 use tensor_core::transform::external::{CallInfo, HostArray, invoke};
@@ -21,21 +26,38 @@ pub fn run_host_calls(roots: &[UOp]) -> Result<Option<Vec<UOp>>> {
     }
     let mut graph = callify(roots);
     while has_call(&graph) {
-        let ready = ready_calls(&graph);
-        let operands: Vec<Tensor> = ready
+        let mut outs: HashMap<UOp, Vec<UOp>> = HashMap::new();
+        let mut pending = Vec::new();
+        for call in ready_calls(&graph) {
+            match remembered(&call) {
+                Some(results) => drop(outs.insert(call, results)),
+                None => pending.push(call),
+            }
+        }
+        let operands: Vec<Tensor> = pending
             .iter()
             .flat_map(|c| c.src()[1..].iter().cloned().map(Tensor::from_uop))
             .collect();
         realize(&operands.iter().collect::<Vec<_>>())?;
-        let mut results = HashMap::new();
         let mut next = operands.into_iter();
-        for call in &ready {
+        for call in pending {
             let args: Vec<Tensor> = next.by_ref().take(call.src().len() - 1).collect();
-            for (k, out) in run_one(call, &args)?.into_iter().enumerate() {
-                results.insert(call.get_tuple(k), out);
-            }
+            let results = remember(&call, run_one(&call, &args)?);
+            outs.insert(call, results);
         }
-        graph = graph.iter().map(|r| substitute(r, &results)).collect();
+        let substitutions = outs
+            .iter()
+            .flat_map(|(call, results)| {
+                results
+                    .iter()
+                    .enumerate()
+                    .map(|(k, r)| (call.get_tuple(k), r.clone()))
+            })
+            .collect();
+        graph = graph
+            .iter()
+            .map(|r| substitute(r, &substitutions))
+            .collect();
     }
     Ok(Some(graph))
 }
@@ -85,4 +107,33 @@ fn run_one(call: &UOp, args: &[Tensor]) -> Result<Vec<UOp>> {
         .into_iter()
         .map(|r| Tensor::from_bytes(r.bytes().to_vec(), r.dtype(), r.shape()).uop())
         .collect())
+}
+
+/// How many calls' results are kept (see the module docs).
+pub const REMEMBERED_CALLS: usize = 256;
+
+type Memory = (HashMap<UOp, Vec<UOp>>, VecDeque<UOp>);
+
+fn memory() -> &'static Mutex<Memory> {
+    static MEMORY: OnceLock<Mutex<Memory>> = OnceLock::new();
+    MEMORY.get_or_init(|| Mutex::new((HashMap::new(), VecDeque::new())))
+}
+
+fn remembered(call: &UOp) -> Option<Vec<UOp>> {
+    let memory = memory().lock().unwrap_or_else(|e| e.into_inner());
+    memory.0.get(call).cloned()
+}
+
+fn remember(call: &UOp, results: Vec<UOp>) -> Vec<UOp> {
+    let mut memory = memory().lock().unwrap_or_else(|e| e.into_inner());
+    let (map, order) = &mut *memory;
+    if map.insert(call.clone(), results.clone()).is_none() {
+        order.push_back(call.clone());
+    }
+    while order.len() > REMEMBERED_CALLS {
+        if let Some(old) = order.pop_front() {
+            map.remove(&old);
+        }
+    }
+    results
 }
