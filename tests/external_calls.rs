@@ -539,3 +539,33 @@ fn vmap_of_jvp_broadcasts_tangents_to_batched_primals() {
         vec![vec![vec![4, 3], vec![1, 3], vec![4, 3], vec![1, 3]]]
     );
 }
+
+#[test]
+fn jit_runs_the_call_at_every_call_and_the_loop_methods_refuse_it() {
+    let ext = mul_sin("jitted", Dims::Trailing(vec![3]), None);
+    let e = ext.clone();
+    let f = tensor::jit(move |x: &Tensor| call(&e, &(x + 1.0), &y0()) * 2.0);
+    for k in 0..3 {
+        let x = xs(1).reshape(&[3]) * (k as f64);
+        let got = f.call1(std::slice::from_ref(&x));
+        close(
+            &values(&got),
+            &values(&(reference(&(&x + 1.0), &y0()) * 2.0)),
+        );
+    }
+    assert_eq!(ext.count(Endpoint::Apply), 3);
+    let e = ext.clone();
+    let msg = panic_message(move || {
+        tensor::core::transform::vmap_with(
+            move |x: &Tensor| call(&e, x, &y0()),
+            0,
+            0,
+            tensor::core::transform::VmapMethod::Range,
+        )
+        .call(&[xs(2)]);
+    });
+    assert!(
+        msg.contains("`jitted` (apply) depends on the batch"),
+        "{msg}"
+    );
+}

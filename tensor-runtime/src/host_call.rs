@@ -62,7 +62,8 @@ pub fn run_host_calls(roots: &[UOp]) -> Result<Option<Vec<UOp>>> {
     Ok(Some(graph))
 }
 
-fn has_call(roots: &[UOp]) -> bool {
+/// True when the graphs of `roots` call an external function.
+pub fn has_call(roots: &[UOp]) -> bool {
     UOp::sink(roots.to_vec())
         .toposort()
         .iter()
