@@ -569,3 +569,21 @@ fn jit_runs_the_call_at_every_call_and_the_loop_methods_refuse_it() {
         "{msg}"
     );
 }
+
+#[test]
+fn the_reference_interpreter_runs_external_calls_too() {
+    let ext = mul_sin(
+        "interp",
+        Dims::Trailing(vec![3]),
+        Some(BatchStrategy::ExpandDims),
+    );
+    let e = ext.clone();
+    let f = move |x: &Tensor| call(&e, x, &y0()).exp();
+    let out = vmap(f, 0, 0).call1(&[xs(2)]);
+    let interpreted = tensor::core::interp::evaluate(&out.uop()).to_vec::<f32>();
+    close(&interpreted, &values(&reference(&xs(2), &y0()).exp()));
+    assert_eq!(
+        shapes(&ext, Endpoint::Apply),
+        vec![vec![vec![2, 3], vec![1, 3]]]
+    );
+}
