@@ -13,8 +13,8 @@ pub use tensor_core::transform::tree::{
     tree_sub, tree_unflatten, tree_vdot, tree_zeros_like, tree_zip_map,
 };
 pub use tensor_core::transform::{
-    ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, grad_with, hessian, jacfwd, jacrev, jvp,
-    value_and_grad, value_and_grad_with, vjp, vmap,
+    ArgNums, Custom, Func, InAxes, IntoFunc, OutAxes, custom_jvp, custom_vjp, custom_vmap, grad,
+    grad_with, hessian, jacfwd, jacrev, jvp, value_and_grad, value_and_grad_with, vjp, vmap,
 };
 pub use tensor_macros::{
     Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,

@@ -11,6 +11,7 @@
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::is_reduce_over_ranges;
+use crate::transform::custom;
 use crate::transform::external::CallInfo;
 use crate::transform::external::diff::jvp_call;
 use crate::transform::func::{Func, IntoFunc, transform_error};
@@ -125,6 +126,17 @@ impl TangentCtx {
 
     /// Gives `node` its tangent if any operand has one.
     fn push_forward(&mut self, node: &UOp) {
+        if custom::rules_of(node).is_some() {
+            if node.src()[1..]
+                .iter()
+                .any(|s| self.tangents.contains_key(s))
+            {
+                let tangents: Vec<Tangent> = node.src()[1..].iter().map(|s| self.dot(s)).collect();
+                let tangent = custom::jvp_node(node, &tangents);
+                self.tangents.insert(node.clone(), tangent);
+            }
+            return;
+        }
         if CallInfo::of(node).is_some() {
             let tangents = &self.tangents;
             if let Some(call) = jvp_call(node, |u| tangents.get(u).cloned()) {
@@ -269,7 +281,13 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             })
             // an element of a call's results: that element of the call's tangent
             .rule(UPat::op(Op::GetTuple), |m, c| {
-                let d = same_op_on_tangent(m.root(), c);
+                let d = c.dot(m.root().s(0)).map(|dx| {
+                    let dx = dx.uop();
+                    match (dx.op(), m.root().arg()) {
+                        (Op::Tuple, Arg::Int(k)) => t(dx.s(*k as usize)),
+                        _ => t(&m.root().with_src(vec![dx])),
+                    }
+                });
                 c.give(m.root(), d)
             })
             // a stack of tangents; zero where every part is

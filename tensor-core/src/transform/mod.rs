@@ -3,6 +3,7 @@
 //! substitution.
 
 pub mod crossing;
+pub mod custom;
 pub mod external;
 pub mod func;
 pub mod function;
@@ -14,6 +15,7 @@ pub mod vjp;
 pub mod vmap;
 pub mod zero;
 
+pub use custom::{Custom, custom_jvp, custom_vjp, custom_vmap};
 pub use external::{ExtArg, External};
 pub use func::{Func, IntoFunc, IntoOutputs};
 pub use function::{CallMode, FunctionCache};

@@ -12,6 +12,7 @@
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
+use crate::transform::custom;
 use crate::transform::external::CallInfo;
 use crate::transform::external::diff::vjp_shares;
 use crate::transform::func::{Func, IntoFunc, transform_error};
@@ -317,7 +318,8 @@ fn pull_back_external(
     active: &HashSet<UOp>,
     crossing: &mut Crossing,
 ) -> bool {
-    if node.op() == Op::GetTuple && CallInfo::of(node.s(0)).is_some() {
+    let opaque = |u: &UOp| CallInfo::of(u).is_some() || custom::rules_of(u).is_some();
+    if node.op() == Op::GetTuple && opaque(node.s(0)) {
         if let (Some(ct), Arg::Int(k)) = (ctx.cotangents.get(node).cloned(), node.arg()) {
             let n = node.s(0).s(0).src().len();
             let slots = ctx
@@ -328,13 +330,28 @@ fn pull_back_external(
         }
         return true;
     }
-    if CallInfo::of(node).is_none() {
+    if !opaque(node) {
         return false;
     }
     let Some(cts) = ctx.call_cotangents.remove(node) else {
         return true;
     };
-    let shares = vjp_shares(node, &cts);
+    let shares = if CallInfo::of(node).is_some() {
+        vjp_shares(node, &cts)
+    } else {
+        let cts: Vec<Tensor> = cts
+            .iter()
+            .zip(node.s(0).src())
+            .map(|(ct, r)| match ct {
+                Some(ct) => t(ct),
+                None => Tangent::Zero.instantiate(r),
+            })
+            .collect();
+        custom::vjp_node(node, &cts)
+            .into_iter()
+            .map(|s| Some(s.uop()))
+            .collect()
+    };
     for (src, share) in node.src()[1..].iter().zip(shares) {
         if let Some(share) = share.filter(|_| active.contains(src) && src.dtype().is_float()) {
             ctx.accumulate(src, crossing.settle(share, src));

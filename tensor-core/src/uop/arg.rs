@@ -343,6 +343,9 @@ pub enum Arg {
     Int(i64),
     /// A `Range`'s id (unique within a graph) and axis type.
     Range { id: usize, axis_type: AxisType },
+    /// A `Function` whose transforms use the user's rules (`transform::custom`): the
+    /// registry id of the rules.
+    Custom(usize),
     /// An opaque `Call` of an external host function: its name, its batching strategy
     /// (`None`: vmapping it is an error), the registry id of the external, the endpoint, how
     /// many leading batch axes its array operands carry, and its static (non-array) inputs.

@@ -5,7 +5,9 @@
 //! batched operands from the context. Unbatched operands are broadcast along the batch.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::tensor::Tensor;
 use crate::transform::crossing::is_reduce_over_ranges;
+use crate::transform::custom;
 use crate::transform::external::CallInfo;
 use crate::transform::external::batch::batch_call;
 use crate::transform::func::transform_error;
@@ -142,6 +144,8 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
             .rule(UPat::op(Op::GetTuple), |m, ctx| {
                 get_tuple_rule(m.root(), ctx)
             })
+            // functions with custom rules: the user's vmap rule, or the rules vmapped
+            .rule(UPat::op(Op::Function), |m, ctx| custom_rule(m.root(), ctx))
     })
 }
 
@@ -242,4 +246,17 @@ fn get_tuple_rule(node: &UOp, ctx: &BatchCtx) -> Option<UOp> {
         Op::Tuple => image.s(k).clone(),
         _ => image.get_tuple(k),
     })
+}
+
+/// A function with custom rules: its operands (batched ones with the batch in front) to
+/// `custom::vmap_node`.
+fn custom_rule(node: &UOp, ctx: &BatchCtx) -> Option<UOp> {
+    custom::rules_of(node)?;
+    let operands = &node.src()[1..];
+    let args = operands
+        .iter()
+        .map(|u| Tensor::from_uop(ctx.image(u).unwrap_or(u).clone()))
+        .collect();
+    let batched = operands.iter().map(|u| ctx.is_batched(u)).collect();
+    Some(custom::vmap_node(node, ctx.size(), args, batched))
 }
