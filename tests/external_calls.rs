@@ -587,3 +587,72 @@ fn the_reference_interpreter_runs_external_calls_too() {
         vec![vec![vec![2, 3], vec![1, 3]]]
     );
 }
+
+/// `x * k` with `k` a non-differentiable `[..., 3]` input (an integer-valued float mask).
+fn masked() -> External {
+    External::builder("masked")
+        .input(InputSpec::array(DType::F32, Dims::Trailing(vec![3])))
+        .input(InputSpec::array(DType::F32, Dims::Trailing(vec![3])).non_differentiable())
+        .output(OutputSpec::like_input(0, DType::F32))
+        .apply(|c: &HostCall| {
+            let (x, k) = (f32s(c.array(0)), f32s(c.array(1)));
+            let shape = common_shape(&[&x, &k]);
+            vec![full(&x * &k, &shape)]
+        })
+        .vjp(|c: &HostCall| {
+            let (x, k) = (f32s(c.array(0)), f32s(c.array(1)));
+            let ct = f32s(&c.cotangents()[0]);
+            let shape = common_shape(&[&x, &k, &ct]);
+            vec![full(&ct * &k, &shape)]
+        })
+        .vmap_method(BatchStrategy::Auto)
+        .build()
+}
+
+#[test]
+fn auto_falls_back_to_sequential_for_batched_non_differentiable_inputs() {
+    let k = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 0.0, 1.0, 3.0], &[2, 3]);
+    // only the differentiable x batched: vectorized
+    let ext = masked();
+    let e = ext.clone();
+    let k0 = Tensor::from_vec(vec![1.0f32, 0.0, 2.0], &[3]);
+    let kk = k0.clone();
+    let out = vmap(
+        move |x: &Tensor| e.call(&[x.into(), (&kk).into()]).remove(0),
+        0,
+        0,
+    )
+    .call1(&[xs(2)]);
+    close(&values(&out), &values(&(xs(2) * &k0)));
+    assert_eq!(
+        shapes(&ext, Endpoint::Apply),
+        vec![vec![vec![2, 3], vec![1, 3]]]
+    );
+    // the non-differentiable k batched too: sequential, even though its schema is [..., 3]
+    let ext = masked();
+    let e = ext.clone();
+    let out = vmap(
+        move |x: &Tensor, k: &Tensor| e.call(&[x.into(), k.into()]).remove(0),
+        0,
+        0,
+    )
+    .call1(&[xs(2), k.clone()]);
+    close(&values(&out), &values(&(xs(2) * &k)));
+    assert_eq!(
+        shapes(&ext, Endpoint::Apply),
+        vec![vec![vec![3], vec![3]]; 2]
+    );
+    // the gradient flows to x only (k is not differentiable): k itself
+    let ext = masked();
+    let e = ext.clone();
+    let g = grad(
+        move |x: &Tensor| e.call(&[x.into(), (&k0).into()]).remove(0).sum_all(),
+        0,
+    )
+    .call1(&[xs(1).reshape(&[3])]);
+    close(&values(&g), &[1.0, 0.0, 2.0]);
+    assert_eq!(
+        shapes(&ext, Endpoint::Vjp),
+        vec![vec![vec![3], vec![3], vec![3]]]
+    );
+}
