@@ -8,8 +8,9 @@
 //! [`REMEMBERED_CALLS`] calls are kept by node, so realizing several results of one transform
 //! one at a time (two gradients, say) runs a call they share once.
 
+use crate::cpu::CpuDevice;
 use crate::error::{Result, RuntimeError};
-use crate::realize::{debug_level, read_bytes, realize};
+use crate::realize::{debug_level, read_buffer, realize};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -88,11 +89,15 @@ fn ready_calls(graph: &[UOp]) -> Vec<UOp> {
     ready
 }
 
-/// Runs one call on its realized operands: the result tensors, in order.
+/// Runs one call on its operands (realized already): the result tensors, in order.
 fn run_one(call: &UOp, args: &[Tensor]) -> Result<Vec<UOp>> {
+    let device = CpuDevice::shared()?;
     let hosts = args
         .iter()
-        .map(|t| Ok(HostArray::from_bytes(read_bytes(t)?, t.dtype(), &t.shape())))
+        .map(|t| {
+            let bytes = read_buffer(&device, &t.uop())?;
+            Ok(HostArray::from_bytes(bytes, t.dtype(), &t.shape()))
+        })
         .collect::<Result<Vec<_>>>()?;
     let shapes: Vec<Vec<usize>> = hosts.iter().map(|h| h.shape().to_vec()).collect();
     let started = Instant::now();
