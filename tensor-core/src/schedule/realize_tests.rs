@@ -114,7 +114,7 @@ fn random_numbers_read_at_many_indices_are_realized_once() {
     assert!(decisions.iter().any(|d| d.rule == Rule::RepeatedValue));
     assert_eq!(check("random under matmul", &[out]), 2);
     // Read once per element, they stay fused.
-    let scaled = Tensor::rand(&[4, 8], 7).mul(&data(&[4, 8], 3));
+    let scaled = Tensor::rand(&[4, 8], 7) * data(&[4, 8], 3);
     assert_eq!(check("random times data", &[scaled]), 1);
 }
 
