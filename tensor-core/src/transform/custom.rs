@@ -9,7 +9,9 @@
 //! - `vmap`: `rule(size, args, batched)` gives the results with the batch in front (`args` are
 //!   batched along axis 0 where `batched` says so).
 //!
-//! A transform with no rule of the user's transforms the body instead. `vmap` without a
+//! Reverse mode without a `vjp` rule but with a `jvp` rule transposes the jvp rule (its
+//! tangents are linear in the input tangents), as JAX does; a transform with no rule of the
+//! user's for it transforms the body instead. `vmap` without a
 //! `vmap` rule keeps the other rules: the batched node is a `Custom` function again, whose
 //! body and rules are the vmapped body and rules (every argument broadcast along the batch),
 //! so `grad(vmap(f))` still uses `f`'s custom vjp.
@@ -191,12 +193,23 @@ pub fn jvp_node(node: &UOp, tangents: &[Tangent]) -> UOp {
 pub fn vjp_node(node: &UOp, cotangents: &[Tensor]) -> Vec<Tensor> {
     let custom = rules_of(node).expect("a custom node");
     let primals = operands(node);
-    let shares = match &custom.vjp {
-        Some((fwd, bwd)) => bwd(&fwd(&primals), cotangents),
-        None => vjp(custom.body.clone(), &primals).1.call(cotangents),
+    let shares = match (&custom.vjp, &custom.jvp) {
+        (Some((fwd, bwd)), _) => bwd(&fwd(&primals), cotangents),
+        (None, Some(rule)) => transposed_jvp(rule.clone(), &primals, cotangents),
+        (None, None) => vjp(custom.body.clone(), &primals).1.call(cotangents),
     };
     check_count(&custom, "vjp rule", shares.len(), primals.len());
     shares
+}
+
+/// The cotangents of the arguments by transposing a custom jvp rule: its tangents are linear
+/// in the input tangents `t`, so they are the pullback of `t ↦ rule(primals, t)` (taken at
+/// `t = 0`; any point gives the same linear map) applied to `cotangents`.
+fn transposed_jvp(rule: PairRule, primals: &[Tensor], cotangents: &[Tensor]) -> Vec<Tensor> {
+    let at = primals.to_vec();
+    let linear = Func::new(None, move |t: &[Tensor]| rule(&at, t));
+    let zeros: Vec<Tensor> = primals.iter().map(Tensor::zeros_like).collect();
+    vjp(linear, &zeros).1.call(cotangents)
 }
 
 /// The batched image of the custom node `node` (a `Tuple` of results, batch in front): the
