@@ -118,6 +118,47 @@ fn apply_runs_once_between_kernels() {
     assert_eq!(shapes(&ext, Endpoint::Apply), vec![vec![vec![3], vec![3]]]);
 }
 
+/// Set in the child process of `debug_2_prints_the_host_call_among_the_kernels`.
+const DEBUG_CHILD: &str = "EXTERNAL_CALLS_DEBUG_CHILD";
+
+#[test]
+fn debug_2_prints_the_host_call_among_the_kernels() {
+    let ext = mul_sin("mul_sin_debug", Dims::Trailing(vec![3]), None);
+    if std::env::var_os(DEBUG_CHILD).is_some() {
+        // a kernel makes the call's operand, another consumes its result
+        let x = xs(1).reshape(&[3]);
+        values(&(call(&ext, &(&x * 2.0), &y0()).exp() + 1.0).sum_all());
+        return;
+    }
+    // DEBUG is read from the environment, so the run happens in a child process of this test
+    let child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "debug_2_prints_the_host_call_among_the_kernels",
+            "--nocapture",
+        ])
+        .env(DEBUG_CHILD, "1")
+        .env("DEBUG", "2")
+        .output()
+        .expect("runs the test binary");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "child failed:\n{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let call = lines
+        .iter()
+        .position(|l| l.starts_with("host call `mul_sin_debug` (apply)"))
+        .unwrap_or_else(|| panic!("no host call line in:\n{stderr}"));
+    assert!(lines[call].contains("shapes [[3], [3]]"), "{}", lines[call]);
+    let kernel = |l: &&&str| l.starts_with("kernel ");
+    assert!(lines[..call].iter().any(|l| kernel(&l)), "{stderr}");
+    assert!(lines[call + 1..].iter().any(|l| kernel(&l)), "{stderr}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("host call")).count(),
+        1,
+        "{stderr}"
+    );
+}
+
 /// Runs `vmap(f)(xs)` over the call with `method`, checks it equals the loop of
 /// single-sample calls, and gives the apply shapes the batched run saw.
 fn vmapped(name: &str, dims: Dims, method: BatchStrategy, n: usize) -> Vec<Vec<Vec<usize>>> {
