@@ -261,3 +261,37 @@ fn reverse_mode_transposes_a_custom_jvp_rule() {
     .call1(&[t(&[0.0, 100.0])]);
     close(&values(&g), &[0.5, 1.0]);
 }
+
+#[test]
+fn nested_vmap_applies_the_vmap_rule_once_over_both_batches() {
+    // the rule records its batch size and flags and adds the batch size to each result, so
+    // the values show which level ran it: the outer vmap runs it over 2 x 4 = 8 samples
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let f = custom_vmap(
+        |x: &Tensor, w: &Tensor| (x * w).sum_all(),
+        move |size: usize, args: &[Tensor], batched: &[bool]| {
+            record.lock().unwrap().push((size, batched.to_vec()));
+            vec![(&args[0] * &args[1]).sum(1, false) + size as f32]
+        },
+    );
+    let xv: Vec<f32> = (0..24).map(|i| 0.1 * i as f32 - 1.0).collect();
+    let wv = [0.5f32, -1.0, 2.0, 1.5, 0.25, -0.5];
+    let xs = Tensor::from_vec(xv.clone(), &[2, 4, 3]);
+    let ws = Tensor::from_vec(wv.to_vec(), &[2, 3]);
+    // inner: x batched, w not; outer: both batched
+    let inner = vmap(f, [Some(0), None], 0);
+    let got = values(&vmap(inner, 0, 0).call1(&[xs, ws]));
+    let want: Vec<f32> = (0..8)
+        .map(|s| {
+            let (i, j) = (s / 4, s % 4);
+            (0..3)
+                .map(|k| xv[i * 12 + j * 3 + k] * wv[i * 3 + k])
+                .sum::<f32>()
+                + 8.0
+        })
+        .collect();
+    close(&got, &want);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.last(), Some(&(8, vec![true, true])), "{seen:?}");
+}

@@ -14,7 +14,9 @@
 //! user's for it transforms the body instead. `vmap` without a
 //! `vmap` rule keeps the other rules: the batched node is a `Custom` function again, whose
 //! body and rules are the vmapped body and rules (every argument broadcast along the batch),
-//! so `grad(vmap(f))` still uses `f`'s custom vjp.
+//! so `grad(vmap(f))` still uses `f`'s custom vjp. The result of a user's vmap rule is a
+//! custom function too, whose vmap rule merges an outer batch with its own and runs the
+//! user's rule again, so nested vmaps all use it.
 
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
@@ -217,7 +219,7 @@ fn transposed_jvp(rule: PairRule, primals: &[Tensor], cotangents: &[Tensor]) -> 
 pub fn vmap_node(node: &UOp, size: usize, args: Vec<Tensor>, batched: Vec<bool>) -> UOp {
     let custom = rules_of(node).expect("a custom node");
     let outs = match &custom.vmap {
-        Some(rule) => rule(size, &args, &batched),
+        Some(rule) => rebatchable(&custom.name, rule.clone(), size, batched).call(&args),
         None => {
             let broadcast: Vec<Tensor> = args
                 .iter()
@@ -235,6 +237,65 @@ pub fn vmap_node(node: &UOp, size: usize, args: Vec<Tensor>, batched: Vec<bool>)
     };
     check_count(&custom, "vmap rule", outs.len(), results(node));
     UOp::tuple(outs.iter().map(Tensor::uop).collect())
+}
+
+/// The user's vmap `rule` at batch `size` over the arguments `batched` says, as a custom
+/// function whose own vmap rule runs `rule` again: an outer vmap merges its batch with this
+/// one (outer batch first) and calls `rule` once over both, so nested vmaps all use it.
+fn rebatchable(name: &str, rule: VmapRule, size: usize, batched: Vec<bool>) -> Func {
+    let (inner, inner_batched) = (rule.clone(), batched.clone());
+    let body = Func::new(None, move |a: &[Tensor]| inner(size, a, &inner_batched));
+    let merged = move |outer: usize, args: &[Tensor], outer_batched: &[bool]| {
+        let flags: Vec<bool> = batched
+            .iter()
+            .zip(outer_batched)
+            .map(|(a, b)| a | b)
+            .collect();
+        let flat: Vec<Tensor> = args
+            .iter()
+            .zip(batched.iter().zip(outer_batched))
+            .map(|(a, (&i, &o))| merge_batches(a, outer, size, i, o))
+            .collect();
+        let outs = rule(outer * size, &flat, &flags);
+        outs.iter().map(|r| split_batch(r, outer, size)).collect()
+    };
+    Custom::new(name, body).vmap(merged).into_func()
+}
+
+/// `a` (outer batch in front if `outer`, then the inner batch if `inner`) with both batches
+/// as one axis in front, each broadcast where missing; `a` itself when neither is there.
+fn merge_batches(a: &Tensor, outer: usize, size: usize, inner: bool, outer_b: bool) -> Tensor {
+    if !inner && !outer_b {
+        return a.clone();
+    }
+    let a = if outer_b {
+        a.clone()
+    } else {
+        a.unsqueeze_front(outer)
+    };
+    let shape = a.shape();
+    let rest = &shape[if inner { 2 } else { 1 }..];
+    let a = if inner {
+        a
+    } else {
+        let one: Vec<usize> = [outer, 1].iter().chain(rest).copied().collect();
+        let full: Vec<usize> = [outer, size].iter().chain(rest).copied().collect();
+        a.reshape(&one).expand(&full)
+    };
+    let flat: Vec<usize> = std::iter::once(outer * size)
+        .chain(rest.iter().copied())
+        .collect();
+    a.reshape(&flat)
+}
+
+/// A result with `outer * size` in front, as `outer` then `size`.
+fn split_batch(r: &Tensor, outer: usize, size: usize) -> Tensor {
+    let shape: Vec<usize> = [outer, size]
+        .iter()
+        .chain(&r.shape()[1..])
+        .copied()
+        .collect();
+    r.reshape(&shape)
 }
 
 /// `custom` over a batch in axis 0 of every argument: its body and rules vmapped.
