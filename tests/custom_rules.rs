@@ -295,3 +295,25 @@ fn nested_vmap_applies_the_vmap_rule_once_over_both_batches() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen.last(), Some(&(8, vec![true, true])), "{seen:?}");
 }
+
+#[test]
+fn nested_vmap_keeps_a_custom_vjp() {
+    // vmap(vmap(f)) of the clipped-gradient cube: values are the body's, and grad of their
+    // sum is the clipped rule per element (the batched node keeps the rule at both levels)
+    let f = custom_vjp(
+        |x: &Tensor| x * x * x,
+        |p: &[Tensor]| vec![&p[0] * &p[0] * 3.0],
+        |res: &[Tensor], ct: &[Tensor]| vec![&ct[0] * res[0].clamp(-1.0, 1.0)],
+    );
+    let xv = [0.1f32, 0.5, 2.0, -3.0, 0.2, 0.0, 1.5, -0.4];
+    let xs = Tensor::from_vec(xv.to_vec(), &[2, 2, 2]);
+    let twice = vmap(vmap(f, 0, 0), 0, 0);
+    let cubes: Vec<f32> = xv.iter().map(|v| v * v * v).collect();
+    close(&values(&twice.call1(std::slice::from_ref(&xs))), &cubes);
+    let g = grad(
+        move |x: &Tensor| twice.call1(std::slice::from_ref(x)).sum_all(),
+        0,
+    );
+    let want: Vec<f32> = xv.iter().map(|v| (3.0 * v * v).clamp(-1.0, 1.0)).collect();
+    close(&values(&g.call1(&[xs])), &want);
+}
