@@ -5,7 +5,7 @@
 use super::Tensor;
 use super::broadcast::{
     Dims, IntoAxes, broadcast_uop, const_uop, normalize_axes, normalize_axis, normalize_axis_in,
-    require_addressable,
+    require_addressable, resolve_axes,
 };
 use super::elementwise::where_uop;
 use crate::uop::shape::MAX_ELEMENTS;
@@ -198,11 +198,11 @@ impl Tensor {
         self.shrink(&bounds)
     }
 
-    /// The elements in reverse order along `axes`.
+    /// The elements in reverse order along `axes` (`None`: every axis, as NumPy's `flip`).
     #[track_caller]
     pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
         let shape = self.shape();
-        let axes = normalize_axes("flip", &axes.into_axes(), &shape);
+        let axes = resolve_axes("flip", axes, &shape);
         if axes.is_empty() {
             return self.clone();
         }

@@ -3,7 +3,7 @@
 //! no gradient and keeps autodiff from differentiating through `max`.
 
 use super::Tensor;
-use super::broadcast::{IntoAxes, normalize_axes};
+use super::broadcast::{IntoAxes, resolve_axes};
 
 impl Tensor {
     /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized.
@@ -24,7 +24,7 @@ impl Tensor {
     /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))`.
     #[track_caller]
     pub fn logsumexp(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
-        let axes: Vec<isize> = normalize_axes("logsumexp", &axes.into_axes(), &self.shape())
+        let axes: Vec<isize> = resolve_axes("logsumexp", axes, &self.shape())
             .into_iter()
             .map(|a| a as isize)
             .collect();

@@ -322,6 +322,17 @@ impl From<usize> for Scalar {
         Scalar::Int(v as i64)
     }
 }
+macro_rules! int_scalar_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(v: $t) -> Self {
+                Scalar::Int(v as i64)
+            }
+        }
+    )*};
+}
+// `u64` values above `i64::MAX` wrap to negative `Int`s; they are cast back by the dtype.
+int_scalar_from!(i8, i16, u8, u16, u32, u64, isize);
 impl From<bool> for Scalar {
     fn from(v: bool) -> Self {
         Scalar::Bool(v)
