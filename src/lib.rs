@@ -3,6 +3,8 @@
 //! This facade re-exports the compiler (`tensor-core`), the runtime (`tensor-runtime`) and the
 //! proc macros (`tensor-macros`).
 
+#![warn(missing_docs)]
+
 pub use tensor_core as core;
 pub use tensor_runtime as runtime;
 

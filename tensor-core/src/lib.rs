@@ -6,6 +6,8 @@
 //! arithmetic) → `tensor` (the front end) → `nn` (layers as compositions) → `transform` → `schedule` → `codegen` → `render`
 //! → `interp` (the oracle). `tests/module_order.rs` checks it.
 
+#![warn(missing_docs)]
+
 pub mod codegen;
 pub mod interp;
 pub mod nn;

@@ -110,7 +110,7 @@ impl Tensor {
 
     /// The sum over `axes` (one axis, several, or `None` for all; see [`IntoAxes`]), keeping
     /// them as size 1 when `keepdim`; bools and narrow ints sum in `i32` (see
-    /// [`accumulate_dtype`]). Panics on an axis out of range or named twice.
+    /// `accumulate_dtype`). Panics on an axis out of range or named twice.
     ///
     /// ```
     /// # use tensor_core::Tensor;
