@@ -30,11 +30,11 @@ fn shapes_whose_element_count_overflows_are_refused_when_built() {
             Box::new(|| Tensor::zeros(&[1usize << 40, 1 << 40], DType::F32)),
         ),
         (
-            "from_slice",
+            "from_vec",
             Box::new(|| Tensor::from_vec(Vec::<f32>::new(), &[1 << 32, 1 << 32])),
         ),
         (
-            "from_slice",
+            "from_vec",
             Box::new(|| Tensor::from_vec(vec![1.0f32, 2.0], &[3, 6148914691236517206])),
         ),
         (

@@ -308,3 +308,32 @@ fn einsum_two_operand_forms() {
     let m4 = Tensor::arange((1, 17)).reshape(&[4, 4]);
     ints(&Tensor::einsum("ii", &[&m4]), &[], &[34]);
 }
+
+#[test]
+fn mistakes_are_errors_where_a_program_may_handle_them() {
+    let err = Tensor::arange(6).try_reshape(&[4, -1]).unwrap_err();
+    assert_eq!(err.op, "reshape");
+    assert_eq!(
+        err.to_string(),
+        "reshape: cannot reshape [6] (6 elements) to [4, -1]"
+    );
+    let err = Tensor::try_from_vec(vec![1.0f32; 5], &[2, 3]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "from_vec: 5 values do not fill shape [2, 3] (6 elements)"
+    );
+    assert!(x().try_expand(&[4, 3]).is_err());
+    assert_eq!(x().try_expand(&[5, 2, 3]).unwrap().shape(), vec![5, 2, 3]);
+}
+
+#[test]
+#[should_panic(expected = "einsum: \"ij,jk->ik\": subscript 'j' is bound to sizes 3 and 2")]
+fn einsum_names_a_subscript_bound_to_two_sizes() {
+    let _ = Tensor::einsum("ij,jk->ik", &[&x(), &x()]);
+}
+
+#[test]
+#[should_panic(expected = "split: axis 0 of shape [10] does not split into 3 equal sections")]
+fn split_into_unequal_sections_panics_as_numpy_raises() {
+    let _ = Tensor::arange(10).split(3, 0);
+}

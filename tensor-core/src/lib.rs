@@ -22,5 +22,7 @@ pub mod uop;
 #[cfg(test)]
 mod proptests;
 
-pub use tensor::{ArangeArgs, At, Dims, Index, IntoAxes, Operand, PadMode, ScatterReduce, Tensor};
+pub use tensor::{
+    ArangeArgs, At, Dims, Index, IntoAxes, Operand, PadMode, ScatterReduce, ShapeError, Tensor,
+};
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

@@ -124,16 +124,24 @@ pub(crate) fn normalize_axes(op: &str, axes: &[isize], shape: &[usize]) -> Vec<u
 /// built from it, so no size computed later can wrap.
 #[track_caller]
 pub(crate) fn require_addressable(op: &str, shape: &[usize]) -> usize {
+    match addressable(op, shape) {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The element count of `shape`, or the message [`require_addressable`] panics with.
+pub(crate) fn addressable(op: &str, shape: &[usize]) -> Result<usize, String> {
     if let Some(numel) = checked_numel(shape) {
-        return numel;
+        return Ok(numel);
     }
     let count = shape
         .iter()
         .try_fold(1u128, |n, &d| n.checked_mul(d as u128))
         .map_or_else(|| "more than 2^128".to_string(), |n| n.to_string());
-    panic!(
+    Err(format!(
         "{op}: shape {shape:?} has {count} elements, more than the {MAX_ELEMENTS} (2^48) a tensor may have"
-    )
+    ))
 }
 
 /// The NumPy broadcast of `shapes`, or a panic naming the op and every shape.

@@ -10,8 +10,9 @@
 //! lowering the index expression is exactly `(x / c) * c + x % c`, which symbolic folds to `x`.
 
 use super::Tensor;
-use super::broadcast::{Dims, const_uop, require_addressable};
+use super::broadcast::{Dims, addressable, const_uop, require_addressable};
 use super::cumulative::prefix_sum_last_axis;
+use super::error::ShapeError;
 use crate::uop::dtype::{Element, encode_scalars};
 use crate::uop::shape::MAX_ELEMENTS;
 use crate::uop::{Arg, BufferArg, BufferStorage, DType, Device, Op, Scalar, Shape, UOp};
@@ -23,19 +24,37 @@ pub const INDEX_DTYPE: DType = DType::I32;
 impl Tensor {
     /// A tensor of `shape` holding `data` in row-major order. The vector becomes the
     /// tensor's memory (no copy; CPU kernels read it in place, as for [`Tensor::from_ndarray`]).
+    /// Panics when `data` does not fill `shape` exactly; [`Tensor::try_from_vec`] returns the
+    /// error instead.
+    ///
+    /// ```
+    /// # use tensor_core::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// assert_eq!((x.shape(), x.dtype()), (vec![2, 2], DType::F32));
+    /// assert!(Tensor::try_from_vec(vec![1.0f32, 2.0, 3.0], &[2, 2]).is_err());
+    /// ```
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
-        let numel = require_addressable("from_slice", shape);
+        match Tensor::try_from_vec(data, shape) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Tensor::from_vec`], with data that does not fill the shape as an error.
+    pub fn try_from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor, ShapeError> {
+        let fail = |m: String| ShapeError::new("from_vec", m);
+        let numel = addressable("from_vec", shape).map_err(fail)?;
         if data.len() != numel {
-            panic!(
-                "from_slice: {} values do not fill shape {:?} ({} elements)",
+            return Err(fail(format!(
+                "from_vec: {} values do not fill shape {:?} ({} elements)",
                 data.len(),
                 shape,
                 numel
-            );
+            )));
         }
         let storage = BufferStorage::with_host_data(Arc::new(data));
-        host_buffer(storage, numel, T::DTYPE, shape)
+        Ok(host_buffer(storage, numel, T::DTYPE, shape))
     }
 
     /// A tensor of `shape` holding a copy of `data` in row-major order.
