@@ -154,6 +154,9 @@ fn constructors_take_a_dtype_and_arange_takes_numpys_forms() {
     assert_eq!(f.dtype(), DType::F32);
     close(&f, &[4], &[0.0, 0.25, 0.5, 0.75]);
     assert_eq!(Tensor::arange((0.0f32, 1.0, 0.25)).dtype(), DType::F32);
+    let f64s = Tensor::arange((0, 1, 0.25)); // np.arange(0, 1, 0.25): float64
+    assert_eq!(f64s.dtype(), DType::F64);
+    close(&f64s, &[4], &[0.0, 0.25, 0.5, 0.75]);
     assert_eq!(Tensor::arange((4, DType::I64)).dtype(), DType::I64);
     close(
         &Tensor::linspace(0.0, 1.0, 5, DType::F32),
@@ -336,4 +339,25 @@ fn einsum_names_a_subscript_bound_to_two_sizes() {
 #[should_panic(expected = "split: axis 0 of shape [10] does not split into 3 equal sections")]
 fn split_into_unequal_sections_panics_as_numpy_raises() {
     let _ = Tensor::arange(10).split(3, 0);
+}
+
+#[test]
+fn the_new_ops_compose_with_the_transforms_as_a_jax_user_expects() {
+    // d/dA sum(A @ B) = B.sum(1) in every row; the same through einsum.
+    let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let b = Tensor::from_vec(vec![1.0f32, 0.5, -1.0, 2.0, 0.0, 3.0], &[3, 2]);
+    let loss = |a: &Tensor, b: &Tensor| Tensor::einsum("ij,jk->ik", &[a, b]).sum(None, false);
+    let g = grad!(loss, argnums = 0)(&a, &b);
+    close(&g, &[2, 3], &[1.5, 1.0, 3.0, 1.5, 1.0, 3.0]);
+    // jax.vmap(jnp.linalg.norm)(rows) and its gradient x / |x| (row norms 5 and 13).
+    let rows = Tensor::from_vec(vec![3.0f32, 4.0, 5.0, 12.0], &[2, 2]);
+    let norms = vmap!(|r| r.norm(2.0, None, false))(&rows);
+    close(&norms, &[2], &[5.0, 13.0]);
+    let unit = vmap!(grad!(|r| r.norm(2.0, None, false)))(&rows);
+    close(&unit, &[2, 2], &[0.6, 0.8, 5.0 / 13.0, 12.0 / 13.0]);
+    // tile and triu are views and masks, so gradients flow back summed over the kept copies:
+    // np.triu(np.tile(v, (3, 1))) keeps v[0] once and v[1] twice.
+    let v = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    let dv = grad!(|v| v.tile(&[3, 1]).triu(0).sum(None, false))(&v);
+    close(&dv, &[2], &[1.0, 2.0]);
 }

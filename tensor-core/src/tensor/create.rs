@@ -119,11 +119,26 @@ impl Tensor {
     }
 
     /// A 0-d tensor holding `value`, of the dtype of its Rust type.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// assert_eq!(Tensor::scalar(2u8).dtype(), DType::U8);
+    /// assert_eq!(Tensor::scalar(2.0f32).shape(), Vec::<usize>::new());
+    /// ```
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Tensor::from_uop(UOp::constant(value.to_scalar(), T::DTYPE))
     }
 
-    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`).
+    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`), as
+    /// NumPy's `full(shape, value, dtype=)`; a constant, never a buffer. Panics on a negative
+    /// size.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::full(&[2, 2], 7, DType::I16);
+    /// assert_eq!(evaluate(&x.uop()).to_vec::<i16>(), vec![7; 4]);
+    /// assert_eq!(Tensor::zeros(&[3], DType::F32).ones_like().dtype(), DType::F32);
+    /// ```
     #[track_caller]
     pub fn full<D: Dims + ?Sized>(shape: &D, value: impl Into<Scalar>, dtype: DType) -> Tensor {
         let shape = sizes("full", shape);
@@ -375,16 +390,26 @@ arange_args!(
     usize => INDEX_DTYPE, isize => DType::I64, f32 => DType::F32, f64 => DType::F64
 );
 
-/// Integer bounds with a float step: `(0, 1, 0.25, DType::F32)`, as NumPy accepts.
-impl ArangeArgs for (i32, i32, f64, DType) {
+/// Integer bounds with a float step: `(0, 1, 0.25)` (`f64`, as NumPy gives).
+impl ArangeArgs for (i32, i32, f64) {
     fn into_arange(self) -> ArangeForm {
         form(
             self.0.into(),
             self.1.into(),
             self.2.into(),
-            Some(self.3),
+            None,
             DType::F64,
         )
+    }
+}
+
+/// Integer bounds with a float step in `dtype`: `(0, 1, 0.25, DType::F32)`.
+impl ArangeArgs for (i32, i32, f64, DType) {
+    fn into_arange(self) -> ArangeForm {
+        ArangeForm {
+            dtype: Some(self.3),
+            ..(self.0, self.1, self.2).into_arange()
+        }
     }
 }
 

@@ -12,7 +12,13 @@ use crate::uop::{DType, ReduceOp, Scalar, UOp};
 
 impl Tensor {
     /// Running sums along `axis` (`out[i] = x[0] + ... + x[i]`); bools and narrow ints
-    /// accumulate in `i32` as `sum` does.
+    /// accumulate in `i32` as `sum` does. Panics on an axis out of range.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1, 2, 3], &[3]);
+    /// assert_eq!(evaluate(&x.cumsum(0).uop()).to_vec::<i32>(), vec![1, 3, 6]);
+    /// ```
     #[track_caller]
     pub fn cumsum(&self, axis: isize) -> Tensor {
         let shape = self.shape();

@@ -353,7 +353,15 @@ impl Tensor {
     }
 
     /// `a` where `self` is true, else `b`, all three broadcast together. A non-bool condition
-    /// means "non-zero", as in NumPy; `a` and `b` meet at one dtype.
+    /// means "non-zero", as in NumPy; `a` and `b` meet at one dtype. Panics when the shapes do
+    /// not broadcast.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![-1, 2, -3], &[3]);
+    /// let relu = x.gt(0).where_(&x, 0);                      // np.where(x > 0, x, 0)
+    /// assert_eq!(evaluate(&relu.uop()).to_vec::<i32>(), vec![0, 2, 0]);
+    /// ```
     #[track_caller]
     pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
         let branches = [a.into(), b.into()];
@@ -575,6 +583,12 @@ impl Tensor {
     }
 
     /// The values converted to `dtype` (C conversion: floats truncate toward zero, ints wrap).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1.7f32, -1.7], &[2]).cast(DType::I32);
+    /// assert_eq!(evaluate(&x.uop()).to_vec::<i32>(), vec![1, -1]);
+    /// ```
     pub fn cast(&self, dtype: DType) -> Tensor {
         Tensor::from_uop(cast_uop(&self.uop(), dtype))
     }

@@ -42,7 +42,15 @@ impl Tensor {
         Ok(Tensor::from_uop(self.uop().reshape(&to)))
     }
 
-    /// The axes reordered: axis `i` of the result is axis `order[i]` of `self`.
+    /// The axes reordered: axis `i` of the result is axis `order[i]` of `self` (NumPy's
+    /// `transpose(x, order)`). Panics unless `order` names every axis once.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::zeros(&[2, 3, 4], DType::F32);
+    /// assert_eq!(x.permute(&[2, 0, 1]).shape(), vec![4, 2, 3]);
+    /// assert_eq!(x.transpose(0, -1).shape(), vec![4, 3, 2]);
+    /// ```
     #[track_caller]
     pub fn permute<D: Dims + ?Sized>(&self, order: &D) -> Tensor {
         let shape = self.shape();
@@ -64,7 +72,7 @@ impl Tensor {
         Tensor::from_uop(self.uop().permute(&perm))
     }
 
-    /// Axes `a` and `b` swapped.
+    /// Axes `a` and `b` swapped (NumPy's `swapaxes`). Panics on an axis out of range.
     #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
         let shape = self.shape();
@@ -203,7 +211,14 @@ impl Tensor {
     }
 
     /// Elements `start..end` along `axis`, as Python slicing: negative positions count from
-    /// the end and positions past either end are clamped (so the result may be empty).
+    /// the end and positions past either end are clamped (so the result may be empty). Panics
+    /// on an axis out of range.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::arange(5);
+    /// assert_eq!(evaluate(&x.slice(0, 1, -1).uop()).to_vec::<i32>(), vec![1, 2, 3]); // x[1:-1]
+    /// ```
     #[track_caller]
     pub fn slice(&self, axis: isize, start: isize, end: isize) -> Tensor {
         let shape = self.shape();
@@ -246,7 +261,15 @@ impl Tensor {
         Tensor::from_uop(self.uop().flip(&flags))
     }
 
-    /// `axis` (which must have size 1) removed.
+    /// `axis` (which must have size 1) removed. Panics on an axis out of range or of another
+    /// size.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::zeros(&[3], DType::F32).unsqueeze(0);   // x[None, :]
+    /// assert_eq!(x.shape(), vec![1, 3]);
+    /// assert_eq!(x.squeeze(0).shape(), vec![3]);
+    /// ```
     #[track_caller]
     pub fn squeeze(&self, axis: isize) -> Tensor {
         let shape = self.shape();
@@ -263,6 +286,7 @@ impl Tensor {
     }
 
     /// A size-1 axis inserted so that it becomes axis `axis` of the result (`-1` appends).
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
         let shape = self.shape();
@@ -272,7 +296,15 @@ impl Tensor {
         Tensor::from_uop(self.uop().reshape(&to))
     }
 
-    /// Axes `start..=end` merged into one.
+    /// Axes `start..=end` merged into one (PyTorch's `flatten`; [`Tensor::ravel`] is NumPy's
+    /// `flatten()`, every axis). Panics when `start` comes after `end`.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::zeros(&[2, 3, 4], DType::F32);
+    /// assert_eq!(x.flatten(1, -1).shape(), vec![2, 12]);
+    /// assert_eq!(x.ravel().shape(), vec![24]);
+    /// ```
     #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
         let shape = self.shape();

@@ -180,6 +180,13 @@ impl Tensor {
 
     /// The mean over `axes` as `sum * (1/n)`, in the float type (`f32` for ints and bools).
     /// The mean over an empty axis is NaN, as in NumPy.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1, 2, 3, 4], &[2, 2]);
+    /// assert_eq!(evaluate(&x.mean(0, false).uop()).to_vec::<f32>(), vec![2.0, 3.0]);
+    /// assert_eq!(evaluate(&x.max(None, false).uop()).to_vec::<i32>(), vec![4]);
+    /// ```
     #[track_caller]
     pub fn mean(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("mean", axes);
