@@ -57,13 +57,15 @@ impl Tensor {
         Ok(host_buffer(storage, numel, T::DTYPE, shape))
     }
 
-    /// A tensor of `shape` holding a copy of `data` in row-major order.
+    /// A tensor of `shape` holding a copy of `data` in row-major order. Panics when `data`
+    /// does not fill `shape` (see [`Tensor::try_from_vec`]).
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
         Tensor::from_vec(data.to_vec(), shape)
     }
 
-    /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).
+    /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`). Panics when
+    /// `values` does not fill `shape`.
     #[track_caller]
     pub fn from_scalars(values: &[Scalar], dtype: DType, shape: &[usize]) -> Tensor {
         let numel = require_addressable("from_scalars", shape);
@@ -145,13 +147,13 @@ impl Tensor {
         Tensor::from_uop(const_uop(value.into(), dtype, &shape))
     }
 
-    /// A tensor of `shape` and `dtype` filled with zeros.
+    /// A tensor of `shape` and `dtype` filled with zeros. Panics on a negative size.
     #[track_caller]
     pub fn zeros<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
         Tensor::full(shape, 0, dtype)
     }
 
-    /// A tensor of `shape` and `dtype` filled with ones.
+    /// A tensor of `shape` and `dtype` filled with ones. Panics on a negative size.
     #[track_caller]
     pub fn ones<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
         Tensor::full(shape, 1, dtype)
@@ -206,7 +208,7 @@ impl Tensor {
     /// `num` evenly spaced values from `start` to `stop` inclusive, in `dtype`, as NumPy's
     /// `linspace(start, stop, num, dtype=)`: value `i` is `start + i * (stop - start) / (num -
     /// 1)` computed in `f64` and rounded once to `dtype` (floored for integers, as NumPy), the
-    /// last one exactly `stop`.
+    /// last one exactly `stop`. Panics when `num` is more than a tensor may hold.
     ///
     /// ```
     /// # use tensor_core::{DType, Tensor, interp::evaluate};
@@ -229,7 +231,8 @@ impl Tensor {
         values.floor().cast(dtype)
     }
 
-    /// The `n x n` identity matrix in `dtype` (NumPy's `eye(n, dtype=)`).
+    /// The `n x n` identity matrix in `dtype` (NumPy's `eye(n, dtype=)`). Panics when `n * n`
+    /// is more than a tensor may hold.
     ///
     /// ```
     /// # use tensor_core::{DType, Tensor, interp::evaluate};

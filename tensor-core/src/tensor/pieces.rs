@@ -29,7 +29,7 @@ impl Tensor {
 
     /// The pieces between the `indices` along `axis`, as NumPy's `split(x, [i, j], axis)`:
     /// `x[:i]`, `x[i:j]`, `x[j:]` (indices past the end give empty pieces; negative ones count
-    /// from the end).
+    /// from the end). Panics on an axis out of range.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -56,7 +56,8 @@ impl Tensor {
     }
 
     /// `sections` pieces along `axis` whose sizes differ by at most one, the larger ones first,
-    /// as NumPy's `array_split(x, sections, axis)`. Panics when `sections` is 0.
+    /// as NumPy's `array_split(x, sections, axis)`. Panics when `sections` is 0 or on an axis
+    /// out of range.
     ///
     /// ```
     /// # use tensor_core::Tensor;

@@ -8,7 +8,8 @@ use crate::uop::Shape;
 
 impl Tensor {
     /// The tensor repeated `reps[i]` times along axis `i`, as NumPy's `tile`: a shorter `reps`
-    /// is padded with leading ones, a shorter shape with leading size-1 axes.
+    /// is padded with leading ones, a shorter shape with leading size-1 axes. Panics when the
+    /// result would have more elements than a tensor may hold.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -36,7 +37,8 @@ impl Tensor {
     }
 
     /// Each element repeated `repeats` times along `axis`, as NumPy's `repeat(x, repeats, axis)`
-    /// with one count (for NumPy's `axis=None`, `ravel()` first).
+    /// with one count (for NumPy's `axis=None`, `ravel()` first). Panics on an axis out of
+    /// range.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
