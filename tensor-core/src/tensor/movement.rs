@@ -143,6 +143,7 @@ impl Tensor {
     }
 
     /// Zeros added `(before, after)` each axis.
+    /// Panics unless there is one pair per axis.
     #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
         let shape = self.shape();
@@ -181,6 +182,7 @@ impl Tensor {
     }
 
     /// The elements `[begin, end)` of each axis.
+    /// Panics unless there is one pair per axis, each within its axis.
     #[track_caller]
     pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
         let shape = self.shape();
@@ -250,6 +252,7 @@ impl Tensor {
     }
 
     /// The elements in reverse order along `axes` (`None`: every axis, as NumPy's `flip`).
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
         let shape = self.shape();

@@ -30,6 +30,7 @@ impl Tensor {
     }
 
     /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn logsumexp(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes: Vec<isize> = resolve_axes("logsumexp", axes, &self.shape())

@@ -137,6 +137,7 @@ impl Tensor {
     }
 
     /// The product over `axes`; bools and narrow ints multiply in `i32`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn prod(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("prod", axes);
@@ -180,6 +181,7 @@ impl Tensor {
 
     /// The mean over `axes` as `sum * (1/n)`, in the float type (`f32` for ints and bools).
     /// The mean over an empty axis is NaN, as in NumPy.
+    /// Panics on an axis out of range or named twice.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -205,6 +207,7 @@ impl Tensor {
 
     /// The population variance over `axes` (NumPy's `var` with `ddof=0`):
     /// `mean((x - mean(x))^2)`, in the float type.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = Tensor::signed(&self.axes_of("var", axes));
@@ -213,6 +216,7 @@ impl Tensor {
     }
 
     /// The population standard deviation over `axes`: `sqrt(var)`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         self.var(axes, keepdim).sqrt()
@@ -222,6 +226,7 @@ impl Tensor {
     /// `ddof`): `sum((x - mean(x))^2) / max(0, n - correction)`, in the float type; `1` gives
     /// the unbiased sample variance, and `n <= correction` divides by zero (inf or NaN), as
     /// both peers do.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
         let axes = self.axes_of("var_with", axes);
@@ -235,6 +240,7 @@ impl Tensor {
     }
 
     /// The standard deviation with Bessel's `correction`: `sqrt(var_with)`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
         self.var_with(axes, correction, keepdim).sqrt()
@@ -246,6 +252,7 @@ impl Tensor {
     /// non-zeros for `0`. `norm(2.0, None, false)` is NumPy's default `norm(x)` (the
     /// Frobenius norm of a matrix); NumPy's matrix norms for other `ord` over two axes (max
     /// column sum, ...) are not this.
+    /// Panics on an axis out of range or named twice.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -269,6 +276,7 @@ impl Tensor {
     }
 
     /// True where any element over `axes` is non-zero (bool).
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("any", axes);
@@ -277,6 +285,7 @@ impl Tensor {
     }
 
     /// True where every element over `axes` is non-zero (bool).
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn all(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("all", axes);
@@ -303,6 +312,7 @@ impl Tensor {
     }
 
     /// The index of the first maximum of the flattened tensor: `argmax(None, false)`.
+    /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmax_all(&self) -> Tensor {
         self.argmax(None, false)
@@ -318,6 +328,7 @@ impl Tensor {
     }
 
     /// The index of the first minimum of the flattened tensor: `argmin(None, false)`.
+    /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmin_all(&self) -> Tensor {
         self.argmin(None, false)
