@@ -93,14 +93,24 @@ pub use tensor_core::transform::tree::{
     tree_sub, tree_unflatten, tree_vdot, tree_zeros_like, tree_zip_map,
 };
 pub use tensor_core::transform::{
-    ArgNums, Func, InAxes, IntoFunc, OutAxes, grad, grad_with, hessian, jacfwd, jacrev, jvp,
-    value_and_grad, value_and_grad_with, vjp, vmap,
+    ArgNums, Custom, Func, InAxes, IntoFunc, OutAxes, custom_jvp, custom_vjp, custom_vmap, grad,
+    grad_with, hessian, jacfwd, jacrev, jvp, value_and_grad, value_and_grad_with, vjp, vmap,
 };
 pub use tensor_core::{ArangeArgs, IntoAxes, ShapeError};
 pub use tensor_macros::{
     Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
 };
 pub use tensor_runtime::jit;
+
+/// External functions: opaque host code called inside traced graphs, with the batching
+/// strategies of `vmap` and autodiff through their `jvp`/`vjp` endpoints.
+pub mod external {
+    pub use tensor_core::transform::external::{
+        CallRecord, Dims, ExtArg, External, ExternalBuilder, HostArray, HostCall, HostValue,
+        InputSpec, OutputSpec,
+    };
+    pub use tensor_core::uop::{BatchStrategy, Endpoint};
+}
 
 /// `jit!(f)`: `f` (a `#[function]`, a closure, or another transform macro's result) compiled
 /// once per input signature and replayed, as a callable of `f`'s arity and result type:

@@ -111,6 +111,8 @@ pub enum RuntimeError {
     },
     /// The device (or its driver) is not present on this machine.
     DeviceUnavailable(String),
+    /// An external host function panicked or returned results that do not match its call.
+    External(String),
     /// The device could not allocate a buffer of this many bytes.
     OutOfMemory {
         /// The device's name.
@@ -200,6 +202,7 @@ impl RuntimeError {
                 data_bytes: *data_bytes,
             },
             E::InvalidLaunch(why) => E::InvalidLaunch(why.clone()),
+            E::External(why) => E::External(why.clone()),
             E::InvalidSetting {
                 variable,
                 value,
@@ -317,6 +320,7 @@ impl fmt::Display for RuntimeError {
                 "{operation}: buffer has {buffer_bytes} bytes but the data has {data_bytes} bytes"
             ),
             RuntimeError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
+            RuntimeError::External(why) => write!(f, "{why}"),
             RuntimeError::InvalidSetting {
                 variable,
                 value,

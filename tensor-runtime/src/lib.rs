@@ -27,6 +27,7 @@ pub mod cache;
 pub mod cpu;
 pub mod device;
 pub mod error;
+pub mod host_call;
 pub mod jit;
 pub mod ndarray_interop;
 pub mod parallel;

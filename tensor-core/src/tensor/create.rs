@@ -82,6 +82,21 @@ impl Tensor {
         host_buffer(storage, values.len(), dtype, shape)
     }
 
+    /// A tensor of `shape` and `dtype` over `bytes` (row-major, little-endian), as a host
+    /// function's result comes back.
+    #[track_caller]
+    pub fn from_bytes(bytes: Vec<u8>, dtype: DType, shape: &[usize]) -> Tensor {
+        let numel = require_addressable("from_bytes", shape);
+        if bytes.len() != numel * dtype.size_bytes() {
+            panic!(
+                "from_bytes: {} bytes do not fill {dtype}{shape:?}",
+                bytes.len()
+            );
+        }
+        let storage = BufferStorage::with_host_bytes(bytes.into(), dtype);
+        host_buffer(storage, numel, dtype, shape)
+    }
+
     /// A tensor that keeps an owned `ndarray` array's own element vector as its memory.
     ///
     /// A standard-layout (C-contiguous) array is not copied: the vector is moved into the

@@ -71,7 +71,10 @@ pub fn inline_functions(root: &UOp) -> UOp {
 
 /// The value of `GetTuple(Function(...), i)` with the arguments substituted, if `node` is one.
 fn inlined_result(node: &UOp) -> Option<UOp> {
-    if node.op() != Op::GetTuple || node.s(0).op() != Op::Function {
+    if node.op() != Op::GetTuple
+        || node.s(0).op() != Op::Function
+        || matches!(node.s(0).arg(), Arg::Custom(_))
+    {
         return None;
     }
     let function = node.s(0);

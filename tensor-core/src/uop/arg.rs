@@ -302,6 +302,19 @@ pub enum BatchStrategy {
     Auto,
 }
 
+/// Which endpoint of an external function a `Call` invokes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    /// The function itself: array inputs in, outputs out.
+    Apply,
+    /// Forward mode: the array inputs and one tangent per differentiable array input in, one
+    /// tangent per output out.
+    Jvp,
+    /// Reverse mode: the array inputs and one cotangent per output in, one cotangent per
+    /// differentiable array input out.
+    Vjp,
+}
+
 /// The op-dependent payload of a UOp.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Arg {
@@ -352,12 +365,23 @@ pub enum Arg {
         /// What the loop is for (global, reduce, upcast, ...).
         axis_type: AxisType,
     },
-    /// An opaque `Call`'s name and batching strategy.
+    /// A `Function` whose transforms use the user's rules (`transform::custom`): the
+    /// registry id of the rules.
+    Custom(usize),
+    /// An opaque `Call` of an external host function.
     Call {
         /// The callee's name.
         name: String,
-        /// How it is batched under `vmap`.
-        strategy: BatchStrategy,
+        /// How it is batched under `vmap` (`None`: vmapping it is an error).
+        strategy: Option<BatchStrategy>,
+        /// The registry id of the external.
+        external: usize,
+        /// Which of its functions is called (apply, jvp, vjp).
+        endpoint: Endpoint,
+        /// How many leading batch axes its array operands carry.
+        lead: usize,
+        /// Its static (non-array) inputs.
+        statics: Vec<Scalar>,
     },
 }
 

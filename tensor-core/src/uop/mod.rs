@@ -15,7 +15,9 @@ pub mod scope;
 pub mod shape;
 pub mod spec;
 
-pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device, DeviceAllocation, HostData};
+pub use arg::{
+    Arg, BatchStrategy, BufferArg, BufferStorage, Device, DeviceAllocation, Endpoint, HostData,
+};
 pub use dtype::{DType, Element, Scalar};
 pub use op::{AxisType, Op, ReduceOp};
 
