@@ -21,6 +21,8 @@
 //! Tests and embedders that need a specific setup pass a [`CpuConfig`] to
 //! [`CpuDevice::with_config`] instead of changing the process environment.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod cpu;
 pub mod device;

@@ -9,7 +9,7 @@ use crate::codegen::program::{Line, Program};
 use crate::codegen::{CodegenOptions, lower_kernel};
 use crate::tensor::Tensor;
 use crate::transform::{grad, vmap};
-use crate::uop::{Op, UOp};
+use crate::uop::{DType, Op, UOp};
 
 /// The decision the schedule of `outputs` records for `node`.
 fn decision_for(outputs: &[&Tensor], node: &Tensor) -> Option<Decision> {
@@ -93,7 +93,7 @@ fn a_large_reduce_under_a_broadcast_is_realized() {
 fn values_of_positions_only_stay_with_the_kernel_rules() {
     // An identity mask under a matmul reads no buffer: folded, never stored.
     let w = data(&[8, 16], 2);
-    let out = Tensor::eye(8).slice(0, 0, 4).matmul(&w);
+    let out = Tensor::eye(8, DType::F32).slice(0, 0, 4).matmul(&w);
     let decisions = create_schedule(&[out.uop()]).decisions;
     assert!(
         decisions
