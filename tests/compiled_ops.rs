@@ -118,7 +118,7 @@ fn cases() -> Vec<(&'static str, Tensor)> {
         ("cumsum", a.cumsum(1)),
         ("one_hot", idx.one_hot(3)),
         ("arange", Tensor::arange(10)),
-        ("eye", Tensor::eye(4)),
+        ("eye", Tensor::eye(4, DType::F32)),
         ("rand", Tensor::rand(&[3, 5], 7)),
         ("randn", Tensor::randn(&[6], 9)),
         ("contiguous_then_add", a.contiguous() + 1.0),

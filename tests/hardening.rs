@@ -30,11 +30,11 @@ fn shapes_whose_element_count_overflows_are_refused_when_built() {
             Box::new(|| Tensor::zeros(&[1usize << 40, 1 << 40], DType::F32)),
         ),
         (
-            "from_slice",
+            "from_vec",
             Box::new(|| Tensor::from_vec(Vec::<f32>::new(), &[1 << 32, 1 << 32])),
         ),
         (
-            "from_slice",
+            "from_vec",
             Box::new(|| Tensor::from_vec(vec![1.0f32, 2.0], &[3, 6148914691236517206])),
         ),
         (
@@ -65,7 +65,7 @@ fn shapes_whose_element_count_overflows_are_refused_when_built() {
                 Tensor::cat(&[big.clone(), big.clone(), big], 0)
             }),
         ),
-        ("eye", Box::new(|| Tensor::eye(1 << 25))),
+        ("eye", Box::new(|| Tensor::eye(1 << 25, DType::F32))),
     ];
     for (op, build) in cases {
         let message = panic_message(build);

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::golden::{Inputs, tensor_from_json};
+use common::golden::{self, Inputs};
 use common::json::Json;
 use std::collections::BTreeMap;
 use tensor::nn::{self, Attention, ClassLoss, Conv, Gelu, Pool, Reduction, Target};
@@ -45,8 +45,7 @@ fn every_case_of_the_file_is_checked() {
 }
 
 fn models() -> Json {
-    let path = format!("{}/tests/data/models.json", env!("CARGO_MANIFEST_DIR"));
-    Json::parse(&std::fs::read_to_string(&path).expect("models.json is part of the repository"))
+    golden::load("models.json")
 }
 
 /// The case's `vmap(grad(loss))` against torch's gradients (the file's `rtol`/`atol`), and each
@@ -61,12 +60,7 @@ fn check_case(name: &str) {
         .iter()
         .find(|c| c.get("name").string() == name)
         .unwrap_or_else(|| panic!("models.json has no case {name}"));
-    let inputs: Inputs = case
-        .get("inputs")
-        .members()
-        .iter()
-        .map(|(k, v)| (k.clone(), tensor_from_json(v)))
-        .collect();
+    let inputs = golden::inputs_of(case);
     let (per_sample, args) = per_sample_grads(case, &inputs);
     let batched: Vec<Vec<f64>> = realized(per_sample.call(&args))
         .iter()

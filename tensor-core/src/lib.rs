@@ -6,6 +6,8 @@
 //! arithmetic) → `tensor` (the front end) → `nn` (layers as compositions) → `transform` → `schedule` → `codegen` → `render`
 //! → `interp` (the oracle). `tests/module_order.rs` checks it.
 
+#![warn(missing_docs)]
+
 pub mod codegen;
 pub mod interp;
 pub mod nn;
@@ -20,5 +22,7 @@ pub mod uop;
 #[cfg(test)]
 mod proptests;
 
-pub use tensor::{At, Index, PadMode, ScatterReduce, Tensor};
+pub use tensor::{
+    ArangeArgs, At, Dims, Index, IntoAxes, Operand, PadMode, ScatterReduce, ShapeError, Tensor,
+};
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

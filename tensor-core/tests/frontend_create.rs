@@ -69,18 +69,18 @@ fn arange_counts_from_zero_for_every_length() {
 }
 
 #[test]
-fn arange_range_matches_numpy() {
-    assert_ints(&Tensor::arange_range(0, 10, 3), &[4], &[0, 3, 6, 9]);
-    assert_ints(&Tensor::arange_range(5, 0, -2), &[3], &[5, 3, 1]);
-    assert_ints(&Tensor::arange_range(-3, 2, 1), &[5], &[-3, -2, -1, 0, 1]);
-    assert_ints(&Tensor::arange_range(3, 3, 1), &[0], &[]);
+fn arange_with_start_and_step_matches_numpy() {
+    assert_ints(&Tensor::arange((0, 10, 3)), &[4], &[0, 3, 6, 9]);
+    assert_ints(&Tensor::arange((5, 0, -2)), &[3], &[5, 3, 1]);
+    assert_ints(&Tensor::arange((-3, 2, 1)), &[5], &[-3, -2, -1, 0, 1]);
+    assert_ints(&Tensor::arange((3, 3, 1)), &[0], &[]);
     assert_close(
-        &Tensor::arange_range(0.0f32, 1.0, 0.25),
+        &Tensor::arange((0.0f32, 1.0, 0.25)),
         &[4],
         &[0.0, 0.25, 0.5, 0.75],
     );
     assert_close(
-        &Tensor::arange_range(1.0, 2.0, 0.3),
+        &Tensor::arange((1.0, 2.0, 0.3)),
         &[4],
         &[1.0, 1.3, 1.6, 1.9],
     );
@@ -89,12 +89,12 @@ fn arange_range_matches_numpy() {
 #[test]
 fn eye_is_the_identity() {
     assert_close(
-        &Tensor::eye(3),
+        &Tensor::eye(3, DType::F32),
         &[3, 3],
         &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
     );
-    assert_close(&Tensor::eye(1), &[1, 1], &[1.0]);
-    assert_close(&Tensor::eye(0), &[0, 0], &[]);
+    assert_close(&Tensor::eye(1, DType::F32), &[1, 1], &[1.0]);
+    assert_close(&Tensor::eye(0, DType::F32), &[0, 0], &[]);
 }
 
 #[test]

@@ -208,7 +208,7 @@ fn negative_sizes_panic() {
 }
 
 #[test]
-#[should_panic(expected = "from_slice: 5 values do not fill shape [2, 3] (6 elements)")]
+#[should_panic(expected = "from_vec: 5 values do not fill shape [2, 3] (6 elements)")]
 fn data_must_fill_the_shape() {
     Tensor::from_vec(vec![1.0f32; 5], &[2, 3]);
 }

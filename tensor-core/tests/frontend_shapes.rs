@@ -188,11 +188,11 @@ fn ranges_and_random_tensors_have_their_shapes_and_dtypes() {
     assert_eq!(Tensor::arange(10).shape(), vec![10]);
     assert_eq!(Tensor::arange(10).dtype(), DType::I32);
     assert_eq!(Tensor::arange(0).shape(), vec![0]);
-    assert_eq!(Tensor::arange_range(0, 10, 3).shape(), vec![4]);
-    assert_eq!(Tensor::arange_range(5, 0, -2).shape(), vec![3]);
-    assert_eq!(Tensor::arange_range(0.0f32, 1.0, 0.25).dtype(), DType::F32);
-    assert_eq!(Tensor::arange_range(0.0f32, 1.0, 0.25).shape(), vec![4]);
-    assert_eq!(Tensor::eye(3).shape(), vec![3, 3]);
+    assert_eq!(Tensor::arange((0, 10, 3)).shape(), vec![4]);
+    assert_eq!(Tensor::arange((5, 0, -2)).shape(), vec![3]);
+    assert_eq!(Tensor::arange((0.0f32, 1.0, 0.25)).dtype(), DType::F32);
+    assert_eq!(Tensor::arange((0.0f32, 1.0, 0.25)).shape(), vec![4]);
+    assert_eq!(Tensor::eye(3, DType::F32).shape(), vec![3, 3]);
     assert_eq!(Tensor::rand(&[2, 3], 0).shape(), vec![2, 3]);
     assert_eq!(Tensor::randn(&[5], 0).dtype(), DType::F32);
     assert_eq!(

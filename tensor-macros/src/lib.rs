@@ -28,6 +28,8 @@
 //! other functions the check is a trait bound on the function's type, reported at the
 //! `in_axes` / argnum / primals it concerns.
 
+#![warn(missing_docs)]
+
 mod args;
 mod function;
 mod suggest;

@@ -75,9 +75,19 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum EntryDefect {
     /// Shorter than the header, or than the payload length the header records.
-    Truncated { expected: usize, found: usize },
+    Truncated {
+        /// The bytes the entry should have.
+        expected: usize,
+        /// The bytes it has.
+        found: usize,
+    },
     /// Longer than the header says (e.g. two writes interleaved without the rename protocol).
-    TrailingBytes { expected: usize, found: usize },
+    TrailingBytes {
+        /// The bytes the entry should have.
+        expected: usize,
+        /// The bytes it has.
+        found: usize,
+    },
     /// Not a cache entry of this format.
     BadMagic,
     /// Written by another version of the format.

@@ -95,6 +95,7 @@ pub trait Device: Send + Sync {
             .collect()
     }
 
+    /// Compiles `source` and looks up its function `entry`.
     fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
 
     /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`

@@ -10,57 +10,116 @@ use tensor_core::DType;
 #[derive(Debug)]
 pub enum RuntimeError {
     /// The C compiler could not be started because no such program exists.
-    CompilerNotFound { compiler: String },
+    CompilerNotFound {
+        /// The command that was tried.
+        compiler: String,
+    },
     /// The C compiler exists but does not work (e.g. `--version` fails).
-    CompilerUnusable { compiler: String, output: String },
+    CompilerUnusable {
+        /// The command that was tried.
+        compiler: String,
+        /// What it printed.
+        output: String,
+    },
     /// The C compiler ran and rejected the generated source.
     CompileFailed {
+        /// The command that ran.
         compiler: String,
+        /// The generated C source.
         source: String,
+        /// The compiler's messages.
         output: String,
     },
     /// The C compiler did not finish within the compile time limit and was stopped.
-    CompileTimedOut { compiler: String, limit: Duration },
+    CompileTimedOut {
+        /// The command that ran.
+        compiler: String,
+        /// The limit it ran past (`TENSOR_COMPILE_TIMEOUT`).
+        limit: Duration,
+    },
     /// The C compiler crashed (killed by a signal, or an internal compiler error): a fault of
     /// the compiler, not of the kernel it was given.
     CompilerCrashed {
+        /// The command that ran.
         compiler: String,
+        /// How it ended (the signal or exit status).
         status: String,
+        /// What it printed.
         output: String,
     },
     /// The C compiler reported success but wrote something that cannot be loaded.
-    BadCompilerOutput { compiler: String, reason: String },
+    BadCompilerOutput {
+        /// The command that ran.
+        compiler: String,
+        /// What is wrong with its output.
+        reason: String,
+    },
     /// The on-disk kernel cache could not be used (only reported where no fallback exists).
-    Cache { path: PathBuf, reason: String },
+    Cache {
+        /// The cache file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// An operating-system I/O call failed; `context` says what the runtime was doing.
     Io {
+        /// What the runtime was doing.
         context: String,
+        /// The operating system's error.
         error: std::io::Error,
     },
     /// A compiled shared object could not be loaded.
-    Load { path: PathBuf, reason: String },
+    Load {
+        /// The shared object.
+        path: PathBuf,
+        /// The loader's message.
+        reason: String,
+    },
     /// A compiled program has no function with the requested entry name.
-    EntryNotFound { entry: String, reason: String },
+    EntryNotFound {
+        /// The function name looked up.
+        entry: String,
+        /// The loader's message.
+        reason: String,
+    },
     /// Typed data was requested as one element type from a buffer holding another.
-    WrongElementType { expected: DType, found: DType },
+    WrongElementType {
+        /// The element type asked for.
+        expected: DType,
+        /// The buffer's element type.
+        found: DType,
+    },
     /// A copy or launch did not fit the buffer it addressed.
     SizeMismatch {
+        /// The copy or launch.
         operation: &'static str,
+        /// The buffer's size.
         buffer_bytes: usize,
+        /// The size the operation needed.
         data_bytes: usize,
     },
     /// A launch asked for something the device cannot do (e.g. zero threads).
     InvalidLaunch(String),
     /// A setting read from the environment is malformed.
     InvalidSetting {
+        /// The environment variable.
         variable: &'static str,
+        /// Its value.
         value: String,
+        /// What it should look like.
         expected: &'static str,
     },
     /// The device (or its driver) is not present on this machine.
     DeviceUnavailable(String),
+    /// An external host function panicked or returned results that do not match its call.
+    External(String),
     /// The device could not allocate a buffer of this many bytes.
-    OutOfMemory { device: String, bytes: usize },
+    OutOfMemory {
+        /// The device's name.
+        device: String,
+        /// The size of the allocation that failed.
+        bytes: usize,
+    },
 }
 
 /// The result of every fallible runtime call.
@@ -143,6 +202,7 @@ impl RuntimeError {
                 data_bytes: *data_bytes,
             },
             E::InvalidLaunch(why) => E::InvalidLaunch(why.clone()),
+            E::External(why) => E::External(why.clone()),
             E::InvalidSetting {
                 variable,
                 value,
@@ -260,6 +320,7 @@ impl fmt::Display for RuntimeError {
                 "{operation}: buffer has {buffer_bytes} bytes but the data has {data_bytes} bytes"
             ),
             RuntimeError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
+            RuntimeError::External(why) => write!(f, "{why}"),
             RuntimeError::InvalidSetting {
                 variable,
                 value,

@@ -12,6 +12,10 @@
 //! in JAX). A call from inside a trace (a jitted function used inside `vmap` or `grad`, whose
 //! arguments are placeholders) returns the function's graph instead, so the surrounding
 //! transform sees through it, as JAX inlines `jit` under other transforms.
+//!
+//! A function whose graph calls an external host function (`transform::external`) is traced
+//! once per signature like any other, but each call realizes its graph: the host calls run
+//! between kernels that come from the plan cache, as in an eager realize.
 
 use crate::cpu::CpuDevice;
 use crate::error::Result;
@@ -54,7 +58,8 @@ struct Signature {
 
 /// The plan of one signature and where each buffer it reads comes from.
 struct Entry {
-    plan: Arc<Plan<CpuDevice>>,
+    /// `None` for a graph with external calls, which is realized at each call.
+    plan: Option<Arc<Plan<CpuDevice>>>,
     sources: Vec<Source>,
 }
 
@@ -93,6 +98,11 @@ impl Jit {
             Some(entry) => entry,
             None => self.build(signature, args, &buffers)?,
         };
+        let Some(plan) = &entry.plan else {
+            let outputs = self.traced.call(args);
+            realize(&outputs.iter().collect::<Vec<_>>())?;
+            return Ok(outputs);
+        };
         let inputs: Vec<UOp> = entry
             .sources
             .iter()
@@ -102,7 +112,7 @@ impl Jit {
             })
             .collect();
         let device = CpuDevice::shared()?;
-        let outputs = entry.plan.run(&device, &inputs)?;
+        let outputs = plan.run(&device, &inputs)?;
         Ok(outputs.into_iter().map(Tensor::from_uop).collect())
     }
 
@@ -120,6 +130,14 @@ impl Jit {
     fn build(&self, signature: Signature, args: &[Tensor], buffers: &[UOp]) -> Result<Arc<Entry>> {
         self.traces.fetch_add(1, Ordering::Relaxed);
         let outputs: Vec<UOp> = self.traced.call(args).iter().map(Tensor::uop).collect();
+        if crate::host_call::has_call(&outputs) {
+            let entry = Arc::new(Entry {
+                plan: None,
+                sources: Vec::new(),
+            });
+            self.lock().insert(signature, entry.clone());
+            return Ok(entry);
+        }
         let abstracted = abstract_buffers(&outputs);
         let device = CpuDevice::shared()?;
         let plan = shared_plan_cache().get_or_build(
@@ -135,7 +153,10 @@ impl Jit {
                 None => Source::Captured(buffer),
             })
             .collect();
-        let entry = Arc::new(Entry { plan, sources });
+        let entry = Arc::new(Entry {
+            plan: Some(plan),
+            sources,
+        });
         self.lock().insert(signature, entry.clone());
         Ok(entry)
     }

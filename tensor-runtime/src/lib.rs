@@ -23,11 +23,14 @@
 //! Tests and embedders that need a specific setup pass a [`CpuConfig`] to
 //! [`CpuDevice::with_config`] instead of changing the process environment.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod cpu;
 pub mod cuda;
 pub mod device;
 pub mod error;
+pub mod host_call;
 pub mod jit;
 pub mod ndarray_interop;
 pub mod parallel;

@@ -129,6 +129,7 @@ pub fn realize(tensors: &[&Tensor]) -> Result<()> {
     let device = CpuDevice::shared()?;
     let started = Instant::now();
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
+    let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
     let abstracted = abstract_buffers(&roots);
     let options = codegen_options(&device);
     let plans = shared_plan_cache();

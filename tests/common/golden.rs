@@ -53,6 +53,23 @@ pub fn check_cases_in(
     });
 }
 
+/// The parsed `tests/data/<file>`.
+pub fn load(file: &str) -> Json {
+    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path} is part of the repository: {e}"));
+    Json::parse(&text)
+}
+
+/// A case's named input tensors.
+pub fn inputs_of(case: &Json) -> Inputs {
+    case.get("inputs")
+        .members()
+        .iter()
+        .map(|(k, v)| (k.clone(), tensor_from_json(v)))
+        .collect()
+}
+
 /// Runs every case of `tests/data/<file>` (`{rtol, atol, cases: [{name, inputs, outputs,
 /// ...}]}`) through `build`, which gets the whole case (for its options) and its inputs.
 pub fn check_cases_with_options(
@@ -60,21 +77,13 @@ pub fn check_cases_with_options(
     label: &str,
     build: impl Fn(&Json, &Inputs) -> Vec<Tensor> + std::panic::RefUnwindSafe,
 ) {
-    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{path} is part of the repository: {e}"));
-    let doc = Json::parse(&text);
+    let doc = load(file);
     let (rtol, atol) = (doc.get("rtol").number(), doc.get("atol").number());
     let cases = doc.get("cases").items();
     let mut failures = Vec::new();
     for case in cases {
         let name = case.get("name").string();
-        let inputs: Inputs = case
-            .get("inputs")
-            .members()
-            .iter()
-            .map(|(k, v)| (k.clone(), tensor_from_json(v)))
-            .collect();
+        let inputs = inputs_of(case);
         let expected = case.get("outputs").items();
         let outcome =
             std::panic::catch_unwind(|| compare(&build(case, &inputs), expected, rtol, atol));

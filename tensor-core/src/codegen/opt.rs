@@ -23,9 +23,13 @@ pub enum Opt {
     /// sub-axis of type `target` when `top`. With `target == Thread` (always `top`), `factor`
     /// is the number of cores and need not divide `n`.
     Split {
+        /// The id of the range to split.
         axis: usize,
+        /// The size of the new sub-axis (the number of cores for `Thread`).
         factor: usize,
+        /// The axis type of the new sub-axis.
         target: AxisType,
+        /// Whether the new sub-axis is the outer one.
         top: bool,
     },
 }

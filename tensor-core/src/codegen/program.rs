@@ -56,26 +56,42 @@ pub enum Line {
     /// Closes the innermost open loop.
     EndLoop,
     /// Declares accumulator `acc` of `reduce`, set to the reduce op's identity.
-    DefineAcc { acc: usize, reduce: UOp },
+    DefineAcc {
+        /// The accumulator's number.
+        acc: usize,
+        /// The `Reduce` it accumulates.
+        reduce: UOp,
+    },
     /// Folds `value` into accumulator `acc` with the reduce op.
     Accumulate {
+        /// The accumulator's number.
         acc: usize,
+        /// The combining op.
         op: ReduceOp,
+        /// The `Reduce` it accumulates.
         reduce: UOp,
+        /// The value folded in.
         value: Value,
     },
     /// Computes `node` (an ALU op or a Load) from `operands` into temp `temp`. A Load's
     /// operands are its element index and, when gated, its gate.
     Assign {
+        /// The temporary written.
         temp: usize,
+        /// The ALU op or Load computed.
         node: UOp,
+        /// Its operands, in order.
         operands: Vec<Value>,
     },
     /// Writes `value` at `index` of the store's buffer, only where `gate` holds.
     Store {
+        /// The `Store` node (its buffer is the destination).
         store: UOp,
+        /// The element index written.
         index: Value,
+        /// The condition under which it is written, if any.
         gate: Option<Value>,
+        /// The value written.
         value: Value,
     },
 }

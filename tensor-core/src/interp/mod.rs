@@ -24,7 +24,8 @@ mod movement;
 
 pub use host_array::HostArray;
 
-use crate::uop::dtype::decode_scalars;
+use crate::transform::external::{self, CallInfo};
+use crate::uop::dtype::{decode_scalars, encode_scalars};
 use crate::uop::scope::node_free_ranges;
 use crate::uop::{Arg, DType, Op, UOp};
 use host_array::for_each_index;
@@ -340,11 +341,39 @@ impl Interpreter {
 
     /// `Function`/`Call`: the body evaluated in a new frame whose params are the args.
     fn call(&mut self, node: &UOp) -> Value {
+        if CallInfo::of(node).is_some() {
+            return self.external_call(node);
+        }
         let args: Vec<Value> = node.src()[1..].iter().map(|a| self.value(a)).collect();
         self.frames.push(Frame::new(args));
         let result = self.eval(&node.src()[0]);
         self.frames.pop();
         result
+    }
+
+    /// An external call: its host function on the operands' values (a fault of the host
+    /// function panics, naming the external).
+    fn external_call(&mut self, node: &UOp) -> Value {
+        let operands = node.src()[1..]
+            .iter()
+            .map(|a| match self.value(a) {
+                Value::Array(v) => external::HostArray::from_bytes(
+                    encode_scalars(&v.data, v.dtype),
+                    v.dtype,
+                    &v.shape,
+                ),
+                Value::Tuple(_) => panic!("interp: an external call's operand is a tuple"),
+            })
+            .collect();
+        let results = external::invoke(node, operands).unwrap_or_else(|e| panic!("interp: {e}"));
+        let values: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                let data = decode_scalars(r.bytes(), r.dtype());
+                Value::Array(Rc::new(HostArray::new(r.dtype(), r.shape(), data)))
+            })
+            .collect();
+        Value::Tuple(values.into())
     }
 
     #[track_caller]

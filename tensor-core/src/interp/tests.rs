@@ -448,7 +448,11 @@ fn call_evaluates_its_body_with_the_args() {
     let body = UOp::tuple(vec![alu(Op::Neg, &[&p])]);
     let arg = Arg::Call {
         name: "negate".into(),
-        strategy: crate::uop::BatchStrategy::Sequential,
+        strategy: Some(crate::uop::BatchStrategy::Sequential),
+        external: usize::MAX,
+        endpoint: crate::uop::Endpoint::Apply,
+        lead: 0,
+        statics: vec![],
     };
     let call = UOp::new(
         Op::Call,

@@ -127,7 +127,7 @@ fn composite_graphs_match_the_interpreter() {
     let x = data(&[4, 5], 7);
     let idx = Tensor::from_vec(vec![3i32, 0, 2], &[3]);
     check("arange", &[Tensor::arange(6).cast(DType::F32).mul(0.5)]);
-    check("eye", &[Tensor::eye(4).cast(DType::F32)]);
+    check("eye", &[Tensor::eye(4, DType::F32)]);
     check("argmax", &[x.argmax(1, false)]);
     check("take", &[x.take(&idx, 0)]);
     check("one hot", &[idx.one_hot(4)]);
@@ -383,8 +383,8 @@ fn an_arange_is_one_kernel_of_index_arithmetic() {
             "arange({n}) still reduces: {ast:?}"
         );
     }
-    check("eye", &[Tensor::eye(5)]);
-    check("arange_range", &[Tensor::arange_range(1.0f32, 4.0, 0.5)]);
+    check("eye", &[Tensor::eye(5, DType::F32)]);
+    check("arange_steps", &[Tensor::arange((1.0f32, 4.0, 0.5))]);
 }
 
 #[test]

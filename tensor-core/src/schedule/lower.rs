@@ -609,8 +609,11 @@ impl KernelBuilder<'_> {
         }
     }
 
-    /// True when computing `x` reads a buffer (a `Buffer` or a realized node), memoized for
-    /// the kernel being built.
+    /// True when computing `x` reads a buffer (a `Buffer` or a realized node) or draws random
+    /// bits, memoized for the kernel being built. Random bits count as memory: like a
+    /// buffer's contents they are data no kernel rule folds, and each recomputation costs a
+    /// hash, so they are decided by cost like loaded values (a model whose parameters are
+    /// unrealized `randn` would otherwise recompute them at every use).
     fn reads_memory(&mut self, x: &UOp) -> bool {
         if let Some(&reads) = self.reads.get(x) {
             return reads;
@@ -627,7 +630,7 @@ impl KernelBuilder<'_> {
                 .cloned()
                 .collect();
             if pending.is_empty() {
-                let reads = matches!(node.op(), Op::Buffer | Op::BufferView)
+                let reads = matches!(node.op(), Op::Buffer | Op::BufferView | Op::Threefry)
                     || self.ctx.realized.contains_key(&node)
                     || node.src().iter().any(|s| self.reads[s]);
                 self.reads.insert(node, reads);

@@ -88,8 +88,8 @@ impl CostModel {
 pub struct Facts {
     /// The node is a `Reduce` (else an elementwise value).
     pub reduce: bool,
-    /// Computing it reads a buffer (else it is a function of positions only: an arange, a
-    /// one-hot mask, counter-based random bits).
+    /// Computing it reads a buffer or draws random bits (else it is a function of positions
+    /// only: an arange, a one-hot mask, index arithmetic).
     pub reads_memory: bool,
     /// It is a product with a mask of positions (a 0/1 value of comparisons of indices, as
     /// the one-hot bases of `jacfwd`/`jacrev`): a reduce over the masked axis collapses to

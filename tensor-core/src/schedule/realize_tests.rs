@@ -9,7 +9,7 @@ use crate::codegen::program::{Line, Program};
 use crate::codegen::{CodegenOptions, lower_kernel};
 use crate::tensor::Tensor;
 use crate::transform::{grad, vmap};
-use crate::uop::{Op, UOp};
+use crate::uop::{DType, Op, UOp};
 
 /// The decision the schedule of `outputs` records for `node`.
 fn decision_for(outputs: &[&Tensor], node: &Tensor) -> Option<Decision> {
@@ -91,18 +91,31 @@ fn a_large_reduce_under_a_broadcast_is_realized() {
 
 #[test]
 fn values_of_positions_only_stay_with_the_kernel_rules() {
-    // Counter-based random bits read no buffer: they are recomputed, never stored.
+    // An identity mask under a matmul reads no buffer: folded, never stored.
     let w = data(&[8, 16], 2);
-    let noise = Tensor::rand(&[4, 8], 7);
-    let out = noise.matmul(&w);
+    let out = Tensor::eye(8, DType::F32).slice(0, 0, 4).matmul(&w);
     let decisions = create_schedule(&[out.uop()]).decisions;
-    assert!(decisions.iter().any(|d| d.rule == Rule::PositionsOnly));
     assert!(
         decisions
             .iter()
             .all(|d| !d.rule.realizes() || d.rule == Rule::Output)
     );
-    assert_eq!(check("random under matmul", &[out]), 1);
+    assert_eq!(check("mask under matmul", &[out]), 1);
+}
+
+#[test]
+fn random_numbers_read_at_many_indices_are_realized_once() {
+    // Counter-based random bits are data to the cost rules: under a matmul each would be
+    // hashed again for every column, so they get a buffer.
+    let w = data(&[8, 16], 2);
+    let noise = Tensor::rand(&[4, 8], 7);
+    let out = noise.matmul(&w);
+    let decisions = create_schedule(&[out.uop()]).decisions;
+    assert!(decisions.iter().any(|d| d.rule == Rule::RepeatedValue));
+    assert_eq!(check("random under matmul", &[out]), 2);
+    // Read once per element, they stay fused.
+    let scaled = Tensor::rand(&[4, 8], 7) * data(&[4, 8], 3);
+    assert_eq!(check("random times data", &[scaled]), 1);
 }
 
 #[test]

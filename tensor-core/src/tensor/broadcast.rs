@@ -37,22 +37,24 @@ macro_rules! impl_dims {
 }
 impl_dims!(i32, i64, isize, usize);
 
-/// One axis or several, as a reduction takes them: `1`, `-1`, `[0, 2]`, `&[0, 2]`, `&axes`.
+/// The axes a reduction (or `flip`) works on, as NumPy's `axis=` argument: one axis (`1`,
+/// `-1`), several (`[0, 2]`, `&[0, 2]`, `&axes`), or `None` for every axis (an empty list means
+/// no axis at all, as NumPy's `axis=()`).
 pub trait IntoAxes {
-    /// The axes as signed integers (negative counts from the end).
-    fn into_axes(self) -> Vec<isize>;
+    /// The axes as signed integers (negative counts from the end); `None` for every axis.
+    fn into_axes(self) -> Option<Vec<isize>>;
 }
 
 macro_rules! impl_into_axes_for_int {
     ($($t:ty),*) => {$(
         impl IntoAxes for $t {
-            fn into_axes(self) -> Vec<isize> {
-                vec![self as isize]
+            fn into_axes(self) -> Option<Vec<isize>> {
+                Some(vec![self as isize])
             }
         }
         impl<const N: usize> IntoAxes for [$t; N] {
-            fn into_axes(self) -> Vec<isize> {
-                self.to_dims()
+            fn into_axes(self) -> Option<Vec<isize>> {
+                Some(self.to_dims())
             }
         }
     )*};
@@ -60,8 +62,24 @@ macro_rules! impl_into_axes_for_int {
 impl_into_axes_for_int!(i32, i64, isize, usize);
 
 impl<D: Dims + ?Sized> IntoAxes for &D {
-    fn into_axes(self) -> Vec<isize> {
-        self.to_dims()
+    fn into_axes(self) -> Option<Vec<isize>> {
+        Some(self.to_dims())
+    }
+}
+
+/// `None` is every axis (NumPy's `axis=None`); `Some(axis)` is that one axis.
+impl IntoAxes for Option<isize> {
+    fn into_axes(self) -> Option<Vec<isize>> {
+        self.map(|a| vec![a])
+    }
+}
+
+/// The normalized, sorted axes `axes` names in a tensor of `shape` (every axis for `None`).
+#[track_caller]
+pub(crate) fn resolve_axes(op: &str, axes: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
+    match axes.into_axes() {
+        Some(list) => normalize_axes(op, &list, shape),
+        None => (0..shape.len()).collect(),
     }
 }
 
@@ -106,16 +124,24 @@ pub(crate) fn normalize_axes(op: &str, axes: &[isize], shape: &[usize]) -> Vec<u
 /// built from it, so no size computed later can wrap.
 #[track_caller]
 pub(crate) fn require_addressable(op: &str, shape: &[usize]) -> usize {
+    match addressable(op, shape) {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The element count of `shape`, or the message [`require_addressable`] panics with.
+pub(crate) fn addressable(op: &str, shape: &[usize]) -> Result<usize, String> {
     if let Some(numel) = checked_numel(shape) {
-        return numel;
+        return Ok(numel);
     }
     let count = shape
         .iter()
         .try_fold(1u128, |n, &d| n.checked_mul(d as u128))
         .map_or_else(|| "more than 2^128".to_string(), |n| n.to_string());
-    panic!(
+    Err(format!(
         "{op}: shape {shape:?} has {count} elements, more than the {MAX_ELEMENTS} (2^48) a tensor may have"
-    )
+    ))
 }
 
 /// The NumPy broadcast of `shapes`, or a panic naming the op and every shape.
@@ -208,7 +234,9 @@ macro_rules! scalar_operand {
         }
     )*};
 }
-scalar_operand!(f32, f64, i32, i64, bool);
+scalar_operand!(
+    f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, bool
+);
 
 impl Operand {
     fn shape(&self) -> Shape {

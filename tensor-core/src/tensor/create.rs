@@ -10,8 +10,9 @@
 //! lowering the index expression is exactly `(x / c) * c + x % c`, which symbolic folds to `x`.
 
 use super::Tensor;
-use super::broadcast::{Dims, const_uop, require_addressable};
+use super::broadcast::{Dims, addressable, const_uop, require_addressable};
 use super::cumulative::prefix_sum_last_axis;
+use super::error::ShapeError;
 use crate::uop::dtype::{Element, encode_scalars};
 use crate::uop::shape::MAX_ELEMENTS;
 use crate::uop::{Arg, BufferArg, BufferStorage, DType, Device, Op, Scalar, Shape, UOp};
@@ -23,28 +24,48 @@ pub const INDEX_DTYPE: DType = DType::I32;
 impl Tensor {
     /// A tensor of `shape` holding `data` in row-major order. The vector becomes the
     /// tensor's memory (no copy; CPU kernels read it in place, as for [`Tensor::from_ndarray`]).
+    /// Panics when `data` does not fill `shape` exactly; [`Tensor::try_from_vec`] returns the
+    /// error instead.
+    ///
+    /// ```
+    /// # use tensor_core::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// assert_eq!((x.shape(), x.dtype()), (vec![2, 2], DType::F32));
+    /// assert!(Tensor::try_from_vec(vec![1.0f32, 2.0, 3.0], &[2, 2]).is_err());
+    /// ```
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
-        let numel = require_addressable("from_slice", shape);
+        match Tensor::try_from_vec(data, shape) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Tensor::from_vec`], with data that does not fill the shape as an error.
+    pub fn try_from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor, ShapeError> {
+        let fail = |m: String| ShapeError::new("from_vec", m);
+        let numel = addressable("from_vec", shape).map_err(fail)?;
         if data.len() != numel {
-            panic!(
-                "from_slice: {} values do not fill shape {:?} ({} elements)",
+            return Err(fail(format!(
+                "from_vec: {} values do not fill shape {:?} ({} elements)",
                 data.len(),
                 shape,
                 numel
-            );
+            )));
         }
         let storage = BufferStorage::with_host_data(Arc::new(data));
-        host_buffer(storage, numel, T::DTYPE, shape)
+        Ok(host_buffer(storage, numel, T::DTYPE, shape))
     }
 
-    /// A tensor of `shape` holding a copy of `data` in row-major order.
+    /// A tensor of `shape` holding a copy of `data` in row-major order. Panics when `data`
+    /// does not fill `shape` (see [`Tensor::try_from_vec`]).
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
         Tensor::from_vec(data.to_vec(), shape)
     }
 
-    /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).
+    /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`). Panics when
+    /// `values` does not fill `shape`.
     #[track_caller]
     pub fn from_scalars(values: &[Scalar], dtype: DType, shape: &[usize]) -> Tensor {
         let numel = require_addressable("from_scalars", shape);
@@ -59,6 +80,21 @@ impl Tensor {
         let bytes: Arc<[u8]> = encode_scalars(values, dtype).into();
         let storage = BufferStorage::with_host_bytes(bytes, dtype);
         host_buffer(storage, values.len(), dtype, shape)
+    }
+
+    /// A tensor of `shape` and `dtype` over `bytes` (row-major, little-endian), as a host
+    /// function's result comes back.
+    #[track_caller]
+    pub fn from_bytes(bytes: Vec<u8>, dtype: DType, shape: &[usize]) -> Tensor {
+        let numel = require_addressable("from_bytes", shape);
+        if bytes.len() != numel * dtype.size_bytes() {
+            panic!(
+                "from_bytes: {} bytes do not fill {dtype}{shape:?}",
+                bytes.len()
+            );
+        }
+        let storage = BufferStorage::with_host_bytes(bytes.into(), dtype);
+        host_buffer(storage, numel, dtype, shape)
     }
 
     /// A tensor that keeps an owned `ndarray` array's own element vector as its memory.
@@ -100,24 +136,39 @@ impl Tensor {
     }
 
     /// A 0-d tensor holding `value`, of the dtype of its Rust type.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// assert_eq!(Tensor::scalar(2u8).dtype(), DType::U8);
+    /// assert_eq!(Tensor::scalar(2.0f32).shape(), Vec::<usize>::new());
+    /// ```
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Tensor::from_uop(UOp::constant(value.to_scalar(), T::DTYPE))
     }
 
-    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`).
+    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`), as
+    /// NumPy's `full(shape, value, dtype=)`; a constant, never a buffer. Panics on a negative
+    /// size.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::full(&[2, 2], 7, DType::I16);
+    /// assert_eq!(evaluate(&x.uop()).to_vec::<i16>(), vec![7; 4]);
+    /// assert_eq!(Tensor::zeros(&[3], DType::F32).ones_like().dtype(), DType::F32);
+    /// ```
     #[track_caller]
     pub fn full<D: Dims + ?Sized>(shape: &D, value: impl Into<Scalar>, dtype: DType) -> Tensor {
         let shape = sizes("full", shape);
         Tensor::from_uop(const_uop(value.into(), dtype, &shape))
     }
 
-    /// A tensor of `shape` and `dtype` filled with zeros.
+    /// A tensor of `shape` and `dtype` filled with zeros. Panics on a negative size.
     #[track_caller]
     pub fn zeros<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
         Tensor::full(shape, 0, dtype)
     }
 
-    /// A tensor of `shape` and `dtype` filled with ones.
+    /// A tensor of `shape` and `dtype` filled with ones. Panics on a negative size.
     #[track_caller]
     pub fn ones<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
         Tensor::full(shape, 1, dtype)
@@ -138,58 +189,245 @@ impl Tensor {
         self.full_like(1)
     }
 
-    /// `[0, 1, ..., n-1]` as `i32` (as `i64` when `n - 1` does not fit an `i32`).
+    /// Evenly spaced values in `[start, stop)`, as NumPy's `arange`: `arange(stop)`,
+    /// `arange((start, stop))` or `arange((start, stop, step))`, with an optional `DType` last
+    /// (`arange((0, 10, 2, DType::F32))`; see [`ArangeArgs`]). Without one the dtype is the
+    /// arguments' Rust type (an unsuffixed integer is `i32`, an unsuffixed float `f64`, a
+    /// `usize` stop `i32`, or `i64` when `stop - 1` does not fit an `i32`). Panics on a zero or
+    /// non-finite step and on more elements than a tensor may hold.
+    ///
+    /// ```
+    /// # use tensor_core::{DType, Tensor, interp::evaluate};
+    /// let ints = |t: Tensor| evaluate(&t.uop()).to_vec::<i32>();
+    /// assert_eq!(ints(Tensor::arange(4)), vec![0, 1, 2, 3]);              // np.arange(4)
+    /// assert_eq!(ints(Tensor::arange((2, 5))), vec![2, 3, 4]);            // np.arange(2, 5)
+    /// assert_eq!(ints(Tensor::arange((5, 0, -2))), vec![5, 3, 1]);
+    /// let x = Tensor::arange((0, 1, 0.25, DType::F32));                  // dtype=np.float32
+    /// assert_eq!(evaluate(&x.uop()).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// ```
     #[track_caller]
-    pub fn arange(n: usize) -> Tensor {
-        require_addressable("arange", &[n]);
-        Tensor::from_uop(arange_uop(n))
+    pub fn arange(args: impl ArangeArgs) -> Tensor {
+        let form = args.into_arange();
+        if let (Scalar::Int(0), Scalar::Int(stop), Scalar::Int(1), None, INDEX_DTYPE) =
+            (form.start, form.stop, form.step, form.dtype, form.natural)
+        {
+            // `arange(n)`: the index dtype, widened to `i64` when `n - 1` does not fit it.
+            let n = stop.max(0) as usize;
+            require_addressable("arange", &[n]);
+            return Tensor::from_uop(arange_uop(n));
+        }
+        let dtype = form.dtype.unwrap_or(form.natural);
+        arange_steps(form.start, form.stop, form.step, dtype)
     }
 
-    /// `[start, start+step, ...]` up to but excluding `stop`, as NumPy's `arange`, in the
-    /// dtype of the Rust arguments (`arange_range(0, 10, 3)` is `i32`,
-    /// `arange_range(0.0f32, 1.0, 0.25)` is `f32`).
+    /// `num` evenly spaced values from `start` to `stop` inclusive, in `dtype`, as NumPy's
+    /// `linspace(start, stop, num, dtype=)`: value `i` is `start + i * (stop - start) / (num -
+    /// 1)` computed in `f64` and rounded once to `dtype` (floored for integers, as NumPy), the
+    /// last one exactly `stop`. Panics when `num` is more than a tensor may hold.
+    ///
+    /// ```
+    /// # use tensor_core::{DType, Tensor, interp::evaluate};
+    /// let x = Tensor::linspace(0.0, 1.0, 5, DType::F32);
+    /// assert_eq!(evaluate(&x.uop()).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    /// ```
     #[track_caller]
-    pub fn arange_range<T: Element>(start: T, stop: T, step: T) -> Tensor {
-        let (a, b, s) = (
-            start.to_scalar().as_f64(),
-            stop.to_scalar().as_f64(),
-            step.to_scalar().as_f64(),
-        );
-        if s == 0.0 || !s.is_finite() {
-            panic!("arange_range: step must be finite and non-zero, got {s}");
+    pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Tensor {
+        require_addressable("linspace", &[num]);
+        if num == 1 {
+            return Tensor::full(&[1], start, dtype);
         }
-        let n = ((b - a) / s).ceil().max(0.0);
-        if n >= MAX_ELEMENTS as f64 {
-            panic!(
-                "arange_range: {n} steps from {a} to {b} by {s} are more than a tensor may hold"
-            );
+        let step = (stop - start) / (num.max(2) - 1) as f64;
+        let steps = Tensor::from_uop(arange_uop(num));
+        let values = steps.cast(DType::F64).mul(step).add(start);
+        let values = steps.eq(num as i64 - 1).where_(stop, values);
+        if dtype.is_float() {
+            return values.cast(dtype);
         }
-        let n = n as usize;
-        let dtype = T::DTYPE;
-        let steps = arange_uop(n).cast(dtype);
-        let scaled = UOp::alu(
-            Op::Mul,
-            vec![steps, const_uop(step.to_scalar(), dtype, &[n])],
-        );
-        let shifted = UOp::alu(
-            Op::Add,
-            vec![scaled, const_uop(start.to_scalar(), dtype, &[n])],
-        );
-        Tensor::from_uop(shifted)
+        values.floor().cast(dtype)
     }
 
-    /// The `n x n` identity matrix in `f32`.
+    /// The `n x n` identity matrix in `dtype` (NumPy's `eye(n, dtype=)`). Panics when `n * n`
+    /// is more than a tensor may hold.
+    ///
+    /// ```
+    /// # use tensor_core::{DType, Tensor, interp::evaluate};
+    /// let i = Tensor::eye(2, DType::I32);
+    /// assert_eq!(evaluate(&i.uop()).to_vec::<i32>(), vec![1, 0, 0, 1]);
+    /// ```
     #[track_caller]
-    pub fn eye(n: usize) -> Tensor {
+    pub fn eye(n: usize, dtype: DType) -> Tensor {
         require_addressable("eye", &[n, n]);
-        let rows = arange_uop(n).reshape(&[n, 1]).expand(&[n, n]);
-        let cols = arange_uop(n).reshape(&[1, n]).expand(&[n, n]);
-        let same = UOp::alu(Op::CmpNe, vec![rows, cols]);
-        let same = UOp::alu(
-            Op::CmpNe,
-            vec![same, const_uop(true.into(), DType::Bool, &[n, n])],
-        );
-        Tensor::from_uop(same.cast(DType::F32))
+        Tensor::from_uop(diagonal_offset(n, n)).eq(0).cast(dtype)
+    }
+
+    /// The upper triangle of the last two axes: elements with `col - row >= k` kept, the others
+    /// zero (NumPy's `triu(x, k)`). Panics for fewer than two axes.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6, 7, 8, 9], &[3, 3]);
+    /// assert_eq!(evaluate(&x.triu(0).uop()).to_vec::<i32>(), vec![1, 2, 3, 0, 5, 6, 0, 0, 9]);
+    /// assert_eq!(evaluate(&x.tril(-1).uop()).to_vec::<i32>(), vec![0, 0, 0, 4, 0, 0, 7, 8, 0]);
+    /// ```
+    #[track_caller]
+    pub fn triu(&self, k: i64) -> Tensor {
+        self.keep_triangle("triu", k, true)
+    }
+
+    /// The lower triangle of the last two axes: elements with `col - row <= k` kept, the others
+    /// zero (NumPy's `tril(x, k)`). Panics for fewer than two axes.
+    #[track_caller]
+    pub fn tril(&self, k: i64) -> Tensor {
+        self.keep_triangle("tril", k, false)
+    }
+
+    #[track_caller]
+    fn keep_triangle(&self, op: &str, k: i64, upper: bool) -> Tensor {
+        let shape = self.shape();
+        if shape.len() < 2 {
+            panic!("{op}: needs at least two axes, got shape {shape:?}");
+        }
+        let (rows, cols) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+        let offset = Tensor::from_uop(diagonal_offset(rows, cols));
+        let keep = if upper { offset.ge(k) } else { offset.le(k) };
+        keep.where_(self, self.zeros_like())
+    }
+}
+
+/// `col - row` over an `rows x cols` grid, in the index dtype.
+fn diagonal_offset(rows: usize, cols: usize) -> UOp {
+    let r = arange_uop(rows)
+        .cast(DType::I64)
+        .reshape(&[rows, 1])
+        .expand(&[rows, cols]);
+    let c = arange_uop(cols)
+        .cast(DType::I64)
+        .reshape(&[1, cols])
+        .expand(&[rows, cols]);
+    UOp::alu(Op::Sub, vec![c, r])
+}
+
+/// `[start, start+step, ...)` below `stop` (above it for a negative step) in `dtype`.
+#[track_caller]
+fn arange_steps(start: Scalar, stop: Scalar, step: Scalar, dtype: DType) -> Tensor {
+    let (a, b, s) = (start.as_f64(), stop.as_f64(), step.as_f64());
+    if s == 0.0 || !s.is_finite() {
+        panic!("arange: step must be finite and non-zero, got {s}");
+    }
+    let n = ((b - a) / s).ceil().max(0.0);
+    if n >= MAX_ELEMENTS as f64 {
+        panic!("arange: {n} steps from {a} to {b} by {s} are more than a tensor may hold");
+    }
+    let n = n as usize;
+    let steps = arange_uop(n).cast(dtype);
+    let scaled = UOp::alu(Op::Mul, vec![steps, const_uop(step, dtype, &[n])]);
+    let shifted = UOp::alu(Op::Add, vec![scaled, const_uop(start, dtype, &[n])]);
+    Tensor::from_uop(shifted)
+}
+
+/// The arguments of [`Tensor::arange`], as NumPy's positional forms: `stop`, `(start, stop)`,
+/// `(start, stop, step)`, each optionally followed by a `DType` inside the tuple
+/// (`(stop, DType::F32)`, `(start, stop, step, DType::F32)`). Implemented for every primitive
+/// numeric type; the bounds of one call share their type, except that a float step may follow
+/// integer bounds (`(0, 1, 0.25, DType::F32)`).
+pub trait ArangeArgs {
+    /// The normalized form.
+    fn into_arange(self) -> ArangeForm;
+}
+
+/// `arange`'s arguments normalized: the bounds and step, the dtype asked for, and the dtype the
+/// arguments' Rust types give.
+#[derive(Clone, Copy, Debug)]
+pub struct ArangeForm {
+    /// The first value.
+    pub start: Scalar,
+    /// The bound the values stay below (above, for a negative step).
+    pub stop: Scalar,
+    /// The distance between neighbours.
+    pub step: Scalar,
+    /// The dtype asked for, if any.
+    pub dtype: Option<DType>,
+    /// The dtype of the arguments' Rust types.
+    pub natural: DType,
+}
+
+fn form(
+    start: Scalar,
+    stop: Scalar,
+    step: Scalar,
+    dtype: Option<DType>,
+    natural: DType,
+) -> ArangeForm {
+    ArangeForm {
+        start,
+        stop,
+        step,
+        dtype,
+        natural,
+    }
+}
+
+macro_rules! arange_args {
+    ($($t:ty => $natural:expr),*) => {$(
+        impl ArangeArgs for $t {
+            fn into_arange(self) -> ArangeForm {
+                form(Scalar::from(0 as $t), self.into(), Scalar::from(1 as $t), None, $natural)
+            }
+        }
+        impl ArangeArgs for ($t, DType) {
+            fn into_arange(self) -> ArangeForm {
+                let f = self.0.into_arange();
+                ArangeForm { dtype: Some(self.1), ..f }
+            }
+        }
+        impl ArangeArgs for ($t, $t) {
+            fn into_arange(self) -> ArangeForm {
+                form(self.0.into(), self.1.into(), Scalar::from(1 as $t), None, $natural)
+            }
+        }
+        impl ArangeArgs for ($t, $t, DType) {
+            fn into_arange(self) -> ArangeForm {
+                ArangeForm { dtype: Some(self.2), ..(self.0, self.1).into_arange() }
+            }
+        }
+        impl ArangeArgs for ($t, $t, $t) {
+            fn into_arange(self) -> ArangeForm {
+                form(self.0.into(), self.1.into(), self.2.into(), None, $natural)
+            }
+        }
+        impl ArangeArgs for ($t, $t, $t, DType) {
+            fn into_arange(self) -> ArangeForm {
+                ArangeForm { dtype: Some(self.3), ..(self.0, self.1, self.2).into_arange() }
+            }
+        }
+    )*};
+}
+arange_args!(
+    i8 => DType::I8, i16 => DType::I16, i32 => DType::I32, i64 => DType::I64,
+    u8 => DType::U8, u16 => DType::U16, u32 => DType::U32, u64 => DType::U64,
+    usize => INDEX_DTYPE, isize => DType::I64, f32 => DType::F32, f64 => DType::F64
+);
+
+/// Integer bounds with a float step: `(0, 1, 0.25)` (`f64`, as NumPy gives).
+impl ArangeArgs for (i32, i32, f64) {
+    fn into_arange(self) -> ArangeForm {
+        form(
+            self.0.into(),
+            self.1.into(),
+            self.2.into(),
+            None,
+            DType::F64,
+        )
+    }
+}
+
+/// Integer bounds with a float step in `dtype`: `(0, 1, 0.25, DType::F32)`.
+impl ArangeArgs for (i32, i32, f64, DType) {
+    fn into_arange(self) -> ArangeForm {
+        ArangeForm {
+            dtype: Some(self.3),
+            ..(self.0, self.1, self.2).into_arange()
+        }
     }
 }
 

@@ -126,6 +126,7 @@ impl Tensor {
     }
 
     /// `self + other` (logical or for two bool operands).
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn add(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("add", other);
@@ -138,6 +139,7 @@ impl Tensor {
     }
 
     /// `self - other` as `Add(a, Mul(b, -1))`. Panics for bools, as NumPy does.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn sub(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("sub", other);
@@ -146,6 +148,7 @@ impl Tensor {
     }
 
     /// `self * other` (logical and for two bool operands).
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn mul(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("mul", other);
@@ -160,6 +163,7 @@ impl Tensor {
     /// True division `self / other`, correctly rounded (IEEE `a / b`: tinyspec's `Div` with its
     /// stated semantics, kept as one op rather than `Mul(a, Recip(b))`, which is up to 1 ulp off
     /// and overflows for tiny divisors); ints and bools divide in `f32`.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn div(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("div", other);
@@ -171,6 +175,7 @@ impl Tensor {
     /// Division rounded toward negative infinity, as NumPy's `//`: integers use `Idiv` (which
     /// truncates) corrected by one where the remainder and divisor differ in sign; floats
     /// floor `a / b`.
+    /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn floor_div(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("floor_div", other);
@@ -188,6 +193,7 @@ impl Tensor {
     }
 
     /// The remainder with the sign of the divisor, as NumPy's `%`: `a - floor_div(a, b) * b`.
+    /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn remainder(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("remainder", other);
@@ -205,6 +211,7 @@ impl Tensor {
     }
 
     /// The elementwise maximum (`Max`; logical or for bools).
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn maximum(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("maximum", other);
@@ -213,6 +220,7 @@ impl Tensor {
 
     /// The elementwise minimum: `-max(-a, -b)` for floats, `~max(~a, ~b)` for integers
     /// (complement reverses the order without overflow), logical and for bools.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn minimum(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("minimum", other);
@@ -220,6 +228,7 @@ impl Tensor {
     }
 
     /// `self` limited to `[lo, hi]`: `minimum(maximum(self, lo), hi)`.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn clamp(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
         self.maximum(lo).minimum(hi)
@@ -230,6 +239,7 @@ impl Tensor {
     /// integer exponents, NaN for fractional ones) and `x ** 0 == 1`. Integer tensors with a
     /// non-negative integer scalar exponent stay integers; other integer powers round the
     /// float result back. Panics for a negative integer scalar exponent on an integer tensor.
+    /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn pow(&self, exponent: impl Into<Operand>) -> Tensor {
         let exponent = exponent.into();
@@ -309,6 +319,7 @@ impl Tensor {
     }
 
     /// `self < other` (bool).
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn lt(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("lt", other);
@@ -316,6 +327,7 @@ impl Tensor {
     }
 
     /// `self > other` as `CmpLt(b, a)`.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn gt(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("gt", other);
@@ -324,6 +336,7 @@ impl Tensor {
 
     /// `self >= other`: `CmpNe(CmpLt(a, b), true)` for integers; for floats
     /// `Or(CmpLt(b, a), a == b)`, which is false when either side is NaN, as IEEE and NumPy say.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn ge(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("ge", other);
@@ -332,6 +345,7 @@ impl Tensor {
 
     /// `self <= other`: `CmpNe(CmpLt(b, a), true)` for integers, NaN-aware for floats (see
     /// [`Tensor::ge`]).
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn le(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("le", other);
@@ -339,6 +353,7 @@ impl Tensor {
     }
 
     /// `self == other` as `CmpNe(CmpNe(a, b), true)`.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn eq(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("eq", other);
@@ -346,6 +361,7 @@ impl Tensor {
     }
 
     /// `self != other` (bool).
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn ne(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("ne", other);
@@ -353,7 +369,15 @@ impl Tensor {
     }
 
     /// `a` where `self` is true, else `b`, all three broadcast together. A non-bool condition
-    /// means "non-zero", as in NumPy; `a` and `b` meet at one dtype.
+    /// means "non-zero", as in NumPy; `a` and `b` meet at one dtype. Panics when the shapes do
+    /// not broadcast.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![-1, 2, -3], &[3]);
+    /// let relu = x.gt(0).where_(&x, 0);                      // np.where(x > 0, x, 0)
+    /// assert_eq!(evaluate(&relu.uop()).to_vec::<i32>(), vec![0, 2, 0]);
+    /// ```
     #[track_caller]
     pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
         let branches = [a.into(), b.into()];
@@ -425,6 +449,7 @@ impl Tensor {
     }
 
     /// `self && other` for truth values (non-zero is true); bool.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn logical_and(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("logical_and", other);
@@ -433,6 +458,7 @@ impl Tensor {
     }
 
     /// `self || other` for truth values (non-zero is true); bool.
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn logical_or(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("logical_or", other);
@@ -575,6 +601,12 @@ impl Tensor {
     }
 
     /// The values converted to `dtype` (C conversion: floats truncate toward zero, ints wrap).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1.7f32, -1.7], &[2]).cast(DType::I32);
+    /// assert_eq!(evaluate(&x.uop()).to_vec::<i32>(), vec![1, -1]);
+    /// ```
     pub fn cast(&self, dtype: DType) -> Tensor {
         Tensor::from_uop(cast_uop(&self.uop(), dtype))
     }

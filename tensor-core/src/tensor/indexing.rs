@@ -16,8 +16,16 @@ use super::reduce::reduce_uop;
 use crate::uop::{DType, Op, ReduceOp, Scalar, Shape, UOp};
 
 impl Tensor {
-    /// The tensors joined along the existing axis `axis`; every other axis must match.
-    /// Dtypes promote to one.
+    /// The tensors joined along the existing axis `axis` (NumPy's `concatenate`); every other
+    /// axis must match. Dtypes promote to one. Panics on an empty list, an axis out of range
+    /// or shapes that differ off `axis`.
+    ///
+    /// ```
+    /// # use tensor_core::Tensor;
+    /// let a = Tensor::zeros(&[2, 3], tensor_core::DType::F32);
+    /// assert_eq!(Tensor::cat(&[a.clone(), a.clone()], 0).shape(), vec![4, 3]);
+    /// assert_eq!(Tensor::stack(&[a.clone(), a], -1).shape(), vec![2, 3, 2]);
+    /// ```
     #[track_caller]
     pub fn cat(tensors: &[Tensor], axis: isize) -> Tensor {
         let first = match tensors.first() {
@@ -73,7 +81,8 @@ impl Tensor {
         Tensor::from_uop(joined.expect("at least two parts"))
     }
 
-    /// The tensors (all of one shape) joined along a new axis `axis` of the result.
+    /// The tensors (all of one shape) joined along a new axis `axis` of the result. Panics on
+    /// an empty list, shapes that differ or an axis out of range.
     #[track_caller]
     pub fn stack(tensors: &[Tensor], axis: isize) -> Tensor {
         let first = match tensors.first() {
@@ -93,7 +102,29 @@ impl Tensor {
     /// PyTorch's `gather`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis`.
     /// The index shape is the output shape: `index` has as many axes as `self`, and on every
     /// other axis it may be shorter than `self` (the leading part of `self` is read) but not
-    /// longer. For NumPy's broadcasting rule use [`Tensor::take_along_axis`].
+    /// longer. For NumPy's broadcasting rule use [`Tensor::take_along_axis`]. Panics on a
+    /// non-integer index, a rank mismatch or an index axis longer than the input's.
+    ///
+    /// The three ways to pick along one axis, each under its library's name and argument
+    /// order:
+    ///
+    /// | call | from | index shape | result shape |
+    /// |---|---|---|---|
+    /// | `x.gather(axis, &idx)` | PyTorch `torch.gather(x, axis, idx)` | as many axes as `x`, none longer than `x`'s | `idx`'s |
+    /// | `x.take_along_axis(&idx, axis)` | NumPy `np.take_along_axis(x, idx, axis)` | as many axes as `x`, others broadcast | `idx`'s along `axis`, broadcast elsewhere |
+    /// | `x.take(&idx, axis)` | NumPy `np.take(x, idx, axis)` | any | `x.shape[..axis] + idx.shape + x.shape[axis+1..]` |
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![10, 11, 12, 20, 21, 22], &[2, 3]);
+    /// let idx = Tensor::from_vec(vec![2, 0], &[2, 1]);
+    /// let g = x.gather(1, &idx);                        // torch.gather(x, 1, idx)
+    /// assert_eq!(evaluate(&g.uop()).to_vec::<i32>(), vec![12, 20]);
+    /// let t = x.take_along_axis(&idx, 1);               // np.take_along_axis(x, idx, 1)
+    /// assert_eq!(evaluate(&t.uop()).to_vec::<i32>(), vec![12, 20]);
+    /// let rows = x.take(&Tensor::from_vec(vec![1, 1, 0], &[3]), 0); // np.take(x, [1, 1, 0], 0)
+    /// assert_eq!(rows.shape(), vec![3, 3]);
+    /// ```
     #[track_caller]
     pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
         let (s, i) = (self.shape(), index.shape());
@@ -118,7 +149,9 @@ impl Tensor {
 
     /// NumPy's `take_along_axis`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along
     /// `axis`, where `index` has as many axes as `self`, its other axes broadcast against
-    /// `self`'s, and the result has `index`'s size along `axis`.
+    /// `self`'s, and the result has `index`'s size along `axis` (compared with `gather` and
+    /// `take` at [`Tensor::gather`]). Panics on a non-integer index or shapes that do not
+    /// broadcast.
     #[track_caller]
     pub fn take_along_axis(&self, index: &Tensor, axis: isize) -> Tensor {
         let (s, i) = (self.shape(), index.shape());
@@ -155,7 +188,8 @@ impl Tensor {
 
     /// NumPy's `take`: the slices of `self` along `axis` at each of `indices` (any shape),
     /// so the result's shape is `self.shape[..axis] + indices.shape + self.shape[axis+1..]`.
-    /// An embedding lookup is `table.take(&tokens, 0)`.
+    /// An embedding lookup is `table.take(&tokens, 0)` (compared with `gather` and
+    /// `take_along_axis` at [`Tensor::gather`]). Panics on a non-integer index.
     #[track_caller]
     pub fn take(&self, indices: &Tensor, axis: isize) -> Tensor {
         let s = self.shape();

@@ -11,7 +11,15 @@ use crate::uop::{DType, ReduceOp, Shape};
 impl Tensor {
     /// The matrix product `self @ other` with NumPy's rules for 1-D operands and broadcast
     /// batch axes. Operands promote to one dtype; bools multiply as `i32` and the result is
-    /// "non-zero".
+    /// "non-zero". Panics on a 0-d operand, inner sizes that differ or batch axes that do not
+    /// broadcast.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// let v = Tensor::from_vec(vec![1.0f32, -1.0], &[2]);
+    /// assert_eq!(evaluate(&a.matmul(&v).uop()).to_vec::<f32>(), vec![-1.0, -1.0]);
+    /// ```
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
         let (ls, rs) = (self.shape(), other.shape());

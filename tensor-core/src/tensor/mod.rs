@@ -8,7 +8,9 @@ mod advanced_index;
 mod broadcast;
 mod create;
 mod cumulative;
+mod einsum;
 mod elementwise;
+mod error;
 mod float_math;
 mod indexing;
 mod matmul;
@@ -16,15 +18,19 @@ mod movement;
 mod nn;
 mod operators;
 mod padding;
+mod pieces;
 mod random;
 mod reduce;
 mod sliding;
 mod sorting;
+mod tiling;
 mod updates;
 mod vmap_scope;
 
 pub use advanced_index::Index;
 pub use broadcast::{Dims, IntoAxes, Operand};
+pub use create::{ArangeArgs, ArangeForm};
+pub use error::ShapeError;
 pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
 pub use updates::{At, ScatterReduce};
@@ -34,6 +40,20 @@ use std::fmt;
 use std::sync::{Arc, RwLock};
 
 /// A lazy n-dimensional array.
+///
+/// Names and signatures follow NumPy (see the README's *Signature patterns*): reductions take
+/// `axes` (one, several, or `None` for all) and `keepdim`; `softmax`/`log_softmax` one axis;
+/// constructors a dtype; scalars mix with tensors on either side of an operator.
+///
+/// # Panics
+///
+/// Ops check their arguments while the graph is built and panic on a mistake (an axis out of
+/// range, shapes that do not broadcast or fit, an empty axis where a reduction has no
+/// identity, a dtype the op does not take), with the op, the shapes and the caller's line.
+/// Nothing panics later: index values are data (an index out of range selects nothing) and
+/// faults of the runtime are `Result`s. Where a program may want to handle a mistake there is a
+/// fallible twin returning [`ShapeError`]: [`Tensor::try_from_vec`], [`Tensor::try_reshape`],
+/// [`Tensor::try_expand`].
 ///
 /// Clones share one cell: when a runtime realizes a tensor it swaps the graph in that cell for
 /// the realized buffer, and every clone then reads the buffer instead of recomputing it.

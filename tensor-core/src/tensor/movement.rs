@@ -4,26 +4,53 @@
 
 use super::Tensor;
 use super::broadcast::{
-    Dims, IntoAxes, broadcast_uop, const_uop, normalize_axes, normalize_axis, normalize_axis_in,
-    require_addressable,
+    Dims, IntoAxes, addressable, broadcast_uop, const_uop, normalize_axes, normalize_axis,
+    normalize_axis_in, require_addressable, resolve_axes,
 };
 use super::elementwise::where_uop;
+use super::error::ShapeError;
 use crate::uop::shape::MAX_ELEMENTS;
 use crate::uop::{DType, Op, Scalar, Shape};
 
 impl Tensor {
     /// The same elements in row-major order under a new shape; one size may be `-1` (inferred).
+    /// Panics when the element counts differ, on more than one `-1` or on a negative size;
+    /// [`Tensor::try_reshape`] returns the error instead.
+    ///
+    /// ```
+    /// # use tensor_core::Tensor;
+    /// let x = Tensor::arange(6);
+    /// assert_eq!(x.reshape(&[2, -1]).shape(), vec![2, 3]);
+    /// assert!(x.try_reshape(&[4, -1]).is_err());
+    /// ```
     #[track_caller]
     pub fn reshape<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
-        let from = self.shape();
-        let to = infer_reshape(&from, &shape.to_dims());
-        if to == from {
-            return self.clone();
+        match self.try_reshape(shape) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
         }
-        Tensor::from_uop(self.uop().reshape(&to))
     }
 
-    /// The axes reordered: axis `i` of the result is axis `order[i]` of `self`.
+    /// [`Tensor::reshape`], with a shape that does not fit as an error instead of a panic.
+    pub fn try_reshape<D: Dims + ?Sized>(&self, shape: &D) -> Result<Tensor, ShapeError> {
+        let from = self.shape();
+        let to =
+            infer_reshape(&from, &shape.to_dims()).map_err(|m| ShapeError::new("reshape", m))?;
+        if to == from {
+            return Ok(self.clone());
+        }
+        Ok(Tensor::from_uop(self.uop().reshape(&to)))
+    }
+
+    /// The axes reordered: axis `i` of the result is axis `order[i]` of `self` (NumPy's
+    /// `transpose(x, order)`). Panics unless `order` names every axis once.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::zeros(&[2, 3, 4], DType::F32);
+    /// assert_eq!(x.permute(&[2, 0, 1]).shape(), vec![4, 2, 3]);
+    /// assert_eq!(x.transpose(0, -1).shape(), vec![4, 3, 2]);
+    /// ```
     #[track_caller]
     pub fn permute<D: Dims + ?Sized>(&self, order: &D) -> Tensor {
         let shape = self.shape();
@@ -45,7 +72,7 @@ impl Tensor {
         Tensor::from_uop(self.uop().permute(&perm))
     }
 
-    /// Axes `a` and `b` swapped.
+    /// Axes `a` and `b` swapped (NumPy's `swapaxes`). Panics on an axis out of range.
     #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
         let shape = self.shape();
@@ -59,13 +86,25 @@ impl Tensor {
     }
 
     /// Broadcast to `shape` by NumPy's rules: leading axes may be added, size-1 axes are
-    /// stretched; `-1` keeps an existing axis's size.
+    /// stretched; `-1` keeps an existing axis's size. Panics when an axis is neither 1 nor the
+    /// target size, or the target has fewer axes; [`Tensor::try_expand`] returns the error.
     #[track_caller]
     pub fn expand<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
+        match self.try_expand(shape) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Tensor::expand`], with a shape it cannot broadcast to as an error instead of a panic.
+    pub fn try_expand<D: Dims + ?Sized>(&self, shape: &D) -> Result<Tensor, ShapeError> {
+        let fail = |m: String| Err(ShapeError::new("expand", m));
         let from = self.shape();
         let dims = shape.to_dims();
         if dims.len() < from.len() {
-            panic!("expand: cannot expand shape {from:?} to {dims:?}, which has fewer axes");
+            return fail(format!(
+                "expand: cannot expand shape {from:?} to {dims:?}, which has fewer axes"
+            ));
         }
         let offset = dims.len() - from.len();
         let mut to = Vec::with_capacity(dims.len());
@@ -78,27 +117,33 @@ impl Tensor {
             let size = match (d, old) {
                 (-1, Some(o)) => o,
                 (d, _) if d < 0 => {
-                    panic!("expand: size {d} at axis {i} of {dims:?} is not allowed")
+                    return fail(format!(
+                        "expand: size {d} at axis {i} of {dims:?} is not allowed"
+                    ));
                 }
-                (d, Some(o)) if o != 1 && o != d as usize => panic!(
-                    "expand: cannot expand shape {from:?} to {dims:?}: axis {} has size {o}, which is neither 1 nor {d}",
-                    i - offset
-                ),
+                (d, Some(o)) if o != 1 && o != d as usize => {
+                    return fail(format!(
+                        "expand: cannot expand shape {from:?} to {dims:?}: axis {} has size {o}, which is neither 1 nor {d}",
+                        i - offset
+                    ));
+                }
                 (d, _) => d as usize,
             };
             to.push(size);
         }
-        require_addressable("expand", &to);
-        Tensor::from_uop(broadcast_uop(&self.uop(), &to))
+        addressable("expand", &to).map_err(|m| ShapeError::new("expand", m))?;
+        Ok(Tensor::from_uop(broadcast_uop(&self.uop(), &to)))
     }
 
-    /// Broadcast to `shape` by NumPy's rules (as [`Tensor::expand`] without `-1`).
+    /// Broadcast to `shape` by NumPy's rules (as [`Tensor::expand`] without `-1`). Panics
+    /// where the shapes do not broadcast; [`Tensor::try_expand`] returns the error.
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
         self.expand(shape)
     }
 
     /// Zeros added `(before, after)` each axis.
+    /// Panics unless there is one pair per axis.
     #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
         let shape = self.shape();
@@ -137,6 +182,7 @@ impl Tensor {
     }
 
     /// The elements `[begin, end)` of each axis.
+    /// Panics unless there is one pair per axis, each within its axis.
     #[track_caller]
     pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
         let shape = self.shape();
@@ -167,7 +213,14 @@ impl Tensor {
     }
 
     /// Elements `start..end` along `axis`, as Python slicing: negative positions count from
-    /// the end and positions past either end are clamped (so the result may be empty).
+    /// the end and positions past either end are clamped (so the result may be empty). Panics
+    /// on an axis out of range.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::arange(5);
+    /// assert_eq!(evaluate(&x.slice(0, 1, -1).uop()).to_vec::<i32>(), vec![1, 2, 3]); // x[1:-1]
+    /// ```
     #[track_caller]
     pub fn slice(&self, axis: isize, start: isize, end: isize) -> Tensor {
         let shape = self.shape();
@@ -198,11 +251,12 @@ impl Tensor {
         self.shrink(&bounds)
     }
 
-    /// The elements in reverse order along `axes`.
+    /// The elements in reverse order along `axes` (`None`: every axis, as NumPy's `flip`).
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
         let shape = self.shape();
-        let axes = normalize_axes("flip", &axes.into_axes(), &shape);
+        let axes = resolve_axes("flip", axes, &shape);
         if axes.is_empty() {
             return self.clone();
         }
@@ -210,7 +264,15 @@ impl Tensor {
         Tensor::from_uop(self.uop().flip(&flags))
     }
 
-    /// `axis` (which must have size 1) removed.
+    /// `axis` (which must have size 1) removed. Panics on an axis out of range or of another
+    /// size.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::zeros(&[3], DType::F32).unsqueeze(0);   // x[None, :]
+    /// assert_eq!(x.shape(), vec![1, 3]);
+    /// assert_eq!(x.squeeze(0).shape(), vec![3]);
+    /// ```
     #[track_caller]
     pub fn squeeze(&self, axis: isize) -> Tensor {
         let shape = self.shape();
@@ -227,6 +289,7 @@ impl Tensor {
     }
 
     /// A size-1 axis inserted so that it becomes axis `axis` of the result (`-1` appends).
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
         let shape = self.shape();
@@ -236,7 +299,15 @@ impl Tensor {
         Tensor::from_uop(self.uop().reshape(&to))
     }
 
-    /// Axes `start..=end` merged into one.
+    /// Axes `start..=end` merged into one (PyTorch's `flatten`; [`Tensor::ravel`] is NumPy's
+    /// `flatten()`, every axis). Panics when `start` comes after `end`.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::zeros(&[2, 3, 4], DType::F32);
+    /// assert_eq!(x.flatten(1, -1).shape(), vec![2, 12]);
+    /// assert_eq!(x.ravel().shape(), vec![24]);
+    /// ```
     #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
         let shape = self.shape();
@@ -275,31 +346,37 @@ impl Tensor {
 
 /// The target of a reshape, with its one `-1` resolved; panics when the element counts differ.
 #[track_caller]
-fn infer_reshape(from: &[usize], dims: &[isize]) -> Shape {
+fn infer_reshape(from: &[usize], dims: &[isize]) -> Result<Shape, String> {
     let numel: usize = from.iter().product();
     let mut inferred = None;
     let mut known = 1usize;
     for (i, &d) in dims.iter().enumerate() {
         match d {
             -1 if inferred.is_none() => inferred = Some(i),
-            -1 => panic!("reshape: more than one -1 in {dims:?}"),
-            d if d < 0 => panic!("reshape: negative size {d} in {dims:?}"),
+            -1 => return Err(format!("reshape: more than one -1 in {dims:?}")),
+            d if d < 0 => return Err(format!("reshape: negative size {d} in {dims:?}")),
             d => match known.checked_mul(d as usize) {
                 Some(k) if k <= MAX_ELEMENTS => known = k,
-                _ => panic!("reshape: cannot reshape {from:?} ({numel} elements) to {dims:?}"),
+                _ => {
+                    return Err(format!(
+                        "reshape: cannot reshape {from:?} ({numel} elements) to {dims:?}"
+                    ));
+                }
             },
         }
     }
     let mut to: Shape = dims.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = inferred {
         if known == 0 || !numel.is_multiple_of(known) {
-            panic!("reshape: cannot reshape {from:?} ({numel} elements) to {dims:?}");
+            return Err(format!(
+                "reshape: cannot reshape {from:?} ({numel} elements) to {dims:?}"
+            ));
         }
         to[i] = numel / known;
     } else if known != numel {
-        panic!(
+        return Err(format!(
             "reshape: cannot reshape {from:?} ({numel} elements) to {dims:?} ({known} elements)"
-        );
+        ));
     }
-    to
+    Ok(to)
 }

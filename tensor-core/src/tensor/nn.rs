@@ -3,10 +3,17 @@
 //! no gradient and keeps autodiff from differentiating through `max`.
 
 use super::Tensor;
-use super::broadcast::{IntoAxes, normalize_axes};
+use super::broadcast::{IntoAxes, resolve_axes};
 
 impl Tensor {
-    /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized.
+    /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized, in the float
+    /// type. Panics on an axis out of range.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let p = Tensor::from_vec(vec![0.0f32, 0.0, 1.0, 1.0], &[2, 2]).softmax(-1);
+    /// assert_eq!(evaluate(&p.uop()).to_vec::<f32>(), vec![0.5; 4]);
+    /// ```
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Tensor {
         let shifted = self.minus_detached_max(&[axis]);
@@ -14,7 +21,8 @@ impl Tensor {
         e.div(e.sum(axis, true))
     }
 
-    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`.
+    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`. Panics on an
+    /// axis out of range.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Tensor {
         let shifted = self.minus_detached_max(&[axis]);
@@ -22,9 +30,10 @@ impl Tensor {
     }
 
     /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn logsumexp(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
-        let axes: Vec<isize> = normalize_axes("logsumexp", &axes.into_axes(), &self.shape())
+        let axes: Vec<isize> = resolve_axes("logsumexp", axes, &self.shape())
             .into_iter()
             .map(|a| a as isize)
             .collect();

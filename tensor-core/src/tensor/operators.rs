@@ -1,7 +1,11 @@
 //! Rust operators on tensors: `+ - * / %` (with NumPy broadcasting and JAX-style weak
 //! scalars on either side), unary `-`, `!`, `& | ^` and the shifts `<< >>`, on owned and borrowed tensors alike.
-//! A scalar on the left must be an `f64` or `i32` (what unsuffixed literals are); any of
-//! `f32`, `f64`, `i32`, `i64` and `bool` works on the right. `%` is NumPy's remainder (sign of the divisor); `!` is logical not for bools and bitwise
+//! Scalars are weakly typed (they take the tensor's dtype, as in JAX). On the right any
+//! primitive numeric type or `bool` works (`&x * 2.0f32`, `&x / 3u8`, `&x - n` with
+//! `n: usize`). On the left a scalar is an `f64` or an `i32`, which is what unsuffixed literals
+//! are (`2.0 - &x`, `1 - &x`, `(1.0 - &x).sqrt()`); a variable of another type goes on the
+//! right or through `f64::from(v)` / `Tensor::scalar(v)` (a second float or int type on the
+//! left would make every `(1.0 - &x).method()` ambiguous to Rust's inference). `%` is NumPy's remainder (sign of the divisor); `!` is logical not for bools and bitwise
 //! not for integers.
 
 use super::Tensor;
@@ -39,8 +43,9 @@ macro_rules! tensor_operator {
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $inherent:ident) => {
         tensor_operator!($trait, $method, $inherent);
-        // Only one float and one int type on the left: with more, a literal such as `2.0 - &x`
-        // would be ambiguous (Rust picks the impl before it defaults the literal's type).
+        // One float and one int type on the left: with a second one, `(1.0 - &x).sqrt()` does
+        // not compile (E0282: the output type of `{float} - &Tensor` is unknown until the
+        // literal's type is picked, and a method call or another operator needs it first).
         binary_operator!(@scalar_lhs $trait, $method, $inherent, f64, i32);
     };
     (@scalar_lhs $trait:ident, $method:ident, $inherent:ident, $($t:ty),*) => {$(

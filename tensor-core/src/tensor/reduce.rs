@@ -4,9 +4,7 @@
 //! a max, as tinygrad does.
 
 use super::Tensor;
-use super::broadcast::{
-    IntoAxes, broadcast_uop, cast_uop, const_uop, normalize_axes, normalize_axis,
-};
+use super::broadcast::{IntoAxes, broadcast_uop, cast_uop, const_uop, resolve_axes};
 use super::create::{INDEX_DTYPE, arange_uop};
 use super::elementwise::{
     add_uop, complement_uop, eq_uop, mul_uop, ne_uop, neg_uop, not_uop, where_uop,
@@ -86,11 +84,15 @@ fn reverse_order(u: &UOp) -> UOp {
 impl Tensor {
     #[track_caller]
     fn axes_of(&self, op: &str, axes: impl IntoAxes) -> Vec<usize> {
-        normalize_axes(op, &axes.into_axes(), &self.shape())
+        resolve_axes(op, axes, &self.shape())
     }
 
     fn all_axes(&self) -> Vec<usize> {
         (0..self.ndim()).collect()
+    }
+
+    fn signed(axes: &[usize]) -> Vec<isize> {
+        axes.iter().map(|&a| a as isize).collect()
     }
 
     /// Panics if one of `axes` is empty: the maximum of nothing is undefined (as in NumPy).
@@ -106,14 +108,25 @@ impl Tensor {
         }
     }
 
-    /// The sum over `axes`; bools and narrow ints sum in `i32` (see [`accumulate_dtype`]).
+    /// The sum over `axes` (one axis, several, or `None` for all; see [`IntoAxes`]), keeping
+    /// them as size 1 when `keepdim`; bools and narrow ints sum in `i32` (see
+    /// `accumulate_dtype`). Panics on an axis out of range or named twice.
+    ///
+    /// ```
+    /// # use tensor_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    /// assert_eq!(x.sum(0, false).shape(), vec![3]);          // np.sum(x, axis=0)
+    /// assert_eq!(x.sum(-1, true).shape(), vec![2, 1]);       // keepdims=True
+    /// assert_eq!(x.sum([0, 1], false).shape(), Vec::<usize>::new());
+    /// assert_eq!(x.sum(None, true).shape(), vec![1, 1]);     // axis=None
+    /// ```
     #[track_caller]
     pub fn sum(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("sum", axes);
         self.sum_over(&axes, keepdim)
     }
 
-    /// The sum of all elements (a 0-d tensor).
+    /// The sum of all elements (a 0-d tensor): `sum(None, false)`.
     pub fn sum_all(&self) -> Tensor {
         self.sum_over(&self.all_axes(), false)
     }
@@ -124,6 +137,7 @@ impl Tensor {
     }
 
     /// The product over `axes`; bools and narrow ints multiply in `i32`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn prod(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("prod", axes);
@@ -131,9 +145,9 @@ impl Tensor {
         Tensor::from_uop(reduce_uop(&u, ReduceOp::Mul, &axes, keepdim))
     }
 
-    /// The product of all elements.
+    /// The product of all elements: `prod(None, false)`.
     pub fn prod_all(&self) -> Tensor {
-        self.prod(&self.all_axes(), false)
+        self.prod(None, false)
     }
 
     /// The maximum over `axes`, in the input dtype. Panics on an empty axis.
@@ -144,10 +158,10 @@ impl Tensor {
         Tensor::from_uop(max_uop(&self.uop(), &axes, keepdim))
     }
 
-    /// The maximum of all elements. Panics for an empty tensor.
+    /// The maximum of all elements: `max(None, false)`. Panics for an empty tensor.
     #[track_caller]
     pub fn max_all(&self) -> Tensor {
-        self.max(&self.all_axes(), false)
+        self.max(None, false)
     }
 
     /// The minimum over `axes` as `-max(-x)` (`~max(~x)` for integers). Panics on an empty axis.
@@ -159,14 +173,22 @@ impl Tensor {
         Tensor::from_uop(reverse_order(&max_uop(&reverse_order(&u), &axes, keepdim)))
     }
 
-    /// The minimum of all elements. Panics for an empty tensor.
+    /// The minimum of all elements: `min(None, false)`. Panics for an empty tensor.
     #[track_caller]
     pub fn min_all(&self) -> Tensor {
-        self.min(&self.all_axes(), false)
+        self.min(None, false)
     }
 
     /// The mean over `axes` as `sum * (1/n)`, in the float type (`f32` for ints and bools).
     /// The mean over an empty axis is NaN, as in NumPy.
+    /// Panics on an axis out of range or named twice.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1, 2, 3, 4], &[2, 2]);
+    /// assert_eq!(evaluate(&x.mean(0, false).uop()).to_vec::<f32>(), vec![2.0, 3.0]);
+    /// assert_eq!(evaluate(&x.max(None, false).uop()).to_vec::<i32>(), vec![4]);
+    /// ```
     #[track_caller]
     pub fn mean(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("mean", axes);
@@ -178,25 +200,23 @@ impl Tensor {
         Tensor::from_uop(mul_uop(&sum, &scale))
     }
 
-    /// The mean of all elements.
+    /// The mean of all elements: `mean(None, false)`.
     pub fn mean_all(&self) -> Tensor {
-        self.mean(&self.all_axes(), false)
+        self.mean(None, false)
     }
 
     /// The population variance over `axes` (NumPy's `var` with `ddof=0`):
     /// `mean((x - mean(x))^2)`, in the float type.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
-        let axes: Vec<isize> = self
-            .axes_of("var", axes)
-            .into_iter()
-            .map(|a| a as isize)
-            .collect();
+        let axes = Tensor::signed(&self.axes_of("var", axes));
         let centered = self.sub(self.mean(&axes, true));
         centered.square().mean(&axes, keepdim)
     }
 
     /// The population standard deviation over `axes`: `sqrt(var)`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         self.var(axes, keepdim).sqrt()
@@ -206,12 +226,13 @@ impl Tensor {
     /// `ddof`): `sum((x - mean(x))^2) / max(0, n - correction)`, in the float type; `1` gives
     /// the unbiased sample variance, and `n <= correction` divides by zero (inf or NaN), as
     /// both peers do.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
         let axes = self.axes_of("var_with", axes);
         let shape = self.shape();
         let n: usize = axes.iter().map(|&a| shape[a]).product();
-        let signed: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+        let signed = Tensor::signed(&axes);
         let centered = self.sub(self.mean(&signed, true));
         let squares = centered.square();
         let total = squares.sum(&signed, keepdim);
@@ -219,12 +240,43 @@ impl Tensor {
     }
 
     /// The standard deviation with Bessel's `correction`: `sqrt(var_with)`.
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
         self.var_with(axes, correction, keepdim).sqrt()
     }
 
+    /// The vector `ord`-norm of the elements over `axes` taken together, in the float type, as
+    /// `torch.linalg.vector_norm` / `jnp.linalg.vector_norm`: `sum(|x|^ord)^(1/ord)`, the
+    /// maximum of `|x|` for `f64::INFINITY`, the minimum for `-INFINITY`, the count of
+    /// non-zeros for `0`. `norm(2.0, None, false)` is NumPy's default `norm(x)` (the
+    /// Frobenius norm of a matrix); NumPy's matrix norms for other `ord` over two axes (max
+    /// column sum, ...) are not this.
+    /// Panics on an axis out of range or named twice.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![3.0f32, -4.0], &[2]);
+    /// assert_eq!(evaluate(&x.norm(2.0, None, false).uop()).to_vec::<f32>(), vec![5.0]);
+    /// assert_eq!(evaluate(&x.norm(1.0, 0, false).uop()).to_vec::<f32>(), vec![7.0]);
+    /// assert_eq!(evaluate(&x.norm(f64::INFINITY, 0, false).uop()).to_vec::<f32>(), vec![4.0]);
+    /// ```
+    #[track_caller]
+    pub fn norm(&self, ord: f64, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = Tensor::signed(&self.axes_of("norm", axes));
+        let a = self.cast(self.dtype().to_float()).abs();
+        match ord {
+            o if o == f64::INFINITY => a.max(&axes, keepdim),
+            o if o == f64::NEG_INFINITY => a.min(&axes, keepdim),
+            0.0 => a.ne(0).cast(a.dtype()).sum(&axes, keepdim),
+            1.0 => a.sum(&axes, keepdim),
+            2.0 => a.square().sum(&axes, keepdim).sqrt(),
+            o => a.pow(o).sum(&axes, keepdim).pow(1.0 / o),
+        }
+    }
+
     /// True where any element over `axes` is non-zero (bool).
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("any", axes);
@@ -233,6 +285,7 @@ impl Tensor {
     }
 
     /// True where every element over `axes` is non-zero (bool).
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn all(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("all", axes);
@@ -240,36 +293,68 @@ impl Tensor {
         Tensor::from_uop(not_uop(&max_uop(&u, &axes, keepdim)))
     }
 
-    /// The index (`i32`) of the first maximum along `axis` (of the first NaN if there is one):
-    /// with `n` the axis size, the max of `where(x == max(x), n - i, 0)` is `n - first`.
-    /// Panics on an empty axis.
+    /// The index (`i32`) of the first maximum over `axes` (of the first NaN if there is one):
+    /// one axis as NumPy's `argmax(axis=)`, `None` for the index into the flattened tensor,
+    /// several axes for the row-major index into the block they span. Panics on an empty axis.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![3, 9, 2, 7, 1, 8], &[2, 3]);
+    /// assert_eq!(evaluate(&x.argmax(1, false).uop()).to_vec::<i32>(), vec![1, 2]);
+    /// assert_eq!(evaluate(&x.argmax(None, false).uop()).to_vec::<i32>(), vec![1]);
+    /// assert_eq!(evaluate(&x.argmin(0, true).uop()).shape, vec![1, 3]);
+    /// ```
     #[track_caller]
-    pub fn argmax(&self, axis: isize, keepdim: bool) -> Tensor {
-        let shape = self.shape();
-        let axis = normalize_axis("argmax", axis, &shape);
-        self.require_nonempty("argmax", &[axis]);
-        Tensor::from_uop(first_max_index(&self.uop(), axis, keepdim))
+    pub fn argmax(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("argmax", axes);
+        self.require_nonempty("argmax", &axes);
+        self.first_index_of_max(&self.uop(), &axes, keepdim)
     }
 
-    /// The index of the first maximum of the flattened tensor.
+    /// The index of the first maximum of the flattened tensor: `argmax(None, false)`.
+    /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmax_all(&self) -> Tensor {
-        self.ravel().argmax(0, false)
+        self.argmax(None, false)
     }
 
-    /// The index (`i32`) of the first minimum along `axis`. Panics on an empty axis.
+    /// The index (`i32`) of the first minimum over `axes`, as [`Tensor::argmax`]. Panics on an
+    /// empty axis.
     #[track_caller]
-    pub fn argmin(&self, axis: isize, keepdim: bool) -> Tensor {
-        let shape = self.shape();
-        let axis = normalize_axis("argmin", axis, &shape);
-        self.require_nonempty("argmin", &[axis]);
-        Tensor::from_uop(first_max_index(&reverse_order(&self.uop()), axis, keepdim))
+    pub fn argmin(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let axes = self.axes_of("argmin", axes);
+        self.require_nonempty("argmin", &axes);
+        self.first_index_of_max(&reverse_order(&self.uop()), &axes, keepdim)
     }
 
-    /// The index of the first minimum of the flattened tensor.
+    /// The index of the first minimum of the flattened tensor: `argmin(None, false)`.
+    /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmin_all(&self) -> Tensor {
-        self.ravel().argmin(0, false)
+        self.argmin(None, false)
+    }
+
+    /// The first index of the maximum of `u` (this tensor's value or its order reversal) over
+    /// `axes`: the axes are moved last and merged into one, and the result gets the reduced
+    /// axes back as size 1 when `keepdim`.
+    fn first_index_of_max(&self, u: &UOp, axes: &[usize], keepdim: bool) -> Tensor {
+        let shape = u.shape_vec();
+        if let [axis] = axes {
+            return Tensor::from_uop(first_max_index(u, *axis, keepdim));
+        }
+        let kept: Vec<usize> = (0..shape.len()).filter(|a| !axes.contains(a)).collect();
+        let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
+        let mut merged: Vec<usize> = kept.iter().map(|&a| shape[a]).collect();
+        merged.push(axes.iter().map(|&a| shape[a]).product());
+        let flat = u.permute(&order).reshape(&merged);
+        let index = first_max_index(&flat, kept.len(), false);
+        if !keepdim {
+            return Tensor::from_uop(index);
+        }
+        let ones: Vec<usize> = (0..shape.len())
+            .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
+            .collect();
+        Tensor::from_uop(index.reshape(&ones))
     }
 }
 

@@ -12,14 +12,16 @@ use crate::uop::DType;
 
 impl Tensor {
     /// The values sorted along `axis` (stably; `descending` for largest first) and the
-    /// indices (`i64`) they came from, as PyTorch's `sort(stable=True)`.
+    /// indices (`i64`) they came from, as PyTorch's `sort(stable=True)`. Panics on an axis
+    /// out of range.
     #[track_caller]
     pub fn sort(&self, axis: isize, descending: bool) -> (Tensor, Tensor) {
         let indices = self.argsort(axis, descending);
         (self.take_along_axis(&indices, axis), indices)
     }
 
-    /// The indices (`i64`) that sort `self` stably along `axis`.
+    /// The indices (`i64`) that sort `self` stably along `axis`. Panics on an axis out of
+    /// range.
     #[track_caller]
     pub fn argsort(&self, axis: isize, descending: bool) -> Tensor {
         let last = self.ndim() as isize - 1;
@@ -39,7 +41,8 @@ impl Tensor {
     }
 
     /// The `k` largest (or, with `largest = false`, smallest) values along `axis`, sorted,
-    /// and their indices (`i64`), as PyTorch's `topk`.
+    /// and their indices (`i64`), as PyTorch's `topk`. Panics on an axis out of range or a
+    /// `k` larger than the axis.
     #[track_caller]
     pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Tensor, Tensor) {
         let n = self.shape()[normalize_axis("topk", axis, &self.shape())];
@@ -57,7 +60,7 @@ impl Tensor {
     }
 
     /// The `k`-th smallest value along `axis` (`k` from 1) and its index, the axis removed,
-    /// as PyTorch's `kthvalue`.
+    /// as PyTorch's `kthvalue`. Panics on an axis out of range or a `k` outside `1..=n`.
     #[track_caller]
     pub fn kthvalue(&self, k: usize, axis: isize) -> (Tensor, Tensor) {
         let n = self.shape()[normalize_axis("kthvalue", axis, &self.shape())];
@@ -72,7 +75,7 @@ impl Tensor {
         (pick(&values), pick(&indices))
     }
 
-    /// The values sorted along the first axis (PyTorch's `msort`).
+    /// The values sorted along the first axis (PyTorch's `msort`). Panics for a 0-d tensor.
     #[track_caller]
     pub fn msort(&self) -> Tensor {
         self.sort(0, false).0

@@ -113,7 +113,7 @@ fn identity_basis(x: &Tensor) -> Tensor {
         ));
     }
     let n = x.numel();
-    Tensor::eye(n)
+    Tensor::eye(n, crate::uop::DType::F32)
         .cast(x.dtype())
         .reshape(&[vec![n], x.shape()].concat())
 }

@@ -11,6 +11,9 @@
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::is_reduce_over_ranges;
+use crate::transform::custom;
+use crate::transform::external::CallInfo;
+use crate::transform::external::diff::jvp_call;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::trace::{placeholder_like, substitute, trace};
 use crate::transform::zero::Tangent;
@@ -123,6 +126,24 @@ impl TangentCtx {
 
     /// Gives `node` its tangent if any operand has one.
     fn push_forward(&mut self, node: &UOp) {
+        if custom::rules_of(node).is_some() {
+            if node.src()[1..]
+                .iter()
+                .any(|s| self.tangents.contains_key(s))
+            {
+                let tangents: Vec<Tangent> = node.src()[1..].iter().map(|s| self.dot(s)).collect();
+                let tangent = custom::jvp_node(node, &tangents);
+                self.tangents.insert(node.clone(), tangent);
+            }
+            return;
+        }
+        if CallInfo::of(node).is_some() {
+            let tangents = &self.tangents;
+            if let Some(call) = jvp_call(node, |u| tangents.get(u).cloned()) {
+                self.tangents.insert(node.clone(), call);
+            }
+            return;
+        }
         if !node.src().iter().any(|s| self.tangents.contains_key(s)) || !is_differentiable(node) {
             return;
         }
@@ -256,6 +277,17 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             // linear maps of the first operand: the same map of its tangent
             .rule(UPat::ops(&linear_in_first), |m, c| {
                 let d = same_op_on_tangent(m.root(), c);
+                c.give(m.root(), d)
+            })
+            // an element of a call's results: that element of the call's tangent
+            .rule(UPat::op(Op::GetTuple), |m, c| {
+                let d = c.dot(m.root().s(0)).map(|dx| {
+                    let dx = dx.uop();
+                    match (dx.op(), m.root().arg()) {
+                        (Op::Tuple, Arg::Int(k)) => t(dx.s(*k as usize)),
+                        _ => t(&m.root().with_src(vec![dx])),
+                    }
+                });
                 c.give(m.root(), d)
             })
             // a stack of tangents; zero where every part is

@@ -3,6 +3,8 @@
 //! substitution.
 
 pub mod crossing;
+pub mod custom;
+pub mod external;
 pub mod func;
 pub mod function;
 pub mod jacobian;
@@ -13,6 +15,8 @@ pub mod vjp;
 pub mod vmap;
 pub mod zero;
 
+pub use custom::{Custom, custom_jvp, custom_vjp, custom_vmap};
+pub use external::{ExtArg, External};
 pub use func::{Func, IntoFunc, IntoOutputs};
 pub use function::{CallMode, FunctionCache};
 pub use jacobian::{hessian, jacfwd, jacrev};

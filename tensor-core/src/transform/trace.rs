@@ -10,9 +10,9 @@ use crate::uop::{Arg, DType, Device, Op, UOp, tuple_body};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::uop::rebuild;
 /// Substitution of nodes in a traced graph (the one definition lives in `uop`).
 pub use crate::uop::substitute;
+use crate::uop::{outside_bodies, rebuild, substitute_in_scope};
 
 /// Slots of placeholders start here, far above the slots `#[function]` gives its parameters.
 const PLACEHOLDER_SLOT_BASE: usize = 1 << 40;
@@ -71,7 +71,10 @@ pub fn inline_functions(root: &UOp) -> UOp {
 
 /// The value of `GetTuple(Function(...), i)` with the arguments substituted, if `node` is one.
 fn inlined_result(node: &UOp) -> Option<UOp> {
-    if node.op() != Op::GetTuple || node.s(0).op() != Op::Function {
+    if node.op() != Op::GetTuple
+        || node.s(0).op() != Op::Function
+        || matches!(node.s(0).arg(), Arg::Custom(_))
+    {
         return None;
     }
     let function = node.s(0);
@@ -80,8 +83,9 @@ fn inlined_result(node: &UOp) -> Option<UOp> {
     };
     let body = tuple_body(function)?.s(*idx as usize).clone();
     let args = &function.src()[1..];
+    // the Params of functions called inside the body are theirs, not this function's
     let params: HashMap<UOp, UOp> = body
-        .toposort()
+        .toposort_along(outside_bodies, |_| true)
         .into_iter()
         .filter_map(|u| match u.arg() {
             Arg::Param { slot, .. } if u.op() == Op::Param && *slot < args.len() => {
@@ -90,7 +94,7 @@ fn inlined_result(node: &UOp) -> Option<UOp> {
             _ => None,
         })
         .collect();
-    Some(substitute(&body, &params))
+    Some(substitute_in_scope(&body, &params))
 }
 
 /// True when `root` depends on any of `inputs`.

@@ -12,6 +12,9 @@
 use crate::rewrite::{Captures, PatternMatcher, UPat};
 use crate::tensor::{Tensor, accumulated_reduce};
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
+use crate::transform::custom;
+use crate::transform::external::CallInfo;
+use crate::transform::external::diff::vjp_shares;
 use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
 use crate::transform::jvp::{argmax_share, is_differentiable, max_weights, product_share};
@@ -264,7 +267,13 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
         }
     }
     for node in order.iter().rev() {
-        if !active.contains(node) || traced.inputs.contains(node) || !is_differentiable(node) {
+        if !active.contains(node) || traced.inputs.contains(node) {
+            continue;
+        }
+        if pull_back_external(node, &mut ctx, &active, &mut crossing) {
+            continue;
+        }
+        if !is_differentiable(node) {
             continue;
         }
         let Some(ct) = ctx.cotangents.get(node).cloned() else {
@@ -300,6 +309,57 @@ fn pull_back(traced: &Traced, cotangents: &[Tensor]) -> Vec<UOp> {
         .collect()
 }
 
+/// Pulls back through an external call: an element of its results passes its cotangent to
+/// the call, the call turns its results' cotangents into one `vjp` call. False for other
+/// nodes.
+fn pull_back_external(
+    node: &UOp,
+    ctx: &mut CotangentCtx,
+    active: &HashSet<UOp>,
+    crossing: &mut Crossing,
+) -> bool {
+    let opaque = |u: &UOp| CallInfo::of(u).is_some() || custom::rules_of(u).is_some();
+    if node.op() == Op::GetTuple && opaque(node.s(0)) {
+        if let (Some(ct), Arg::Int(k)) = (ctx.cotangents.get(node).cloned(), node.arg()) {
+            let n = node.s(0).s(0).src().len();
+            let slots = ctx
+                .call_cotangents
+                .entry(node.s(0).clone())
+                .or_insert_with(|| vec![None; n]);
+            slots[*k as usize] = Some(ct);
+        }
+        return true;
+    }
+    if !opaque(node) {
+        return false;
+    }
+    let Some(cts) = ctx.call_cotangents.remove(node) else {
+        return true;
+    };
+    let shares = if CallInfo::of(node).is_some() {
+        vjp_shares(node, &cts)
+    } else {
+        let cts: Vec<Tensor> = cts
+            .iter()
+            .zip(node.s(0).src())
+            .map(|(ct, r)| match ct {
+                Some(ct) => t(ct),
+                None => Tangent::Zero.instantiate(r),
+            })
+            .collect();
+        custom::vjp_node(node, &cts)
+            .into_iter()
+            .map(|s| Some(s.uop()))
+            .collect()
+    };
+    for (src, share) in node.src()[1..].iter().zip(shares) {
+        if let Some(share) = share.filter(|_| active.contains(src) && src.dtype().is_float()) {
+            ctx.accumulate(src, crossing.settle(share, src));
+        }
+    }
+    true
+}
+
 /// The nodes of `order` (operands first) that depend on any of `inputs`.
 fn nodes_depending_on(order: &[UOp], inputs: &[UOp]) -> HashSet<UOp> {
     let mut active: HashSet<UOp> = inputs.iter().cloned().collect();
@@ -317,6 +377,7 @@ fn nodes_depending_on(order: &[UOp], inputs: &[UOp]) -> HashSet<UOp> {
 #[derive(Default)]
 pub struct CotangentCtx {
     cotangents: HashMap<UOp, UOp>,
+    call_cotangents: HashMap<UOp, Vec<Option<UOp>>>,
     current: Option<UOp>,
     wanted: Vec<bool>,
     shares: Vec<Option<UOp>>,

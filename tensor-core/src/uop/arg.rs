@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 /// Where a value lives: one device (`"CPU"`, `"CUDA:0"`) or a tuple of devices it is sharded on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Device {
+    /// One device, by name (`"CPU"`).
     Single(String),
+    /// The devices a value is sharded across.
     Multi(Vec<String>),
 }
 
@@ -203,10 +205,15 @@ impl BufferStorage {
 /// the element count, dtype and device, and the storage that owns the memory.
 #[derive(Clone)]
 pub struct BufferArg {
+    /// Unique per buffer.
     pub id: u64,
+    /// The element count.
     pub size: usize,
+    /// The element type.
     pub dtype: DType,
+    /// Where the memory lives.
     pub device: Device,
+    /// The memory (or the handle to it).
     pub storage: Arc<BufferStorage>,
 }
 
@@ -295,6 +302,19 @@ pub enum BatchStrategy {
     Auto,
 }
 
+/// Which endpoint of an external function a `Call` invokes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    /// The function itself: array inputs in, outputs out.
+    Apply,
+    /// Forward mode: the array inputs and one tangent per differentiable array input in, one
+    /// tangent per output out.
+    Jvp,
+    /// Reverse mode: the array inputs and one cotangent per output in, one cotangent per
+    /// differentiable array input out.
+    Vjp,
+}
+
 /// The op-dependent payload of a UOp.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Arg {
@@ -307,9 +327,19 @@ pub enum Arg {
     /// A `Buffer`'s identity, size, dtype, device and memory.
     Buffer(BufferArg),
     /// A `BufferView`'s element count and offset into its buffer.
-    BufferView { size: usize, offset: usize },
+    BufferView {
+        /// The element count.
+        size: usize,
+        /// The first element, in the buffer.
+        offset: usize,
+    },
     /// A `Param`'s slot and device.
-    Param { slot: usize, device: Option<Device> },
+    Param {
+        /// The position among the function's parameters.
+        slot: usize,
+        /// The device, when fixed.
+        device: Option<Device>,
+    },
     /// A name: `DefineVar`, and an inlined
     /// `Function` (the captured function's name).
     Name(String),
@@ -329,11 +359,29 @@ pub enum Arg {
     /// An integer: `GetTuple`'s index, `DefineGlobal`'s slot.
     Int(i64),
     /// A `Range`'s id (unique within a graph) and axis type.
-    Range { id: usize, axis_type: AxisType },
-    /// An opaque `Call`'s name and batching strategy.
+    Range {
+        /// Unique within a graph.
+        id: usize,
+        /// What the loop is for (global, reduce, upcast, ...).
+        axis_type: AxisType,
+    },
+    /// A `Function` whose transforms use the user's rules (`transform::custom`): the
+    /// registry id of the rules.
+    Custom(usize),
+    /// An opaque `Call` of an external host function.
     Call {
+        /// The callee's name.
         name: String,
-        strategy: BatchStrategy,
+        /// How it is batched under `vmap` (`None`: vmapping it is an error).
+        strategy: Option<BatchStrategy>,
+        /// The registry id of the external.
+        external: usize,
+        /// Which of its functions is called (apply, jvp, vjp).
+        endpoint: Endpoint,
+        /// How many leading batch axes its array operands carry.
+        lead: usize,
+        /// Its static (non-array) inputs.
+        statics: Vec<Scalar>,
     },
 }
 

@@ -8,20 +8,35 @@ use std::fmt;
 /// nodes that produce no value (stores, sinks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// Booleans, one byte each.
     Bool,
+    /// 8-bit signed integers.
     I8,
+    /// 16-bit signed integers.
     I16,
+    /// 32-bit signed integers (the default int, as JAX's).
     I32,
+    /// 64-bit signed integers.
     I64,
+    /// 8-bit unsigned integers.
     U8,
+    /// 16-bit unsigned integers.
     U16,
+    /// 32-bit unsigned integers.
     U32,
+    /// 64-bit unsigned integers.
     U64,
+    /// IEEE half precision.
     F16,
+    /// bfloat16 (8 exponent bits, 7 mantissa bits).
     BF16,
+    /// IEEE single precision (the default float).
     F32,
+    /// IEEE double precision.
     F64,
+    /// Index arithmetic inside kernels (64-bit).
     Index,
+    /// Nodes that produce no value (stores, sinks).
     Void,
 }
 
@@ -209,8 +224,11 @@ impl fmt::Display for DType {
 /// as interning needs.
 #[derive(Clone, Copy, Debug)]
 pub enum Scalar {
+    /// A boolean.
     Bool(bool),
+    /// Any integer, as `i64` (`u64` values above `i64::MAX` wrap).
     Int(i64),
+    /// Any float, as `f64`.
     Float(f64),
 }
 
@@ -322,6 +340,17 @@ impl From<usize> for Scalar {
         Scalar::Int(v as i64)
     }
 }
+macro_rules! int_scalar_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(v: $t) -> Self {
+                Scalar::Int(v as i64)
+            }
+        }
+    )*};
+}
+// `u64` values above `i64::MAX` wrap to negative `Int`s; they are cast back by the dtype.
+int_scalar_from!(i8, i16, u8, u16, u32, u64, isize);
 impl From<bool> for Scalar {
     fn from(v: bool) -> Self {
         Scalar::Bool(v)

@@ -15,7 +15,9 @@ pub mod scope;
 pub mod shape;
 pub mod spec;
 
-pub use arg::{Arg, BatchStrategy, BufferArg, BufferStorage, Device, DeviceAllocation, HostData};
+pub use arg::{
+    Arg, BatchStrategy, BufferArg, BufferStorage, Device, DeviceAllocation, Endpoint, HostData,
+};
 pub use dtype::{DType, Element, Scalar};
 pub use op::{AxisType, Op, ReduceOp};
 
@@ -44,6 +46,27 @@ pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
         images.insert(node, image);
     }
     images.remove(root).expect("root is in its own toposort")
+}
+
+/// `root` with each node of `map` replaced by its image, outside the bodies of the functions
+/// `root` calls: a `Function`'s body (its first operand) has `Param`s of its own, which an
+/// enclosing substitution must leave alone.
+pub fn substitute_in_scope(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
+    let mut images: HashMap<UOp, UOp> = HashMap::new();
+    for node in root.toposort_along(outside_bodies, |_| true) {
+        let image = match map.get(&node) {
+            Some(image) => image.clone(),
+            None => rebuild(&node, &images),
+        };
+        images.insert(node, image);
+    }
+    images.remove(root).expect("root is in its own toposort")
+}
+
+/// The operands of `node` that are in its scope: all but a `Function`'s body.
+pub fn outside_bodies(node: &UOp) -> &[UOp] {
+    let skip = usize::from(node.op() == Op::Function);
+    &node.src()[skip..]
 }
 
 /// `node` over the images of its operands (an operand without an image stays; `node` itself

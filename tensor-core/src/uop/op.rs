@@ -80,19 +80,29 @@ pub enum Op {
     Copy,
 
     // ---- elementwise: binary ----
+    /// `a + b`.
     Add,
+    /// `a * b`.
     Mul,
+    /// The larger of `a` and `b`.
     Max,
     /// Remainder with the sign of the dividend (C semantics).
     Mod,
     /// Integer division truncating toward zero (C semantics).
     Idiv,
+    /// `a < b` (bool).
     CmpLt,
+    /// `a != b` (bool).
     CmpNe,
+    /// Bitwise (logical for bools) exclusive or.
     Xor,
+    /// Bitwise (logical for bools) or.
     Or,
+    /// Bitwise (logical for bools) and.
     And,
+    /// `a >> b`.
     Shr,
+    /// `a << b`.
     Shl,
 
     // ---- elementwise: ternary ----
@@ -100,18 +110,31 @@ pub enum Op {
     Where,
 
     // ---- decomposed elementwise ops (kept as ops; lowered by rules or renderers) ----
+    /// `-a`.
     Neg,
+    /// `a - b`.
     Sub,
+    /// `a / b` (IEEE for floats).
     Div,
+    /// `a > b` (bool).
     CmpGt,
+    /// `a >= b` (bool).
     CmpGe,
+    /// `a <= b` (bool).
     CmpLe,
+    /// `a == b` (bool).
     CmpEq,
+    /// Logical not.
     Not,
+    /// `2^a`.
     Exp2,
+    /// `log2(a)`.
     Log2,
+    /// `sin(a)`.
     Sin,
+    /// `sqrt(a)`.
     Sqrt,
+    /// `a^b`.
     Pow,
     /// `(A, B, C)`: `A*B + C`.
     Mulacc,
@@ -119,8 +142,11 @@ pub enum Op {
     Threefry,
 
     // ---- markers ----
+    /// Materialize the value in its own contiguous buffer (a kernel boundary).
     Contiguous,
+    /// `Contiguous` applied to the gradient flowing back through this node.
     ContiguousBackward,
+    /// The same value with gradients stopped.
     Detach,
 
     // ---- vmap scope ops (seeds/vmap-vmapin-vmapout.md) ----
@@ -309,8 +335,11 @@ impl fmt::Display for Op {
 /// The combining op of a `Reduce`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReduceOp {
+    /// A sum.
     Add,
+    /// A maximum.
     Max,
+    /// A product.
     Mul,
 }
 

@@ -48,6 +48,7 @@ pub(crate) fn vmapped_call_in_loop(
         })
         .collect();
     let results = f.call(&samples);
+    refuse_external_calls(&results, &r);
     let out_axes = out_axes.per_result(results.len());
     results
         .iter()
@@ -83,4 +84,21 @@ fn unbatched_result(result: &Tensor, r: &UOp, index: usize) -> Tensor {
         ));
     }
     result.clone()
+}
+
+/// An external call whose operands vary with the batch loop cannot run on the host once per
+/// loop: the loop methods refuse it (the rewrite method batches it by its strategy).
+fn refuse_external_calls(results: &[Tensor], r: &UOp) {
+    let roots: Vec<UOp> = results.iter().map(Tensor::uop).collect();
+    for node in UOp::sink(roots).toposort() {
+        if let Some(info) = crate::transform::external::CallInfo::of(&node)
+            && crate::transform::trace::depends_on(&node, std::slice::from_ref(r))
+        {
+            transform_error(&format!(
+                "vmap: the external call {} depends on the batch, which the Range and \
+                 PadReduce methods make a loop inside kernels; use VmapMethod::Rewrite",
+                info.describe()
+            ));
+        }
+    }
 }

@@ -5,7 +5,11 @@
 //! batched operands from the context. Unbatched operands are broadcast along the batch.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::tensor::Tensor;
 use crate::transform::crossing::is_reduce_over_ranges;
+use crate::transform::custom;
+use crate::transform::external::CallInfo;
+use crate::transform::external::batch::batch_call;
 use crate::transform::func::transform_error;
 use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, UOp};
@@ -133,6 +137,15 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
             .rule(UPat::ops(Op::MARKER), |m, ctx| {
                 Some(source(m, ctx).unary_marker(m.root().op()))
             })
+            // external calls: by the call's batching strategy
+            .rule(UPat::op(Op::Call), |m, ctx| {
+                CallInfo::of(m.root()).map(|_| batch_call(m.root(), ctx))
+            })
+            .rule(UPat::op(Op::GetTuple), |m, ctx| {
+                get_tuple_rule(m.root(), ctx)
+            })
+            // functions with custom rules: the user's vmap rule, or the rules vmapped
+            .rule(UPat::op(Op::Function), |m, ctx| custom_rule(m.root(), ctx))
     })
 }
 
@@ -220,4 +233,30 @@ fn stack_rule(node: &UOp, ctx: &BatchCtx) -> UOp {
     let mut perm: Vec<usize> = (0..stacked.ndim()).collect();
     perm.swap(0, 1);
     stacked.permute(&perm)
+}
+
+/// Element `k` of a batched call: of the batched call, or of the tuple of stacked results.
+fn get_tuple_rule(node: &UOp, ctx: &BatchCtx) -> Option<UOp> {
+    let Arg::Int(k) = node.arg() else {
+        return None;
+    };
+    let k = usize::try_from(*k).ok()?;
+    let image = ctx.image(node.s(0))?;
+    Some(match image.op() {
+        Op::Tuple => image.s(k).clone(),
+        _ => image.get_tuple(k),
+    })
+}
+
+/// A function with custom rules: its operands (batched ones with the batch in front) to
+/// `custom::vmap_node`.
+fn custom_rule(node: &UOp, ctx: &BatchCtx) -> Option<UOp> {
+    custom::rules_of(node)?;
+    let operands = &node.src()[1..];
+    let args = operands
+        .iter()
+        .map(|u| Tensor::from_uop(ctx.image(u).unwrap_or(u).clone()))
+        .collect();
+    let batched = operands.iter().map(|u| ctx.is_batched(u)).collect();
+    Some(custom::vmap_node(node, ctx.size(), args, batched))
 }
