@@ -33,14 +33,7 @@ fn run_through_c(outputs: &[UOp], options: &CodegenOptions) -> Vec<Vec<Scalar>> 
     let schedule = create_schedule(outputs);
     let mut memory: HashMap<u64, Vec<Scalar>> = HashMap::new();
     for item in &schedule.items {
-        let sizes: Vec<usize> = item
-            .buffers
-            .iter()
-            .map(|b| match b.arg() {
-                Arg::Buffer(arg) => arg.size,
-                _ => panic!("kernel buffers are Buffers"),
-            })
-            .collect();
+        let sizes = item.buffer_sizes();
         let kernel = render_c(&item.ast, &sizes, options);
         let mut bufs: Vec<Vec<Scalar>> = item
             .buffers

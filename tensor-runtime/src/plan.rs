@@ -273,7 +273,7 @@ pub fn generate_kernels_with(
         .iter()
         .map(|item| {
             crate::stats::record_kernel_generated();
-            let sizes: Vec<usize> = item.buffers.iter().map(|b| buffer_arg(b).size).collect();
+            let sizes = item.buffer_sizes();
             let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
             generate(&item.ast, &sizes, &name)
         })

@@ -7,7 +7,7 @@ use common::{TempDir, device};
 use tensor_core::codegen::lower_kernel;
 use tensor_core::interp::{HostArray, evaluate};
 use tensor_core::schedule::create_schedule;
-use tensor_core::{Arg, DType, Tensor};
+use tensor_core::{DType, Tensor};
 use tensor_runtime::realize::{codegen_options, read_buffer, run_schedule, to_vec};
 use tensor_runtime::{CpuDevice, RuntimeError};
 
@@ -81,14 +81,7 @@ fn kernel_split_across_threads_matches_the_interpreter() {
     let y = x.mul(&x).add(0.5f32).sum(1, false);
     let schedule = create_schedule(&[y.uop()]);
     let threaded = schedule.items.iter().any(|item| {
-        let sizes: Vec<usize> = item
-            .buffers
-            .iter()
-            .map(|b| match b.arg() {
-                Arg::Buffer(arg) => arg.size,
-                other => panic!("slot bound to {other:?}"),
-            })
-            .collect();
+        let sizes = item.buffer_sizes();
         lower_kernel(&item.ast, &sizes, &codegen_options(&device))
             .program
             .threads

@@ -200,7 +200,7 @@ mod tests {
                     memory.get(&id).cloned().unwrap_or_else(|| initial(b))
                 })
                 .collect();
-            let sizes: Vec<usize> = item.buffers.iter().map(|b| buffer_arg(b).size).collect();
+            let sizes = item.buffer_sizes();
             let kernel = lower_kernel_gpu(&item.ast, &sizes, &CodegenOptions::default(), "k");
             threads += kernel.threads;
             run_on_grid(&kernel, &mut bufs);

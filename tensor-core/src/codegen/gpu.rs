@@ -110,7 +110,6 @@ mod tests {
     use crate::codegen::{CodegenOptions, lower_kernel};
     use crate::schedule::create_schedule;
     use crate::tensor::Tensor;
-    use crate::uop::Arg;
 
     fn kernels(out: &Tensor) -> Vec<GpuKernel> {
         let schedule = create_schedule(&[out.uop()]);
@@ -118,14 +117,7 @@ mod tests {
             .items
             .iter()
             .map(|item| {
-                let sizes: Vec<usize> = item
-                    .buffers
-                    .iter()
-                    .map(|b| match b.arg() {
-                        Arg::Buffer(arg) => arg.size,
-                        other => panic!("a kernel slot holds {other:?}"),
-                    })
-                    .collect();
+                let sizes = item.buffer_sizes();
                 let opts = CodegenOptions::default();
                 let k = lower_kernel(&item.ast, &sizes, &opts);
                 map_to_grid(&k.name, &k.program, &k.args)

@@ -142,7 +142,6 @@ mod tests {
     use crate::codegen::{CodegenOptions, lower_kernel_gpu};
     use crate::schedule::create_schedule;
     use crate::tensor::Tensor;
-    use crate::uop::Arg;
 
     fn sources(out: &Tensor) -> Vec<String> {
         let schedule = create_schedule(&[out.uop()]);
@@ -150,14 +149,7 @@ mod tests {
             .items
             .iter()
             .map(|item| {
-                let sizes: Vec<usize> = item
-                    .buffers
-                    .iter()
-                    .map(|b| match b.arg() {
-                        Arg::Buffer(arg) => arg.size,
-                        other => panic!("a kernel slot holds {other:?}"),
-                    })
-                    .collect();
+                let sizes = item.buffer_sizes();
                 let k = lower_kernel_gpu(&item.ast, &sizes, &CodegenOptions::default(), "k");
                 render(&k)
             })

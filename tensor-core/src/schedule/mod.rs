@@ -79,7 +79,7 @@ mod realize_tests;
 #[cfg(test)]
 mod tests;
 
-use crate::uop::UOp;
+use crate::uop::{Arg, UOp};
 use lower::{IndexingContext, build_kernel};
 use realize::{Rule, as_contiguous_buffer, is_forced};
 use std::collections::{HashMap, HashSet};
@@ -92,6 +92,19 @@ pub struct ScheduleItem {
     pub ast: UOp,
     /// `buffers[slot]` is the `Buffer` UOp of slot `slot`: the output first, then the inputs.
     pub buffers: Vec<UOp>,
+}
+
+impl ScheduleItem {
+    /// The element count of each slot's buffer, in slot order: what lowering a kernel takes.
+    pub fn buffer_sizes(&self) -> Vec<usize> {
+        self.buffers
+            .iter()
+            .map(|b| match b.arg() {
+                Arg::Buffer(arg) => arg.size,
+                other => panic!("schedule: kernel slot bound to {other:?}, not a buffer"),
+            })
+            .collect()
+    }
 }
 
 /// The kernels that compute a set of outputs, in an order that runs producers first.
