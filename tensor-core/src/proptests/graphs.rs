@@ -35,6 +35,7 @@ fn random_graphs_scheduled_equal_the_interpreter() {
     let options = Options {
         ints: true,
         wild_indices: true,
+        away_from_kinks: false,
     };
     check_property(
         "graphs::random_graphs_scheduled_equal_the_interpreter",
@@ -51,6 +52,7 @@ fn a_wrong_value_is_reported_with_a_minimal_recipe() {
     let options = Options {
         ints: true,
         wild_indices: false,
+        away_from_kinks: false,
     };
     let perturbed = |g: &Graph| {
         let outs = outputs(g, options);

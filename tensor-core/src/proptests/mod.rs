@@ -100,7 +100,22 @@ where
         max_shrink_time: 60_000,
         ..Config::default()
     };
-    TestRunner::new(config).run(strategy, |value| test(&value).map_err(TestCaseError::fail))
+    TestRunner::new(config).run(strategy, |value| {
+        let start = std::time::Instant::now();
+        let result = test(&value);
+        report_if_slow(start.elapsed(), seed, &value);
+        result.map_err(TestCaseError::fail)
+    })
+}
+
+/// A case slower than this is printed (a recipe the scheduler handles badly is a bug to find,
+/// and a run that takes minutes shows nothing else).
+const SLOW_CASE: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn report_if_slow(took: std::time::Duration, seed: u64, value: &impl Debug) {
+    if took > SLOW_CASE {
+        eprintln!("proptest: a case took {took:.1?} (seed {seed}):\n{value:#?}");
+    }
 }
 
 /// Runs the property `test` on values of `strategy` ([`case_count`] cases, `default_cases`

@@ -466,7 +466,16 @@ pub struct Options {
     pub ints: bool,
     /// Take/gather indices outside the axis (they select nothing), not only in `-size..size`.
     pub wild_indices: bool,
+    /// Shift the operands of kinked functions (`abs`, `relu`, `maximum`, `minimum`) by
+    /// [`KINK_SHIFT`], for differentiated graphs: leaves are multiples of 1/8, so sums that
+    /// cancel to exactly 0 are common, and a kernel that sums in another order lands on
+    /// either side of the kink, where the derivative jumps.
+    pub away_from_kinks: bool,
 }
+
+/// The shift of kinked operands under [`Options::away_from_kinks`]: far from every multiple
+/// of 1/8, so that exact ties need a coincidence rather than a cancellation.
+pub const KINK_SHIFT: f32 = 0.0123;
 
 /// Builds recipes, remembering every intermediate (for [`Rhs::Earlier`] and [`Step::TakeBy`]).
 pub struct Builder {
@@ -627,6 +636,10 @@ impl Builder {
         let rank = shape.len();
         let ax = |a: u8| (a as usize) % rank.max(1);
         let v = |t: Tensor, bound: f64| Some(Value { t, bound });
+        let away = self.options.away_from_kinks && !x.is_int();
+        let kinked = |t: &Tensor| if away { t.add(KINK_SHIFT) } else { t.clone() };
+        let shifted = &kinked(&x.t);
+        let slack = if away { KINK_SHIFT as f64 } else { 0.0 };
         let t = &x.t;
         match *step {
             Step::Unary(op) => {
@@ -636,21 +649,24 @@ impl Builder {
                 let b = x.bound;
                 match op {
                     Unary::Neg => v(t.neg(), b),
-                    Unary::Abs => v(t.abs(), b),
+                    Unary::Abs => v(shifted.abs(), b + slack),
                     Unary::Sin => v(t.sin(), b.min(1.0)),
                     Unary::Cos => v(t.cos(), 1.0),
                     Unary::Tanh => v(t.tanh(), b.min(1.0)),
                     Unary::Sigmoid => v(t.sigmoid(), 1.0),
-                    Unary::Relu => v(t.relu(), b),
+                    Unary::Relu => v(shifted.relu(), b + slack),
                     Unary::Exp => {
                         let y = self.within(x, 2.0);
                         v(y.t.exp(), y.bound.exp())
                     }
-                    Unary::Log => v(t.abs().add(1.0f32).log(), (b + 1.0).ln()),
-                    Unary::Sqrt => v(t.abs().add(0.25f32).sqrt(), (b + 0.25).sqrt()),
+                    Unary::Log => v(shifted.abs().add(1.0f32).log(), (b + slack + 1.0).ln()),
+                    Unary::Sqrt => v(shifted.abs().add(0.25f32).sqrt(), (b + slack + 0.25).sqrt()),
                     Unary::Square => v(t.square(), b * b),
-                    Unary::Recip => v(t.abs().add(1.0f32).recip(), 1.0),
-                    Unary::Pow => v(t.abs().add(0.5f32).pow(1.5f32), (b + 0.5).powf(1.5)),
+                    Unary::Recip => v(shifted.abs().add(1.0f32).recip(), 1.0),
+                    Unary::Pow => v(
+                        shifted.abs().add(0.5f32).pow(1.5f32),
+                        (b + slack + 0.5).powf(1.5),
+                    ),
                 }
             }
             Step::Binary(op, r) => {
@@ -664,17 +680,20 @@ impl Builder {
                 let divisor = |r: &Operand| -> Operand {
                     match r {
                         Operand::T(r) if int => Operand::T(r.abs().add(1i32)),
-                        Operand::T(r) => Operand::T(r.abs().add(1.0f32)),
+                        Operand::T(r) => Operand::T(kinked(r).abs().add(1.0f32)),
                         Operand::F(c) => Operand::F(c.abs() + 1.0),
                         Operand::I(c) => Operand::I(c.abs() + 1),
                     }
                 };
                 macro_rules! call {
                     ($method:ident, $r:expr) => {
+                        call!(t, $method, $r)
+                    };
+                    ($x:expr, $method:ident, $r:expr) => {
                         match $r {
-                            Operand::T(r) => t.$method(&r),
-                            Operand::F(c) => t.$method(c),
-                            Operand::I(c) => t.$method(c),
+                            Operand::T(r) => $x.$method(&r),
+                            Operand::F(c) => $x.$method(c),
+                            Operand::I(c) => $x.$method(c),
                         }
                     };
                 }
@@ -684,8 +703,8 @@ impl Builder {
                     Binary::Mul => v(call!(mul, r), b * rb),
                     Binary::Div if int => v(call!(floor_div, divisor(&r)), b),
                     Binary::Div => v(call!(div, divisor(&r)), b),
-                    Binary::Maximum => v(call!(maximum, r), b.max(rb)),
-                    Binary::Minimum => v(call!(minimum, r), b.max(rb)),
+                    Binary::Maximum => v(call!(shifted, maximum, r), (b + slack).max(rb)),
+                    Binary::Minimum => v(call!(shifted, minimum, r), (b + slack).max(rb)),
                     Binary::Remainder => v(call!(remainder, divisor(&r)), rb),
                     // Both operands within 2^k - 1 keep the result within it.
                     Binary::BitAnd | Binary::BitXor => {

@@ -144,6 +144,7 @@ fn vmap_equals_loop(case: &VmapCase) -> Result<(), String> {
     let options = Options {
         ints: true,
         wild_indices: true,
+        away_from_kinks: false,
     };
     let f = function(&case.sample, options);
     let (out_shape, bound) = result_bound(&case.sample, options);
@@ -216,6 +217,7 @@ fn dot(a: &HostArray, b: &HostArray) -> (f64, f64) {
 const AD_OPTIONS: Options = Options {
     ints: false,
     wild_indices: true,
+    away_from_kinks: true,
 };
 
 fn jvp_agrees_with_vjp(case: &AdCase) -> Result<(), String> {
