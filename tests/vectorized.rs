@@ -162,8 +162,19 @@ fn a_fused_elementwise_chain_runs_packed_vector_instructions() {
 
 #[test]
 fn the_matmul_hot_loop_uses_packed_fused_multiply_adds() {
-    let a = Tensor::rand(&[256, 256], 1);
-    let b = Tensor::rand(&[256, 256], 2);
+    assert_matmul_fmas(256);
+}
+
+#[test]
+fn the_cache_blocked_matmul_hot_loop_uses_packed_fused_multiply_adds() {
+    assert_matmul_fmas(768);
+}
+
+/// The hot loops of an `n`x`n` matmul (cache-blocked from `n = 512`) are packed, with whole
+/// vector registers of fused multiply-adds where the CPU has FMA and AVX2.
+fn assert_matmul_fmas(n: usize) {
+    let a = Tensor::rand(&[n, n], 1);
+    let b = Tensor::rand(&[n, n], 2);
     a.realize().unwrap();
     b.realize().unwrap();
     let packed = assert_vectorized(&a.matmul(&b));
@@ -176,4 +187,14 @@ fn the_matmul_hot_loop_uses_packed_fused_multiply_adds() {
             "with FMA and AVX2, the matmul should multiply-add whole ymm/zmm registers: {packed:?}"
         );
     }
+}
+
+#[test]
+fn a_sum_along_a_contiguous_axis_runs_packed_vector_instructions() {
+    // Its 16 partial accumulators (`codegen::heuristic`); a maximum has them too, but its
+    // NaN-propagating `max_f32` helper keeps gcc from vectorizing it.
+    let x = Tensor::rand(&[64, 4096], 1);
+    x.realize().unwrap();
+    let sum = assert_vectorized(&x.sum(-1, false));
+    assert!(sum.iter().any(|l| l.starts_with("vadd")), "{sum:?}");
 }

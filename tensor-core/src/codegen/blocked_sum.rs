@@ -15,8 +15,9 @@
 //! Sums of at most `B` terms, which is every matmul up to `K = 4096`, keep their one loop, so
 //! the kernels users time most are unchanged. Integer sums are exact (wrapping) and `max` /
 //! `min` round nothing, so only float `Add` reduces are blocked. The pass runs after the
-//! OptOps: it only blocks plain `Reduce` ranges and leaves a reduce with unrolled or upcast
-//! ranges in its list alone.
+//! OptOps: it blocks plain `Reduce` ranges, keeps a reduce's UNROLL ranges (its partial
+//! accumulators, see `expand`) in the innermost sum it builds, so each partial accumulator
+//! takes at most `B` terms, and leaves a reduce with other ranges in its list alone.
 
 use super::expand::is_kernel_reduce;
 use super::opt::kernel_ranges;
@@ -54,49 +55,60 @@ fn rules() -> &'static PatternMatcher<FreshRanges> {
     static RULES: OnceLock<PatternMatcher<FreshRanges>> = OnceLock::new();
     RULES.get_or_init(|| {
         PatternMatcher::new()
-            // Σ_{r1..rk} v => Σ_{r1..rk-1} (Σ_{rk} v)
+            // Σ_{r1..rk, lanes} v => Σ_{r1..rk-1} (Σ_{rk, lanes} v)
             .rule(UPat::op(Op::Reduce), |m, _| {
-                let ranges = long_sum_ranges(m.root())?;
-                (ranges.len() > 1).then(|| nest_innermost(m.root(), &ranges))
+                let (ranges, lanes) = long_sum_ranges(m.root())?;
+                (ranges.len() > 1).then(|| nest_innermost(m.root(), &ranges, &lanes))
             })
-            // Σ_{r<n} v(r) => Σ_o (Σ_i v(o*B + i)) + Σ_j v((n/B)*B + j)
+            // Σ_{r<n, lanes} v(r) => Σ_o (Σ_{i, lanes} v(o*B + i)) + Σ_{j, lanes} v((n/B)*B + j)
             .rule(UPat::op(Op::Reduce), |m, ctx| {
-                let ranges = long_sum_ranges(m.root())?;
+                let (ranges, lanes) = long_sum_ranges(m.root())?;
                 match ranges.as_slice() {
-                    [r] => Some(blocks(m.root(), r, ctx)),
+                    [r] => Some(blocks(m.root(), r, &lanes, ctx)),
                     _ => None,
                 }
             })
     })
 }
 
-/// The ranges of a float `Add` reduce over more than [`BLOCK`] terms in all, if every one is a
-/// plain `Reduce` range of constant size.
-fn long_sum_ranges(reduce: &UOp) -> Option<Vec<UOp>> {
+/// The plain `Reduce` ranges and the UNROLL ranges (lanes) of a float `Add` reduce whose
+/// plain ranges take more than [`BLOCK`] terms per lane, if every range is one of the two
+/// kinds and of constant size.
+fn long_sum_ranges(reduce: &UOp) -> Option<(Vec<UOp>, Vec<UOp>)> {
     if !is_kernel_reduce(reduce)
         || reduce.reduce_op() != ReduceOp::Add
         || !reduce.dtype().is_float()
     {
         return None;
     }
-    let ranges = reduce.src()[1..].to_vec();
+    let (mut ranges, mut lanes) = (Vec::new(), Vec::new());
     let mut terms = 1usize;
-    for r in &ranges {
-        if r.op() != Op::Range || r.range_axis_type() != AxisType::Reduce {
+    for r in &reduce.src()[1..] {
+        if r.op() != Op::Range {
             return None;
         }
-        terms = terms.saturating_mul(r.range_size()?);
+        match r.range_axis_type() {
+            AxisType::Reduce => {
+                terms = terms.saturating_mul(r.range_size()?);
+                ranges.push(r.clone());
+            }
+            AxisType::Unroll => lanes.push(r.clone()),
+            _ => return None,
+        }
     }
-    (terms > BLOCK).then_some(ranges)
+    (terms > BLOCK).then_some((ranges, lanes))
 }
 
-fn nest_innermost(reduce: &UOp, ranges: &[UOp]) -> UOp {
+fn nest_innermost(reduce: &UOp, ranges: &[UOp], lanes: &[UOp]) -> UOp {
     let (innermost, outer) = ranges.split_last().expect("two or more ranges");
-    let inner = sum_over(reduce.s(0).clone(), std::slice::from_ref(innermost));
+    let inner = sum_over(
+        reduce.s(0).clone(),
+        &[std::slice::from_ref(innermost), lanes].concat(),
+    );
     sum_over(inner, outer)
 }
 
-fn blocks(reduce: &UOp, r: &UOp, ctx: &mut FreshRanges) -> UOp {
+fn blocks(reduce: &UOp, r: &UOp, lanes: &[UOp], ctx: &mut FreshRanges) -> UOp {
     let n = r
         .range_size()
         .expect("a long sum's range has a constant size");
@@ -110,13 +122,13 @@ fn blocks(reduce: &UOp, r: &UOp, ctx: &mut FreshRanges) -> UOp {
             i.clone(),
         ],
     );
-    let whole_blocks = sum_over(sum_over(at(in_block), &[i]), &[o]);
+    let whole_blocks = sum_over(sum_over(at(in_block), &[&[i], lanes].concat()), &[o]);
     if n.is_multiple_of(BLOCK) {
         return whole_blocks;
     }
     let j = ctx.reduce_range(n % BLOCK);
     let past_blocks = UOp::alu(Op::Add, vec![block_index(n / BLOCK * BLOCK), j.clone()]);
-    let tail = sum_over(at(past_blocks), &[j]);
+    let tail = sum_over(at(past_blocks), &[&[j], lanes].concat());
     UOp::alu(Op::Add, vec![whole_blocks, tail])
 }
 
@@ -195,5 +207,33 @@ mod tests {
         let sums = reduces(&blocked);
         assert_eq!(sums.len(), 2);
         assert!(sums.iter().all(|s| s.src().len() == 2), "{blocked:?}");
+    }
+
+    #[test]
+    fn a_long_sum_with_lanes_keeps_them_in_its_innermost_sums() {
+        let (r, lane) = (
+            UOp::range(BLOCK * 16 + 8, 0, AxisType::Reduce),
+            UOp::range(16, 1, AxisType::Unroll),
+        );
+        let value = UOp::alu(Op::Add, vec![float_of(&r), float_of(&lane)]);
+        let blocked = block_long_sums(&sum_over(value, &[r, lane.clone()]));
+        let mut with_lanes = 0;
+        for s in reduces(&blocked) {
+            let plain: usize = s.src()[1..]
+                .iter()
+                .filter(|r| r.range_axis_type() == AxisType::Reduce)
+                .map(|r| r.range_size().unwrap())
+                .product();
+            assert!(plain <= BLOCK, "a lane takes {plain} terms");
+            if s.src()[1..].contains(&lane) {
+                with_lanes += 1;
+                let innermost = !s.s(0).toposort().iter().any(is_kernel_reduce);
+                assert!(
+                    innermost,
+                    "the lanes stay in the innermost sums: {blocked:?}"
+                );
+            }
+        }
+        assert_eq!(with_lanes, 2, "the blocks' sum and the tail's: {blocked:?}");
     }
 }

@@ -4,8 +4,12 @@
 //!   of the range; the copies share every subterm that does not depend on it (hash-consing),
 //!   and the C compiler vectorizes the `k` neighbouring statements. With several UPCAST
 //!   ranges, the first one split (the contiguous axis) varies fastest.
-//! - An UNROLL range of a Reduce folds the `k` copies of the reduced value with the reduce op
-//!   inside one iteration, and leaves the Reduce's remaining ranges as loops.
+//! - An UNROLL range of size `k` of a Reduce gives it `k` partial accumulators: the Reduce
+//!   becomes `k` Reduces over its remaining ranges, one per value of the range, folded with
+//!   the reduce op after their (shared) loop. The `k` accumulators are neighbouring
+//!   statements, which the C compiler keeps in vector registers when the reduced values are
+//!   neighbours in memory (a float sum is then added in another order: the reassociation
+//!   the tolerance policy allows). Without remaining ranges the `k` values are folded at once.
 //! - A range of size 1 is the constant 0.
 //!
 //! The result is simplified with the `symbolic` rules (substituted constants fold away).
@@ -33,7 +37,7 @@ fn expand_rules() -> &'static PatternMatcher<()> {
             })
             // Reduce(v, r.., 0, ..)              => Reduce(v, r..), and Reduce(v) => v
             .rule(UPat::op(Op::Reduce), |m, _| drop_constant_ranges(m.root()))
-            // Reduce(v, r.., u:UNROLL)           => Reduce(v[u=0] op .. op v[u=k-1], r..)
+            // Reduce(v, r.., u:UNROLL)           => Reduce(v[u=0], r..) op .. op Reduce(v[u=k-1], r..)
             .rule(UPat::op(Op::Reduce), |m, _| unroll(m.root()))
             // Sink(.., Store(.. u:UPCAST ..), ..) => Sink(.., Store[u=0], .., Store[u=k-1], ..)
             .rule(UPat::op(Op::Sink), |m, _| upcast_stores(m.root()))
@@ -83,15 +87,15 @@ fn unroll(reduce: &UOp) -> Option<UOp> {
         .find(|r| r.op() == Op::Range && r.range_axis_type() == AxisType::Unroll)?
         .clone();
     let combine = reduce.reduce_op().binary();
-    let folded = lanes(reduce.s(0), &unroll)
-        .into_iter()
-        .reduce(|a, b| UOp::alu(combine, vec![a, b]))?;
     let rest: Vec<UOp> = reduce.src()[1..]
         .iter()
         .filter(|r| **r != unroll)
         .cloned()
         .collect();
-    Some(with_ranges(reduce, folded, rest))
+    lanes(reduce.s(0), &unroll)
+        .into_iter()
+        .map(|lane| with_ranges(reduce, lane, rest.clone()))
+        .reduce(|a, b| UOp::alu(combine, vec![a, b]))
 }
 
 /// `u` once per value of `range`.

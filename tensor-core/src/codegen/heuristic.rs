@@ -16,12 +16,28 @@
 //!    cache while every row tile of the left operand passes by, where rows outside would
 //!    stream the whole right operand once per row tile (2x on a 1024² f32 matmul, measured).
 //!
+//! 4. Cache-block a matmul-shaped kernel (the 16-wide column upcast of item 1, two output
+//!    axes, one reduce range of at least two [`REDUCE_BLOCK`]s, every store a plain float
+//!    sum): REDUCEBLOCK-split the reduce axis into blocks of [`REDUCE_BLOCK`] (the block loop
+//!    runs outside the output loops and each block's sums are added into the output), and
+//!    split the column tiles into groups of up to [`COLUMN_TILES_PER_BLOCK`] whose inner
+//!    axis loops inside the row tiles. Per block, a 4 x 256 slice of the left operand (4 KiB)
+//!    then stays in L1 while it meets the group's columns, and the group's 256 x 128 slice of
+//!    the right operand (128 KiB) stays in L2 while every row tile passes by, where the left
+//!    operand was streamed from memory once per column tile before (2048² `f32`: 6.7 s ->
+//!    1.8 s together with the staggered copy of `tensor::matmul`).
+//! 5. Give a reduce along a contiguous axis (some load advances by one element along its
+//!    range) [`REDUCE_LANES`] partial accumulators (an UNROLL split, see `expand`), unless its
+//!    reduces depend on the upcast output axis (a matmul's reduce: the column upcast already
+//!    gives it 16 accumulators). Where the output upcast of item 1 would gather a load (a row
+//!    sum: the rows are 4096 floats apart) and such a reduce exists, the lanes replace it.
+//!
 //! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers and fuses
 //! the multiply-adds (`-mprefer-vector-width=256 -ffp-contract=fast`, see the runtime's
 //! compiler flags); `tests/vectorized.rs` checks that in the object code.
 
 use super::expand::is_kernel_reduce;
-use super::opt::{Opt, kernel_ranges};
+use super::opt::{Opt, OptimizedKernel, kernel_ranges};
 use crate::uop::{AxisType, Op, Scalar, UOp, alu};
 use std::collections::HashMap;
 
@@ -41,10 +57,13 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         .into_iter()
         .filter(|r| r.range_axis_type() == AxisType::Loop)
         .collect();
-    if let Some((axis, factor)) = upcastable_axis(ast, &outputs) {
+    let lane_ranges = contiguous_reduce_ranges(ast);
+    let upcast = upcastable_axis(ast, &outputs)
+        .filter(|(axis, _)| lane_ranges.is_empty() || !gathers(ast, axis));
+    if let Some((axis, factor)) = &upcast {
         opts.push(Opt::Split {
             axis: axis.range_id(),
-            factor,
+            factor: *factor,
             target: AxisType::Upcast,
             top: false,
         });
@@ -58,6 +77,12 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             top: false,
         });
     }
+    opts.extend(cache_blocks(ast, &outputs, &opts, threads));
+    opts.extend(reduce_lanes(
+        ast,
+        &lane_ranges,
+        upcast.map(|(axis, _)| axis),
+    ));
     // An upper bound: sibling loops (a kernel may hold dozens of fused reduces) multiply as
     // if nested, so the product saturates instead of overflowing.
     let work: usize = kernel_ranges(ast)
@@ -76,6 +101,134 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         });
     }
     opts
+}
+
+/// The partial accumulators of a reduce along a contiguous axis (two 8-wide vector registers).
+pub const REDUCE_LANES: usize = 16;
+
+/// The reduce ranges of constant size divisible by 8 along which some load advances by one
+/// element, each with the number of partial accumulators to give it: [`REDUCE_LANES`] when
+/// that divides it, else 8.
+fn contiguous_reduce_ranges(ast: &UOp) -> Vec<(UOp, usize)> {
+    let nodes = ast.toposort();
+    let loads: Vec<&UOp> = nodes.iter().filter(|u| u.op() == Op::Load).collect();
+    kernel_ranges(ast)
+        .into_iter()
+        .filter(|r| r.range_axis_type() == AxisType::Reduce)
+        .filter_map(|r| {
+            let size = r.range_size()?;
+            let lanes = [REDUCE_LANES, 8]
+                .into_iter()
+                .find(|&w| size >= 2 * w && size.is_multiple_of(w))?;
+            let contiguous = loads
+                .iter()
+                .any(|l| index_stride(&l.s(0).src()[1], &r) == Some(1));
+            contiguous.then_some((r, lanes))
+        })
+        .collect()
+}
+
+/// True when some load depends on `axis` but does not advance by one element along it: an
+/// upcast of `axis` would gather that load's values one by one.
+fn gathers(ast: &UOp, axis: &UOp) -> bool {
+    ast.toposort().iter().any(|u| {
+        u.op() == Op::Load && {
+            let idx = &u.s(0).src()[1];
+            idx.toposort().contains(axis) && index_stride(idx, axis) != Some(1)
+        }
+    })
+}
+
+/// Item 4 of the module doc: an UNROLL split (partial accumulators, see `expand`) of each
+/// reduce range in `candidates` whose reduces do not depend on the output `upcast` axis (whose
+/// copies would multiply the accumulators).
+fn reduce_lanes(ast: &UOp, candidates: &[(UOp, usize)], upcast: Option<UOp>) -> Vec<Opt> {
+    let nodes = ast.toposort();
+    let reduces: Vec<&UOp> = nodes.iter().filter(|u| is_kernel_reduce(u)).collect();
+    candidates
+        .iter()
+        .filter(|(r, _)| {
+            reduces
+                .iter()
+                .filter(|red| red.src()[1..].contains(r))
+                .all(|red| match &upcast {
+                    Some(axis) => !red.s(0).toposort().contains(axis),
+                    None => true,
+                })
+        })
+        .map(|(r, lanes)| Opt::Split {
+            axis: r.range_id(),
+            factor: *lanes,
+            target: AxisType::Unroll,
+            top: false,
+        })
+        .collect()
+}
+
+/// The reduce length of one cache block of a matmul.
+pub const REDUCE_BLOCK: usize = 256;
+
+/// The most column tiles of a matmul that one pass over a reduce block visits.
+pub const COLUMN_TILES_PER_BLOCK: usize = 8;
+
+/// Cache blocking of a matmul-shaped kernel whose reduce is longer than one block (see the
+/// module doc, item 4): the reduce axis in blocks of [`REDUCE_BLOCK`] (a REDUCEBLOCK split),
+/// and the column tiles in groups of up to [`COLUMN_TILES_PER_BLOCK`] visited per row tile
+/// (a LOOP split, its new inner axis looping inside the row tiles), leaving each core at least
+/// two groups. None when the kernel is not a plain matmul or the opts do not fit.
+fn cache_blocks(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Vec<Opt> {
+    let Some(Opt::Split {
+        axis: columns,
+        factor: REDUCE_UPCAST_WIDTH,
+        ..
+    }) = opts.first()
+    else {
+        return Vec::new();
+    };
+    let reduces: Vec<UOp> = kernel_ranges(ast)
+        .into_iter()
+        .filter(|r| r.range_axis_type() == AxisType::Reduce)
+        .collect();
+    let (Some(column_size), [reduce]) = (
+        outputs
+            .iter()
+            .find(|r| r.range_id() == *columns)
+            .and_then(UOp::range_size),
+        reduces.as_slice(),
+    ) else {
+        return Vec::new();
+    };
+    let k = reduce.range_size().unwrap_or(0);
+    if outputs.len() != 2 || k < 2 * REDUCE_BLOCK || !k.is_multiple_of(REDUCE_BLOCK) {
+        return Vec::new();
+    }
+    let tiles = column_size / REDUCE_UPCAST_WIDTH;
+    let Some(group) = [COLUMN_TILES_PER_BLOCK, 4, 2]
+        .into_iter()
+        .find(|&g| tiles.is_multiple_of(g) && tiles / g >= 2 * threads)
+    else {
+        return Vec::new();
+    };
+    let blocking = vec![
+        Opt::Split {
+            axis: *columns,
+            factor: group,
+            target: AxisType::Loop,
+            top: false,
+        },
+        Opt::Split {
+            axis: reduce.range_id(),
+            factor: k / REDUCE_BLOCK,
+            target: AxisType::ReduceBlock,
+            top: true,
+        },
+    ];
+    let all: Vec<Opt> = opts.iter().chain(&blocking).cloned().collect();
+    let fits = all
+        .iter()
+        .try_fold(OptimizedKernel::new(ast), |k, opt| k.apply(opt))
+        .is_ok();
+    if fits { blocking } else { Vec::new() }
 }
 
 /// The id of the output range to spread over `threads` cores: the contiguous axis of a
@@ -246,6 +399,50 @@ mod tests {
                 (32, 16, AxisType::Upcast),
                 (1024, 4, AxisType::Upcast),
                 (1024, 2, AxisType::Thread),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_matmul_with_a_long_reduce_is_cache_blocked() {
+        // 1536 columns: rows 6 KiB apart, so no staggered copy (a second kernel).
+        let (a, b) = (matrix(1024, 1024), matrix(1024, 1536));
+        let ast = kernel_ast(&a.matmul(&b));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![
+                (1536, 16, AxisType::Upcast),
+                (1024, 4, AxisType::Upcast),
+                (1536, COLUMN_TILES_PER_BLOCK, AxisType::Loop),
+                (1024, 1024 / REDUCE_BLOCK, AxisType::ReduceBlock),
+                (1536, 2, AxisType::Thread),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_matmul_with_an_epilogue_is_not_cache_blocked() {
+        let (a, b) = (matrix(64, 1024), matrix(1024, 512));
+        let ast = kernel_ast(&a.matmul(&b).relu());
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert!(
+            described(&ast, &opts)
+                .iter()
+                .all(|o| o.2 != AxisType::ReduceBlock),
+            "{opts:?}"
+        );
+    }
+
+    #[test]
+    fn a_row_sum_gets_partial_accumulators_instead_of_a_gathering_row_upcast() {
+        let ast = kernel_ast(&matrix(64, 4096).sum(-1, false));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![
+                (4096, REDUCE_LANES, AxisType::Unroll),
+                (64, 2, AxisType::Thread)
             ]
         );
     }

@@ -1,7 +1,8 @@
 //! Linearize: place every computation of an expanded kernel in a loop nest, in an order where
 //! operands come before their users.
 //!
-//! The output ranges become the outer loops (THREAD first, then by range id). A value is
+//! The output ranges become the outer loops (THREAD first, then reduce blocks, then by range
+//! id). A value is
 //! placed at the shallowest loop where all the ranges it uses are defined, so loop-invariant
 //! code is hoisted without a separate pass. A Reduce becomes an accumulator defined where its
 //! result is needed, a loop nest over its ranges that folds the value into it, and the
@@ -70,7 +71,7 @@ impl Linearizer {
             free_ranges.insert(u.clone(), set);
         }
         let mut outputs: Vec<UOp> = free_ranges[ast].iter().cloned().collect();
-        outputs.sort_by_key(|r| (r.range_axis_type() != AxisType::Thread, r.range_id()));
+        outputs.sort_by_key(|r| (loop_rank(r.range_axis_type()), r.range_id()));
         let mut lz = Linearizer {
             stack: Vec::new(),
             bindings: HashMap::new(),
@@ -271,6 +272,16 @@ impl Linearizer {
                 value,
             },
         );
+    }
+}
+
+/// The order of the output loops by axis type: the THREAD axis outermost, then reduce blocks
+/// (cache blocking: every output tile is visited once per block), then the rest by range id.
+fn loop_rank(axis: AxisType) -> u8 {
+    match axis {
+        AxisType::Thread => 0,
+        AxisType::ReduceBlock => 1,
+        _ => 2,
     }
 }
 

@@ -20,9 +20,12 @@ pub fn kernel_name(ast: &UOp) -> String {
         })
         .collect();
     ranges.sort_by_key(|r| r.0);
-    let has_reduce = ranges
-        .iter()
-        .any(|r| matches!(r.1, AxisType::Reduce | AxisType::Unroll));
+    let has_reduce = ranges.iter().any(|r| {
+        matches!(
+            r.1,
+            AxisType::Reduce | AxisType::Unroll | AxisType::ReduceBlock
+        )
+    });
     let prefix = if has_reduce { "r" } else { "E" };
     if ranges.is_empty() {
         return format!("{prefix}_1");

@@ -8,10 +8,16 @@
 //! `k` contiguous chunks, chunk `c` running on core `c` (`[c*n/k, (c+1)*n/k)`). The chunk
 //! number is the core id and never appears as a loop, so a THREAD split only retypes the range
 //! and records the core count; the renderer gives each core its bounds.
+//!
+//! REDUCEBLOCK (cache blocking) splits a reduce range `r` into `factor` blocks: the block
+//! number `b` leaves the Reduce and becomes a loop outside the output loops, and every store
+//! of the reduce accumulates into its output (`b == 0 ? 0 : out`, plus the block's sum), so
+//! the operands' slices of one block stay in cache while every output tile passes by. It
+//! applies only where each store writes a float sum over `r` as it is (no epilogue).
 
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::uop::substitute;
-use crate::uop::{Arg, AxisType, Op, UOp};
+use crate::uop::{Arg, AxisType, Op, ReduceOp, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -85,6 +91,9 @@ impl OptimizedKernel {
         if target == AxisType::Thread {
             return self.thread(&range, size, factor, top);
         }
+        if target == AxisType::ReduceBlock {
+            return self.reduce_block(&range, size, factor, top);
+        }
         if size % factor != 0 {
             return Err(OptError(format!(
                 "factor {factor} does not divide range {axis} of size {size}"
@@ -146,6 +155,65 @@ impl OptimizedKernel {
             threads: cores.min(size),
         })
     }
+}
+
+impl OptimizedKernel {
+    fn reduce_block(
+        &self,
+        range: &UOp,
+        size: usize,
+        blocks: usize,
+        top: bool,
+    ) -> Result<OptimizedKernel, OptError> {
+        if !top || range.range_axis_type() != AxisType::Reduce || !size.is_multiple_of(blocks) {
+            return Err(OptError(format!(
+                "a REDUCEBLOCK split is the outer part of a reduce range, in blocks that divide \
+                 its size {size}"
+            )));
+        }
+        let plain_sums = self.ast.src().iter().all(|st| {
+            st.op() == Op::Store && {
+                let value = st.s(1);
+                value.op() == Op::Reduce
+                    && value.reduce_op() == ReduceOp::Add
+                    && value.dtype().is_float()
+                    && value.src()[1..].contains(range)
+            }
+        });
+        if !plain_sums {
+            return Err(OptError(
+                "only a kernel whose every store writes a float sum over the range can \
+                 accumulate it block by block"
+                    .into(),
+            ));
+        }
+        let block = UOp::range(blocks, next_range_id(&self.ast), AxisType::ReduceBlock);
+        let inner = UOp::range(size / blocks, range.range_id(), AxisType::Reduce);
+        let split = split_range(&self.ast, range, &block, &inner);
+        let stores = split
+            .src()
+            .iter()
+            .map(|st| accumulate_block(st, &block))
+            .collect();
+        Ok(OptimizedKernel {
+            ast: split.with_src(stores),
+            threads: self.threads,
+        })
+    }
+}
+
+/// `Store(out, Reduce(v, .., block, inner, ..))` => `Store(out, (block == 0 ? 0 : out) +
+/// Reduce(v, .., inner, ..))`: the store adds one block's sum to the previous blocks'.
+fn accumulate_block(store: &UOp, block: &UOp) -> UOp {
+    let (address, reduce) = (store.s(0), store.s(1));
+    let mut src = vec![reduce.s(0).clone()];
+    src.extend(reduce.src()[1..].iter().filter(|r| *r != block).cloned());
+    let dtype = reduce.dtype();
+    let first = UOp::alu(Op::CmpLt, vec![block.clone(), UOp::index(1)]);
+    let previous = UOp::new(Op::Load, dtype, vec![address.clone()], Arg::None);
+    let start = UOp::alu(Op::Where, vec![first, UOp::constant(0.0, dtype), previous]);
+    let value = UOp::alu(Op::Add, vec![start, reduce.with_src(src)]);
+    store.with_src(vec![address.clone(), value])
 }
 
 /// Every range of the AST, sorted by id.
@@ -227,7 +295,7 @@ fn split_range(ast: &UOp, range: &UOp, outer: &UOp, inner: &UOp) -> UOp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::uop::{DType, ReduceOp};
+    use crate::uop::DType;
 
     fn sum_rows(rows: usize, cols: usize) -> UOp {
         let (i, j) = (
@@ -331,5 +399,59 @@ mod tests {
             top: true,
         });
         assert!(again.is_err());
+    }
+
+    fn block_opt(blocks: usize) -> Opt {
+        Opt::Split {
+            axis: 1,
+            factor: blocks,
+            target: AxisType::ReduceBlock,
+            top: true,
+        }
+    }
+
+    #[test]
+    fn a_reduce_block_moves_out_of_the_reduce_and_the_store_accumulates() {
+        let blocked = OptimizedKernel::new(&sum_rows(3, 8))
+            .apply(&block_opt(2))
+            .expect("a plain sum can be blocked");
+        let nodes = blocked.ast.toposort();
+        let reduce = nodes
+            .iter()
+            .find(|u| u.op() == Op::Reduce)
+            .expect("a reduce");
+        let inner: Vec<(AxisType, Option<usize>)> = reduce.src()[1..]
+            .iter()
+            .map(|r| (r.range_axis_type(), r.range_size()))
+            .collect();
+        assert_eq!(inner, vec![(AxisType::Reduce, Some(4))]);
+        let block = kernel_ranges(&blocked.ast)
+            .into_iter()
+            .find(|r| r.range_axis_type() == AxisType::ReduceBlock)
+            .expect("a block range");
+        assert_eq!(block.range_size(), Some(2));
+        let store = blocked.ast.s(0);
+        let reads_output = store
+            .s(1)
+            .toposort()
+            .iter()
+            .any(|u| u.op() == Op::Load && u.s(0) == store.s(0));
+        assert!(
+            reads_output,
+            "the store adds to what the previous blocks wrote"
+        );
+    }
+
+    #[test]
+    fn a_reduce_block_needs_a_plain_float_sum_and_a_dividing_count() {
+        let k = OptimizedKernel::new(&sum_rows(3, 8));
+        assert!(k.apply(&block_opt(3)).is_err());
+        let store = k.ast.s(0);
+        let epilogue = UOp::alu(Op::Mul, vec![store.s(1).clone(), store.s(1).clone()]);
+        let squared = UOp::sink(vec![UOp::store(store.s(0), &epilogue)]);
+        let err = OptimizedKernel::new(&squared)
+            .apply(&block_opt(2))
+            .unwrap_err();
+        assert!(err.0.contains("float sum"), "{err:?}");
     }
 }

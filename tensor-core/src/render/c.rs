@@ -720,7 +720,7 @@ fn c_operator(op: Op) -> &'static str {
 /// The C name of a loop variable.
 pub fn range_name(r: &UOp) -> String {
     let prefix = match r.range_axis_type() {
-        AxisType::Reduce | AxisType::Unroll => "ridx",
+        AxisType::Reduce | AxisType::Unroll | AxisType::ReduceBlock => "ridx",
         _ => "gidx",
     };
     format!("{prefix}{}", r.range_id())

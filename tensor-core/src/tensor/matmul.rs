@@ -6,7 +6,7 @@ use super::Tensor;
 use super::broadcast::{broadcast_uop, cast_uop};
 use super::elementwise::mul_uop;
 use super::reduce::{float_accumulator, reduce_uop};
-use crate::uop::{DType, ReduceOp, Shape};
+use crate::uop::{DType, Op, ReduceOp, Shape, UOp};
 
 impl Tensor {
     /// The matrix product `self @ other` with NumPy's rules for 1-D operands and broadcast
@@ -48,6 +48,7 @@ impl Tensor {
         } else {
             (b, rs.clone())
         };
+        let b = staggered_rows(&b, &lb, la[la.len() - 2], work);
         let (m, k) = (la[la.len() - 2], la[la.len() - 1]);
         let (k_right, n) = (lb[lb.len() - 2], lb[lb.len() - 1]);
         if k != k_right {
@@ -99,6 +100,42 @@ impl Tensor {
         }
         self.matmul(other)
     }
+}
+
+/// The least number of rows, of the right operand and of the left, for which
+/// [`staggered_rows`] copies the right operand.
+pub const STAGGER_MIN_ROWS: usize = 64;
+
+/// Bytes between two rows at which their cache sets collide.
+const STAGGER_PERIOD_BYTES: usize = 4096;
+
+/// The bytes a staggered row is padded by: one cache line.
+const CACHE_LINE_BYTES: usize = 64;
+
+/// The right operand `b` (a `[K, N]` matrix of `dtype`) read through a copy whose rows are
+/// one cache line longer, when its rows are a multiple of 4 KiB apart, K and the left
+/// operand's rows `m` are at least [`STAGGER_MIN_ROWS`], and its dtype is a float; `b`
+/// itself otherwise (and for batched right operands, whose copy could multiply a broadcast).
+///
+/// A matmul kernel walks a narrow column strip of `b` down all K rows once per tile of output
+/// rows. Rows a power-of-two multiple of 4 KiB apart map to the same few cache sets, so the
+/// strip cannot stay in L1 or L2 (at N = 2048 `f32` it competes for 8 of L2's 1024 sets) and
+/// is fetched again from L3 or memory for every tile. In the copy the rows are staggered by
+/// one line and the strip stays cached. The copy costs one pass over `b`, at most
+/// 1/[`STAGGER_MIN_ROWS`] of the matmul's work; the products and their order are unchanged.
+fn staggered_rows(b: &UOp, shape: &[usize], m: usize, dtype: DType) -> UOp {
+    let &[k, n] = shape else {
+        return b.clone();
+    };
+    let row_bytes = n * dtype.size_bytes();
+    let collides = row_bytes > 0 && row_bytes.is_multiple_of(STAGGER_PERIOD_BYTES);
+    if !dtype.is_float() || !collides || k < STAGGER_MIN_ROWS || m < STAGGER_MIN_ROWS {
+        return b.clone();
+    }
+    let pad = CACHE_LINE_BYTES / dtype.size_bytes();
+    b.pad(&[0, 0], &[0, pad])
+        .unary_marker(Op::Contiguous)
+        .shrink(&[0, 0], &[k, n])
 }
 
 /// The broadcast batch axes of a matmul, or a panic naming both operands.

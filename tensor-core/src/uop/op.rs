@@ -369,6 +369,9 @@ pub enum AxisType {
     Upcast,
     /// A reduce axis unrolled into the accumulation.
     Unroll,
+    /// The outer part of a split reduce axis, looped over outside the output loops (cache
+    /// blocking): each iteration adds its block's partial sums into the output buffer.
+    ReduceBlock,
 }
 
 impl AxisType {
@@ -380,6 +383,7 @@ impl AxisType {
             AxisType::Reduce => 'R',
             AxisType::Upcast => 'u',
             AxisType::Unroll => 'r',
+            AxisType::ReduceBlock => 'b',
         }
     }
 }

@@ -1,0 +1,92 @@
+//! Reductions along a contiguous axis get partial accumulators (`codegen::heuristic`'s UNROLL
+//! split of the reduce range, expanded by `codegen::expand`): the kernels have them, and their
+//! results agree with the reference interpreter within the float tolerance (the partial sums
+//! add the terms in another order), exactly for integers and maxima.
+mod common;
+
+use common::tolerance::agree;
+use common::{interpreted, values};
+use tensor::core::codegen::CodegenOptions;
+use tensor::core::schedule::create_schedule;
+use tensor::prelude::*;
+use tensor::runtime::plan::generate_kernels;
+
+/// The C sources of the kernels that compute `t`, optimized for two cores.
+fn sources(t: &Tensor) -> Vec<String> {
+    let options = CodegenOptions {
+        optimize: true,
+        threads: 2,
+    };
+    generate_kernels(&create_schedule(&[t.uop()]), &options)
+        .into_iter()
+        .map(|k| k.source)
+        .collect()
+}
+
+fn assert_agrees(t: &Tensor, is_float: bool, bound: f64) {
+    let (got, want) = (values(t), interpreted(t));
+    assert!(
+        agree(&got, &want, is_float, bound),
+        "{:?}: largest difference {}",
+        t.shape(),
+        common::max_abs_diff(&got, &want)
+    );
+}
+
+#[test]
+fn a_row_sum_has_sixteen_partial_accumulators_and_agrees() {
+    let x = Tensor::rand(&[12, 4096], 1) - 0.5;
+    x.realize().unwrap();
+    let sum = x.sum(-1, false);
+    let source = sources(&sum).join("\n");
+    assert!(
+        source.contains("acc15") && !source.contains("acc16"),
+        "{source}"
+    );
+    assert_agrees(&sum, true, 64.0);
+}
+
+#[test]
+fn reductions_along_contiguous_axes_agree_at_awkward_sizes() {
+    for shape in [
+        vec![3, 40],
+        vec![5, 24],
+        vec![1, 4096],
+        vec![7, 1000],
+        vec![2, 3, 528],
+    ] {
+        let x = Tensor::rand(&shape, 2) * 4.0 - 2.0;
+        x.realize().unwrap();
+        let n = *shape.last().unwrap() as f64;
+        assert_agrees(&x.sum(-1, false), true, 2.0 * n.sqrt());
+        assert_agrees(&x.max(-1, false), true, 2.0);
+        assert_agrees(&x.softmax(-1), true, 1.0);
+        assert_agrees(&x.logsumexp(-1, false), true, n.ln() + 2.0);
+        let ints = (&x * 100.0).cast(DType::I32);
+        ints.realize().unwrap();
+        assert_agrees(&ints.sum(-1, false), false, 1.0);
+    }
+}
+
+#[test]
+fn a_long_sum_keeps_its_partial_accumulators_within_a_block_each() {
+    // 2^20 terms, 2^16 per lane: `codegen::blocked_sum` still splits each lane's sum into
+    // blocks of at most 4096 terms (a loop over the blocks around the lanes' loop).
+    let ones = Tensor::ones(&[1 << 20], DType::F32).contiguous();
+    ones.realize().unwrap();
+    let sum = ones.sum(-1, false);
+    let source = sources(&sum).join("\n");
+    assert!(source.contains("acc15"), "{source}");
+    assert!(source.matches("for (int ridx").count() >= 2, "{source}");
+    assert_eq!(values(&sum), vec![(1u64 << 20) as f64]);
+}
+
+#[test]
+fn a_column_sum_keeps_its_column_upcast() {
+    let x = Tensor::rand(&[256, 64], 3);
+    x.realize().unwrap();
+    let sum = x.sum(0, false);
+    let source = sources(&sum).join("\n");
+    assert!(source.contains("acc15"), "16 columns at once: {source}");
+    assert_agrees(&sum, true, 16.0);
+}
