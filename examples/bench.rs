@@ -5,7 +5,10 @@
 //! two elementwise chains as plain OpenMP C loops, and the FMA peak (independent vector FMA
 //! chains on every core). Then this crate's warm medians of: the two elementwise chains on
 //! 16M `f32`, matmuls 1024² and 2048², and the per-sample gradients of a 784-128-10 MLP for a
-//! batch of 256 (`vmap!(grad!(loss))`).
+//! batch of 256 (`vmap!(grad!(loss))`), the sum and the softmax of each row of a 4096x4096
+//! `f32` matrix. When the peers' virtual environment of `../shared/bench/peers/` exists (or
+//! `TENSOR_BENCH_PYTHON` names a Python with NumPy), NumPy's warm medians of the same matmuls
+//! and reductions, measured in the same run, are printed next to ours.
 //!
 //! Run: `cargo run --release --example bench`
 
@@ -19,6 +22,7 @@ const BATCH: usize = 256;
 const IN: usize = 784;
 const HIDDEN: usize = 128;
 const OUT: usize = 10;
+const ROWS: usize = 4096;
 
 /// The reference program: prints `name milliseconds` lines (warm medians of 9 runs) and
 /// `fma_gflops value`.
@@ -167,6 +171,86 @@ fn per_sample_grads() -> Duration {
     })
 }
 
+/// NumPy's side of the comparison: prints `name milliseconds` lines (warm medians), then
+/// `numpy version` and `blas name` lines.
+const NUMPY_PEER: &str = r#"
+import time
+import numpy as np
+def med(f, reps):
+    f()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    ts.sort()
+    return ts[len(ts) // 2] * 1e3
+rng = np.random.default_rng(0)
+for n, reps in ((1024, 9), (2048, 3)):
+    a = rng.random((n, n), dtype=np.float32)
+    b = rng.random((n, n), dtype=np.float32)
+    out = np.empty((n, n), np.float32)
+    print(f"matmul_{n}", med(lambda: np.matmul(a, b, out=out), reps))
+x = rng.random((4096, 4096), dtype=np.float32)
+print("sum_rows", med(lambda: x.sum(-1), 9))
+def softmax():
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+print("softmax_rows", med(softmax, 9))
+print("numpy", np.__version__)
+try:
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    print("blas", blas.get("name", "?"), blas.get("version", "?"))
+except Exception:
+    print("blas unknown")
+"#;
+
+/// The Python that runs [`NUMPY_PEER`]: `TENSOR_BENCH_PYTHON`, else the peers' virtual
+/// environment next to the repository; `Err` with the reason when there is none.
+fn peer_python() -> Result<std::path::PathBuf, String> {
+    if let Ok(python) = std::env::var("TENSOR_BENCH_PYTHON") {
+        return Ok(python.into());
+    }
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/bench/peers/.venv/bin/python");
+    match venv.exists() {
+        true => Ok(venv),
+        false => Err(format!(
+            "{} does not exist (set it up as ../shared/bench/peers/README.md says, or set \
+             TENSOR_BENCH_PYTHON)",
+            venv.display()
+        )),
+    }
+}
+
+/// NumPy's figures (`name -> milliseconds`) and its description, or why there are none.
+fn numpy_peer() -> Result<(Vec<(String, f64)>, String), String> {
+    let python = peer_python()?;
+    let ran = Command::new(&python)
+        .arg("-c")
+        .arg(NUMPY_PEER)
+        .output()
+        .map_err(|e| format!("running {}: {e}", python.display()))?;
+    if !ran.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            python.display(),
+            String::from_utf8_lossy(&ran.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&ran.stdout).to_string();
+    let mut figures = Vec::new();
+    let mut about = Vec::new();
+    for line in text.lines() {
+        let Some((name, value)) = line.split_once(' ') else {
+            continue;
+        };
+        match value.parse() {
+            Ok(v) => figures.push((name.to_string(), v)),
+            Err(_) => about.push(line.to_string()),
+        }
+    }
+    Ok((figures, about.join(", ")))
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -191,6 +275,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  FMA peak:                           {:>8.1} GFLOP/s",
         reference("fma_gflops")
     );
+
+    let numpy = numpy_peer();
+    match &numpy {
+        Ok((_, about)) => println!("  NumPy (same run, before ours): {about}"),
+        Err(why) => println!("  NumPy: skipped: {why}"),
+    }
+    let peer = |name: &str| {
+        numpy
+            .as_ref()
+            .ok()
+            .and_then(|(f, _)| f.iter().find(|(n, _)| n == name).map(|(_, v)| *v))
+    };
+    let versus = |name: &str, ours: f64| match peer(name) {
+        Some(theirs) => format!(
+            "  NumPy {theirs:.2} ms (ours / NumPy = {:.2}x)",
+            ours / theirs
+        ),
+        None => String::new(),
+    };
 
     let x = Tensor::rand(&[LEN], 1);
     x.realize()?;
@@ -230,10 +333,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }));
         let gflops = 2.0 * (n as f64).powi(3) / (t * 1e-3) / 1e9;
         println!(
-            "  {n}x{n}:                          {t:>8.2} ms  {gflops:>6.1} GFLOP/s ({:.0}% of the FMA peak)",
-            100.0 * gflops / peak
+            "  {n}x{n}:                          {t:>8.2} ms  {gflops:>6.1} GFLOP/s ({:.0}% of the FMA peak){}",
+            100.0 * gflops / peak,
+            versus(&format!("matmul_{n}"), t)
         );
     }
+
+    println!("reductions over the rows of a {ROWS}x{ROWS} f32 matrix (warm medians):");
+    let m = Tensor::rand(&[ROWS, ROWS], 4);
+    m.realize()?;
+    let sum = ms(median(9, || {
+        m.sum(-1, false).realize().expect("the sum runs");
+    }));
+    let softmax = ms(median(9, || {
+        m.softmax(-1).realize().expect("the softmax runs");
+    }));
+    let read = |millis: f64| (ROWS * ROWS * 4) as f64 / (millis * 1e-3) / 1e9;
+    println!(
+        "  x.sum(-1):                          {sum:>8.2} ms  {:>6.1} GB/s read{}",
+        read(sum),
+        versus("sum_rows", sum)
+    );
+    println!(
+        "  x.softmax(-1):                      {softmax:>8.2} ms{}",
+        versus("softmax_rows", softmax)
+    );
 
     let grads = ms(per_sample_grads());
     println!(
