@@ -16,6 +16,7 @@ mod indexing;
 mod matmul;
 mod movement;
 mod nn;
+mod norms;
 mod operators;
 mod padding;
 mod pieces;
@@ -31,6 +32,7 @@ pub use advanced_index::Index;
 pub use broadcast::{Dims, IntoAxes, Operand};
 pub use create::{ArangeArgs, ArangeForm};
 pub use error::ShapeError;
+pub use norms::MatrixOrd;
 pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
 pub use updates::{At, ScatterReduce};
@@ -52,8 +54,11 @@ use std::sync::{Arc, RwLock};
 /// identity, a dtype the op does not take), with the op, the shapes and the caller's line.
 /// Nothing panics later: index values are data (an index out of range selects nothing) and
 /// faults of the runtime are `Result`s. Where a program may want to handle a mistake there is a
-/// fallible twin returning [`ShapeError`]: [`Tensor::try_from_vec`], [`Tensor::try_reshape`],
-/// [`Tensor::try_expand`].
+/// fallible twin returning [`ShapeError`] with the message its panicking form prints:
+/// [`Tensor::try_from_vec`], [`Tensor::try_reshape`], [`Tensor::try_expand`],
+/// [`Tensor::try_broadcast_to`], [`Tensor::try_matmul`], [`Tensor::try_cat`] and
+/// [`Tensor::try_stack`]; [`Tensor::broadcast_shapes`] checks the operands of any elementwise op
+/// up front. Every method that can panic says when in its `# Panics` section.
 ///
 /// Clones share one cell: when a runtime realizes a tensor it swaps the graph in that cell for
 /// the realized buffer, and every clone then reads the buffer instead of recomputing it.
@@ -77,6 +82,11 @@ impl Tensor {
 
     /// Points this tensor (and its clones) at another graph of the same value, shape and dtype:
     /// how a runtime installs a realized buffer.
+    ///
+    /// # Panics
+    ///
+    /// When `uop` has another shape or dtype than the current graph (a runtime bug, not a user's
+    /// mistake).
     #[track_caller]
     pub fn replace_uop(&self, uop: UOp) {
         let mut cell = self.cell.write().unwrap_or_else(|e| e.into_inner());
