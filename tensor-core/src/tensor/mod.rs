@@ -60,6 +60,43 @@ use std::sync::{Arc, RwLock};
 /// [`Tensor::try_stack`]; [`Tensor::broadcast_shapes`] checks the operands of any elementwise op
 /// up front. Every method that can panic says when in its `# Panics` section.
 ///
+/// # Scalars on the left of an operator
+///
+/// On the right of `+ - * / %` any primitive number or `bool` works. On the left a scalar is an
+/// `f64` or an `i32`, the types unsuffixed literals take, so `2.0 - &x` and `1 - &x` work and a
+/// value of another type goes on the right, through `f64::from`, or in [`Tensor::scalar`]:
+///
+/// ```
+/// # use tensor_core::{Tensor, interp::evaluate};
+/// let x = Tensor::from_vec(vec![1.0f32, 1.75], &[2]);
+/// let v = 2.0f32;
+/// let y = (f64::from(v) - &x).sqrt() * 3u8; // np.sqrt(v - x) * 3
+/// assert_eq!(evaluate(&y.uop()).to_vec::<f32>(), vec![3.0, 1.5]);
+/// assert_eq!(evaluate(&(1 - &x).uop()).to_vec::<f32>(), vec![0.0, -0.75]);
+/// let y = Tensor::scalar(v) - &x; // a 0-d f32 tensor: promotes as a tensor, not a weak scalar
+/// assert_eq!(evaluate(&y.uop()).to_vec::<f32>(), vec![1.0, 0.25]);
+/// ```
+///
+/// A typed scalar of another type on the left does not compile:
+///
+/// ```compile_fail,E0277
+/// # use tensor_core::Tensor;
+/// let x = Tensor::from_vec(vec![0.25f32, 1.0], &[2]);
+/// let y = 2.0f32 - &x;
+/// ```
+///
+/// ```compile_fail,E0277
+/// # use tensor_core::Tensor;
+/// let x = Tensor::from_vec(vec![0.25f32, 1.0], &[2]);
+/// let y = 3u8 * &x; // `&x * 3u8` works
+/// ```
+///
+/// Implementing the operators for `f32` (or `u8`, ...) on the left too would make an unsuffixed
+/// literal there ambiguous, and Rust picks a literal's type only at the end of type checking:
+/// `2.0 - &x`, `2.0 - &x + 1.0` and `f(&(2.0 - &x))` would still compile, but a method call on
+/// the result, `(2.0 - &x).sqrt()` or `let y = 2.0 - &x; y.sqrt()`, would fail with E0282
+/// ("type annotations needed"), and that is the common form.
+///
 /// Clones share one cell: when a runtime realizes a tensor it swaps the graph in that cell for
 /// the realized buffer, and every clone then reads the buffer instead of recomputing it.
 #[derive(Clone)]
