@@ -446,7 +446,7 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics for floats.
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_and(&self, other: impl Into<Operand>) -> Tensor {
         self.bitwise("bitwise_and", Op::And, other)
@@ -456,7 +456,7 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics for floats.
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_or(&self, other: impl Into<Operand>) -> Tensor {
         self.bitwise("bitwise_or", Op::Or, other)
@@ -466,7 +466,7 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics for floats.
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_xor(&self, other: impl Into<Operand>) -> Tensor {
         self.bitwise("bitwise_xor", Op::Xor, other)

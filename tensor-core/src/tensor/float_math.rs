@@ -284,7 +284,7 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics for floats.
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn shl(&self, amount: impl Into<Operand>) -> Tensor {
         self.shift("shl", Op::Shl, amount)
@@ -296,7 +296,7 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics for floats.
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn shr(&self, amount: impl Into<Operand>) -> Tensor {
         self.shift("shr", Op::Shr, amount)

@@ -184,7 +184,8 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics on a non-integer index or shapes that do not broadcast.
+    /// Panics on a non-integer index, an axis out of range, an index with another number of axes
+    /// or shapes that do not broadcast.
     #[track_caller]
     pub fn take_along_axis(&self, index: &Tensor, axis: isize) -> Tensor {
         let (s, i) = (self.shape(), index.shape());

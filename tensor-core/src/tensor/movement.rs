@@ -368,7 +368,7 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics when `start` comes after `end`.
+    /// Panics on an axis out of range or when `start` comes after `end`.
     #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
         let shape = self.shape();
