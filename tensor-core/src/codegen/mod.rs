@@ -20,6 +20,7 @@ pub mod blocked_sum;
 pub mod emulate;
 pub mod expand;
 pub mod gpu;
+pub mod group;
 pub mod heuristic;
 pub mod linearize;
 pub mod name;
@@ -92,7 +93,12 @@ pub fn lower_kernel_gpu(
         Vec::new()
     };
     let linear = lower(ast, buffer_sizes, &opt_list, name.to_string());
-    gpu::map_to_grid(&linear.name, &linear.program, &linear.args)
+    let kernel = gpu::map_to_grid(&linear.name, &linear.program, &linear.args);
+    if opts.optimize {
+        group::group_reductions(kernel)
+    } else {
+        kernel
+    }
 }
 
 /// The hand-coded OptOps for a GPU: the CPU heuristic's contiguous upcast, at most

@@ -369,6 +369,9 @@ pub enum AxisType {
     Upcast,
     /// A reduce axis unrolled into the accumulation.
     Unroll,
+    /// A GPU thread's position in its block, when the threads of a block split a reduce
+    /// axis between them (`codegen::group`; tinygrad's GROUP).
+    Group,
 }
 
 impl AxisType {
@@ -380,6 +383,7 @@ impl AxisType {
             AxisType::Reduce => 'R',
             AxisType::Upcast => 'u',
             AxisType::Unroll => 'r',
+            AxisType::Group => 'G',
         }
     }
 }
