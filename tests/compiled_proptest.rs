@@ -29,6 +29,7 @@ use tensor::core::{DType, Tensor};
 const OPTIONS: Options = Options {
     ints: true,
     wild_indices: false,
+    away_from_kinks: false,
 };
 
 fn compiled_equals_interpreted(g: &Graph) -> Result<(), String> {
