@@ -7,10 +7,12 @@
 //! `Option` and `BTreeMap<String, _>`, and derived for structs with `#[derive(Tree)]`.
 
 pub mod def;
+pub mod jacobian;
 pub mod ops;
 pub mod prefix;
 
 pub use def::{Key, NodeKind, StaticValue, TreeDef};
+pub use jacobian::{HasJacobian, TreeJacobian, tree_jacobian_def};
 pub use ops::{
     tree_add, tree_leaves, tree_map, tree_scale, tree_structure, tree_sub, tree_unflatten,
     tree_vdot, tree_zeros_like, tree_zip_map,
