@@ -179,6 +179,11 @@ fn run_case(name: &str, i: &Inputs) -> Vec<Tensor> {
             let h: TreeJacobian<Affine, Affine> = hessian!(struct_scalar)(&affine_of(i), &a("x"));
             tree_leaves(&h)
         }
+        "hessian_struct_and_tensor_argnums_01" => {
+            type Blocks = (TreeJacobian<Affine, (Affine, Tensor)>, (Affine, Tensor));
+            let h: Blocks = hessian!(struct_scalar, argnums = (0, 1))(&affine_of(i), &a("x"));
+            tree_leaves(&h)
+        }
         "vmap_jacrev_struct_output" => {
             let per_sample = vmap!(jacrev!(struct_out), in_axes = (None, 0));
             tree_leaves(&per_sample(&affine_of(i), &a("xs")))
@@ -697,10 +702,22 @@ fn struct_jacobians_are_read_by_field_and_equal_the_positional_blocks() {
         close(block, &flat[k]);
         close(&tree_leaves(&jf)[k], &flat[k]);
     }
+    // has_aux with a struct result: (jacobian, aux).
+    let with_aux = |p: &Affine, x: &Tensor| (struct_out(p, x), x.sum_all());
+    let (ja, aux) = jacrev!(with_aux, has_aux = true)(&p, &x);
+    close(&aux, &x.sum_all());
+    for (a, b) in tree_leaves(&ja).iter().zip(&tree_leaves(&j)) {
+        close(a, b);
+    }
     // The Hessian in a struct argument: nested blocks, symmetric across the diagonal.
     let h = typed::hessian(struct_scalar, Argnum::<0>)(&p, &x);
     let hwb = &h.of(|a| &a.w).b; // d2/dw db: [2, 3, 3]
     let hbw = &h.of(|a| &a.b).w; // d2/db dw: [3, 2, 3]
     assert_eq!(hwb.shape(), vec![2, 3, 3]);
     close(hwb, &hbw.permute(&[1, 2, 0]));
+    // ... and equals jacfwd of jacrev, typed the same way.
+    let nested: TreeJacobian<Affine, Affine> = jacfwd!(jacrev!(struct_scalar))(&p, &x);
+    for (a, b) in tree_leaves(&nested).iter().zip(&tree_leaves(&h)) {
+        close(a, b);
+    }
 }

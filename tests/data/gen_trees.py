@@ -3,7 +3,8 @@ computed by JAX (float32, CPU). Written to trees.json next to this script, in th
 transforms.json: each case lists its inputs and JAX's outputs flattened with
 jax.tree_util.tree_leaves (a namedtuple flattens in field order, as `#[derive(Tree)]` does).
 
-    /work/shared/bench/peers/.venv/bin/python tests/data/gen_trees.py
+    python3 -m venv .venv && .venv/bin/pip install 'jax[cpu]'   # JAX 0.10.2 made this file
+    .venv/bin/python tests/data/gen_trees.py
 """
 import collections, json, os
 import numpy as np
@@ -143,6 +144,8 @@ def cases():
     case("hessian_struct_arg", "hessian(f)(p, x)", ins, jax.hessian(struct_scalar)(po, xo))
     case("vmap_jacrev_struct_output", "vmap(jacrev(f), in_axes=(None, 0))(p, xs)", ins,
          jax.vmap(jax.jacrev(struct_out), in_axes=(None, 0))(po, xos))
+    case("hessian_struct_and_tensor_argnums_01", "hessian(f, (0, 1))(p, x)", ins,
+         jax.hessian(struct_scalar, (0, 1))(po, xo))
     return out
 
 
