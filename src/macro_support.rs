@@ -295,9 +295,9 @@ pub trait Selection<F, M> {
     fn tuple(&self) -> bool;
 }
 
-/// argnums given as one index: `Nums::<0>` selects the first argument, `Nums::<-1>` the last
-/// (public as `tensor::typed::Argnum`). A tuple of them selects several, and the result is a
-/// tuple (also for a tuple of one).
+/// argnums given as one index, public as `tensor::typed::Argnum`: `Argnum::<0>` selects the
+/// first argument, `Argnum::<-1>` the last. A tuple of them selects several, and the result is
+/// then a tuple (also for a tuple of one).
 pub struct Nums<const K: isize>;
 
 impl<F: HasArgument<K, M>, M, const K: isize> Selection<F, M> for Nums<K> {

@@ -721,3 +721,44 @@ fn struct_jacobians_are_read_by_field_and_equal_the_positional_blocks() {
         close(a, b);
     }
 }
+
+#[test]
+fn typed_options_allow_int_jit_and_picking_a_foreign_tensor() {
+    let c = Counted {
+        w: Tensor::randn(&[3], 41),
+        steps: Tensor::from_vec(vec![1i32, 2, 3], &[3]),
+    };
+    let f = |c: &Counted| (&c.w * c.steps.cast(DType::F32)).sum_all();
+    let msg = panic_message(|| {
+        typed::grad(f, Argnum::<0>)(&c);
+    });
+    assert!(msg.contains("argument 0.steps is i32"), "{msg}");
+    let (value, g) = typed::value_and_grad_with(f, Argnum::<0>, true)(&c);
+    close(&value, &f(&c));
+    close(&g.w, &c.steps.cast(DType::F32));
+    assert_eq!(values(&g.steps), vec![0.0; 3]);
+    // jit, typed like the function.
+    let p = small_params(42);
+    let x = Tensor::randn(&[2, 4], 43);
+    let y = Tensor::randn(&[2, 2], 44).softmax(-1);
+    let fast = typed::jit(typed::grad(loss, Argnum::<0>));
+    let want: Params = grad!(loss)(&p, &x, &y);
+    for (a, b) in tree_leaves(&fast(&p, &x, &y))
+        .iter()
+        .zip(&tree_leaves(&want))
+    {
+        close(a, b);
+    }
+    // A TreeJacobian read by a tensor that is not one of the output's is an error.
+    let q = Affine {
+        w: Tensor::randn(&[2, 3], 45),
+        b: Tensor::randn(&[3], 46),
+    };
+    let j = typed::jacrev(struct_out, Argnum::<0>)(&q, &Tensor::randn(&[2], 47));
+    // (`of`'s pick returns a borrow of its argument, so an outside tensor must be 'static.)
+    let foreign: &'static Tensor = Box::leak(Box::new(Tensor::zeros(&[3], DType::F32)));
+    let msg = panic_message(std::panic::AssertUnwindSafe(|| {
+        j.of(|_| foreign);
+    }));
+    assert!(msg.contains("pick a tensor of the output"), "{msg}");
+}
