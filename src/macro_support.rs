@@ -99,21 +99,83 @@ pub fn call_function<A: Tree, O: Outputs>(
     args: A,
     body: impl FnOnce(A) -> O,
 ) -> O {
-    let def = args.structure();
+    unflatten(call_flat(cache, args, body, |_| {}))
+}
+
+/// The part of a `#[function]`'s cache key that the leaves' signature does not give: the
+/// arguments' structure (empty when every argument is a tensor).
+fn structure_key(def: &TreeDef) -> String {
     let all_tensors = def
         .children()
         .iter()
         .all(|(_, c)| matches!(c, TreeDef::Leaf));
-    let structure = if all_tensors {
+    if all_tensors {
         String::new()
     } else {
         format!("{def:?}")
-    };
-    let results = cache.call_structured(&structure, &tree_leaves(&args), |params| {
+    }
+}
+
+/// `body` at `args` through `cache`, as its flat results; `traced` sees the result when the
+/// body is traced.
+fn call_flat<A: Tree, O: Tree>(
+    cache: &FunctionCache,
+    args: A,
+    body: impl FnOnce(A) -> O,
+    traced: impl FnOnce(&O),
+) -> Vec<Tensor> {
+    let def = args.structure();
+    cache.call_structured(&structure_key(&def), &tree_leaves(&args), |params| {
         let owned: Vec<Tensor> = params.to_vec();
-        flatten(body(A::unflatten(&def, &mut owned.into_iter())))
+        let result = body(A::unflatten(&def, &mut owned.into_iter()));
+        traced(&result);
+        flatten(result)
+    })
+}
+
+/// The structures of a `#[function]`'s tree results, one per structure, shapes and dtypes of
+/// its arguments, recorded when the body is traced (a later call with a cached trace does not
+/// run the body, so it reads the structure here).
+pub struct ResultDefs(Mutex<Vec<(String, TreeDef)>>);
+
+impl ResultDefs {
+    /// No structures yet.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> ResultDefs {
+        ResultDefs(Mutex::new(Vec::new()))
+    }
+
+    fn get(&self, key: &str) -> Option<TreeDef> {
+        let defs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        defs.iter().find(|(k, _)| k == key).map(|(_, d)| d.clone())
+    }
+
+    fn record(&self, key: String, def: TreeDef) {
+        let mut defs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !defs.iter().any(|(k, _)| *k == key) {
+            defs.push((key, def));
+        }
+    }
+}
+
+/// `#[function]`'s call for a result that is a tree (a derived struct, a `Vec`, ...): as
+/// [`call_function`], with the result's structure recorded per signature in `defs`.
+pub fn call_function_tree<A: Tree, O: Tree>(
+    cache: &FunctionCache,
+    defs: &ResultDefs,
+    args: A,
+    body: impl FnOnce(A) -> O,
+) -> O {
+    let leaves = tree_leaves(&args);
+    let signature: Vec<_> = leaves.iter().map(|l| (l.shape(), l.dtype())).collect();
+    let key = format!("{}{signature:?}", structure_key(&args.structure()));
+    let results = call_flat(cache, args, body, |out| {
+        defs.record(key.clone(), out.structure())
     });
-    unflatten(results)
+    let def = defs
+        .get(&key)
+        .expect("a #[function] records its result's structure when it traces a signature");
+    tree_unflatten(&def, results)
 }
 
 /// A result `(output, aux)` of a function differentiated with `has_aux = true`.

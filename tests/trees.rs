@@ -762,3 +762,46 @@ fn typed_options_allow_int_jit_and_picking_a_foreign_tensor() {
     }));
     assert!(msg.contains("pick a tensor of the output"), "{msg}");
 }
+
+#[function]
+fn affine_out(p: &Affine, x: &Tensor) -> Out {
+    struct_out(p, x)
+}
+
+#[function]
+fn powers(x: &Tensor, n: Vec<Tensor>) -> Vec<Tensor> {
+    n.iter().map(|k| x * k).collect()
+}
+
+#[test]
+fn a_function_returns_trees_traced_once_per_signature() {
+    let p = Affine {
+        w: Tensor::randn(&[2, 3], 51),
+        b: Tensor::randn(&[3], 52),
+    };
+    let x = Tensor::randn(&[2], 53);
+    let want = struct_out(&p, &x);
+    for _ in 0..2 {
+        let got: Out = affine_out(&p, &x);
+        close(&got.y, &want.y);
+        close(&got.s, &want.s);
+    }
+    assert_eq!(affine_out::trace_count(), 1);
+    // Transforms of it: a struct-valued Jacobian, and vmap keeps the struct.
+    let j: TreeJacobian<Out, Affine> = jacrev!(affine_out)(&p, &x);
+    let direct: TreeJacobian<Out, Affine> = jacrev!(struct_out)(&p, &x);
+    for (a, b) in tree_leaves(&j).iter().zip(&tree_leaves(&direct)) {
+        close(a, b);
+    }
+    let xs = Tensor::randn(&[4, 2], 54);
+    let batched: Out = vmap!(affine_out, in_axes = (None, 0))(&p, &xs);
+    assert_eq!(batched.y.shape(), vec![4, 3]);
+    assert_eq!(batched.s.shape(), vec![4]);
+    // A Vec result whose length follows the argument's structure: traced per structure.
+    let k = |v: f32| Tensor::full(&[0usize; 0], v, DType::F32);
+    let two = powers(&x, vec![k(1.0), k(2.0)]);
+    let three = powers(&x, vec![k(1.0), k(2.0), k(3.0)]);
+    assert_eq!((two.len(), three.len()), (2, 3));
+    close(&three[2], &(&x * 3.0));
+    assert_eq!(powers::trace_count(), 2);
+}

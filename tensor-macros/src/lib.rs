@@ -51,10 +51,12 @@ fn emit(result: syn::Result<proc_macro2::TokenStream>) -> TokenStream {
 ///
 /// Parameters are trees of tensors, by reference or by value (`&Tensor`, `Tensor`, `&Params`
 /// for a `#[derive(Tree)]` struct, `&Vec<Tensor>`, ...; the structure of the trees is part of
-/// the signature); the result a `Tensor` or a tuple of them.
+/// the signature); the result is a tree too (a `Tensor`, a tuple, a derived struct, a `Vec`,
+/// ...; its structure is recorded when a signature is traced).
 /// `#[function(precompile)]` marks the node to be compiled as one reusable unit instead of
 /// being inlined at schedule time. The macro also emits a companion module of the same name
-/// with `ARITY`, `RESULTS`, the trace `CACHE` and `trace_count()`.
+/// with `ARITY`, `RESULTS` (for a tensor or tuple result; `RESULT_DEFS` for any other tree),
+/// the trace `CACHE` and `trace_count()`.
 ///
 /// ```ignore
 /// #[function]
