@@ -1,8 +1,10 @@
 //! Transforms over trees (`#[derive(Tree)]` structs, `Vec`s, maps, tuples): JAX's values for
 //! per-sample gradients of a model given as a struct, tree-shaped `in_axes`, `has_aux` for
 //! each transform and Jacobians in several arguments (tests/data/trees.json, made by
-//! tests/data/gen_trees.py), and flatten/unflatten round trips, structure errors naming the
-//! path, integer arguments, and agreement with the positional API.
+//! tests/data/gen_trees.py; also Jacobians of struct- and list-valued functions and Hessians in
+//! struct arguments, nested as JAX nests them), and flatten/unflatten round trips, structure
+//! errors naming the path, integer arguments, agreement with the positional API, the typed
+//! function API (`tensor::typed`), and `#[function]`s taking and returning trees.
 
 mod common;
 

@@ -5,6 +5,8 @@
 //!
 //! `Tree` is implemented for `Tensor` (a leaf), tuples of up to 8 trees, arrays, `Vec`,
 //! `Option` and `BTreeMap<String, _>`, and derived for structs with `#[derive(Tree)]`.
+//! [`jacobian`] names the type of a Jacobian of a tree-valued function ([`HasJacobian`],
+//! [`TreeJacobian`] for derived structs).
 
 pub mod def;
 pub mod jacobian;
