@@ -39,8 +39,10 @@
 //!
 //! # Transforms
 //!
-//! As plain functions over a [`Func`] (from a closure of one to eight tensors), or as macros
-//! typed like the function they transform:
+//! As plain functions over a [`Func`] (from a closure of one to eight tensors), as plain
+//! functions typed like the function they transform, taking and returning trees of tensors
+//! ([`typed`]: `typed::grad(loss, Argnum::<0>)` returns gradients shaped like argument 0), or
+//! as macros typed the same way:
 //!
 //! ```
 //! use tensor::prelude::*;
@@ -89,14 +91,14 @@ pub use tensor_runtime as runtime;
 pub use tensor_core::Tensor;
 pub use tensor_core::nn;
 pub use tensor_core::transform::tree::{
-    self, AxisTree, Tree, TreeDef, tree_add, tree_leaves, tree_map, tree_scale, tree_structure,
-    tree_sub, tree_unflatten, tree_vdot, tree_zeros_like, tree_zip_map,
+    self, AxisTree, HasJacobian, Tree, TreeDef, TreeJacobian, tree_add, tree_leaves, tree_map,
+    tree_scale, tree_structure, tree_sub, tree_unflatten, tree_vdot, tree_zeros_like, tree_zip_map,
 };
 pub use tensor_core::transform::{
     ArgNums, Custom, Func, InAxes, IntoFunc, OutAxes, custom_jvp, custom_vjp, custom_vmap, grad,
     grad_with, hessian, jacfwd, jacrev, jvp, value_and_grad, value_and_grad_with, vjp, vmap,
 };
-pub use tensor_core::{ArangeArgs, IntoAxes, ShapeError};
+pub use tensor_core::{ArangeArgs, IntoAxes, MatrixOrd, ShapeError};
 pub use tensor_macros::{
     Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
 };
@@ -125,6 +127,8 @@ macro_rules! jit {
 #[doc(hidden)]
 #[path = "macro_support.rs"]
 pub mod __private;
+
+pub mod typed;
 
 /// The names most programs need: `use tensor::prelude::*;`.
 pub mod prelude {
@@ -241,7 +245,9 @@ pub mod prelude {
     /// ```
     pub use tensor_core::transform::Func;
 
-    /// `grad(f, argnums)`: the gradient of a scalar function (`jax.grad`).
+    /// `grad(f, argnums)`: the gradient of a scalar function (`jax.grad`), over flat lists of
+    /// tensors. For arguments that are trees (a parameter struct), use
+    /// [`typed::grad`](crate::typed::grad), which returns gradients shaped like them.
     ///
     /// ```
     /// use tensor::prelude::*;

@@ -6,8 +6,9 @@
 //! A typed callable flattens its arguments to leaves at its boundary, runs the flat [`Func`]
 //! made for that structure of arguments (one per structure, each tracing once per signature as
 //! usual), and rebuilds the results with the structure the transform gives them: `f`'s result
-//! for `vmap`, the selected arguments for `grad`, `f`'s result with each tensor replaced by the
-//! selected arguments for the Jacobians.
+//! for `vmap`, the selected arguments for `grad`, and for the Jacobians the type
+//! [`HasJacobian`] names (`f`'s result with each tensor replaced by the selected arguments, or a
+//! `TreeJacobian` for a derived struct).
 //!
 //! Typing works through [`Signature`]: every closure or fn of one to eight trees (all by
 //! reference or all by value) returning a tree names its arguments, its result type, and the
@@ -17,7 +18,9 @@
 use std::sync::{Arc, Mutex};
 use tensor_core::Tensor;
 use tensor_core::transform::func::transform_error;
-use tensor_core::transform::tree::{AxisTree, Tree, TreeDef, tree_leaves, tree_unflatten};
+use tensor_core::transform::tree::{
+    AxisTree, HasJacobian, Tree, TreeDef, tree_leaves, tree_unflatten,
+};
 use tensor_core::transform::{self, DeferredAxes, Func, InAxes, OutAxes};
 
 pub use tensor_core::transform::function::{CallMode, FunctionCache};
@@ -25,18 +28,14 @@ pub use tensor_core::transform::function::{CallMode, FunctionCache};
 /// A typed function of a tuple of trees.
 pub type Body<A, R> = Arc<dyn Fn(A) -> R + Send + Sync>;
 
-/// Results whose type the Jacobians can name: a tensor, or tuples of them (nested).
-/// `Replace<T>` is the type with each tensor replaced by a `T` (the Jacobian of that result
-/// with respect to arguments of type `T`).
+/// Results whose structure is known from their type (`#[function]`'s results): a tensor, or
+/// tuples of them (nested).
 pub trait Outputs: Tree {
-    /// This type with each tensor replaced by `T`.
-    type Replace<T: Tree>: Tree;
     /// The structure of every value of this type.
     fn def() -> TreeDef;
 }
 
 impl Outputs for Tensor {
-    type Replace<T: Tree> = T;
     fn def() -> TreeDef {
         TreeDef::Leaf
     }
@@ -45,7 +44,6 @@ impl Outputs for Tensor {
 macro_rules! tuple_outputs {
     ($($t:ident),+) => {
         impl<$($t: Outputs),+> Outputs for ($($t,)+) {
-            type Replace<T: Tree> = ($($t::Replace<T>,)+);
             fn def() -> TreeDef {
                 TreeDef::tuple(vec![$($t::def()),+])
             }
@@ -101,21 +99,83 @@ pub fn call_function<A: Tree, O: Outputs>(
     args: A,
     body: impl FnOnce(A) -> O,
 ) -> O {
-    let def = args.structure();
+    unflatten(call_flat(cache, args, body, |_| {}))
+}
+
+/// The part of a `#[function]`'s cache key that the leaves' signature does not give: the
+/// arguments' structure (empty when every argument is a tensor).
+fn structure_key(def: &TreeDef) -> String {
     let all_tensors = def
         .children()
         .iter()
         .all(|(_, c)| matches!(c, TreeDef::Leaf));
-    let structure = if all_tensors {
+    if all_tensors {
         String::new()
     } else {
         format!("{def:?}")
-    };
-    let results = cache.call_structured(&structure, &tree_leaves(&args), |params| {
+    }
+}
+
+/// `body` at `args` through `cache`, as its flat results; `traced` sees the result when the
+/// body is traced.
+fn call_flat<A: Tree, O: Tree>(
+    cache: &FunctionCache,
+    args: A,
+    body: impl FnOnce(A) -> O,
+    traced: impl FnOnce(&O),
+) -> Vec<Tensor> {
+    let def = args.structure();
+    cache.call_structured(&structure_key(&def), &tree_leaves(&args), |params| {
         let owned: Vec<Tensor> = params.to_vec();
-        flatten(body(A::unflatten(&def, &mut owned.into_iter())))
+        let result = body(A::unflatten(&def, &mut owned.into_iter()));
+        traced(&result);
+        flatten(result)
+    })
+}
+
+/// The structures of a `#[function]`'s tree results, one per structure, shapes and dtypes of
+/// its arguments, recorded when the body is traced (a later call with a cached trace does not
+/// run the body, so it reads the structure here).
+pub struct ResultDefs(Mutex<Vec<(String, TreeDef)>>);
+
+impl ResultDefs {
+    /// No structures yet.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> ResultDefs {
+        ResultDefs(Mutex::new(Vec::new()))
+    }
+
+    fn get(&self, key: &str) -> Option<TreeDef> {
+        let defs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        defs.iter().find(|(k, _)| k == key).map(|(_, d)| d.clone())
+    }
+
+    fn record(&self, key: String, def: TreeDef) {
+        let mut defs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !defs.iter().any(|(k, _)| *k == key) {
+            defs.push((key, def));
+        }
+    }
+}
+
+/// `#[function]`'s call for a result that is a tree (a derived struct, a `Vec`, ...): as
+/// [`call_function`], with the result's structure recorded per signature in `defs`.
+pub fn call_function_tree<A: Tree, O: Tree>(
+    cache: &FunctionCache,
+    defs: &ResultDefs,
+    args: A,
+    body: impl FnOnce(A) -> O,
+) -> O {
+    let leaves = tree_leaves(&args);
+    let signature: Vec<_> = leaves.iter().map(|l| (l.shape(), l.dtype())).collect();
+    let key = format!("{}{signature:?}", structure_key(&args.structure()));
+    let results = call_flat(cache, args, body, |out| {
+        defs.record(key.clone(), out.structure())
     });
-    unflatten(results)
+    let def = defs
+        .get(&key)
+        .expect("a #[function] records its result's structure when it traces a signature");
+    tree_unflatten(&def, results)
 }
 
 /// A result `(output, aux)` of a function differentiated with `has_aux = true`.
@@ -145,8 +205,10 @@ pub type MainOf<O> = <O as WithAux>::Main;
 /// The passed-through half of a `(output, aux)` result type.
 pub type AuxOf<O> = <O as WithAux>::Aux;
 /// The Jacobians of results of type `O` with respect to arguments of type `S`.
-pub type Jac<O, S> = <O as Outputs>::Replace<S>;
+pub type Jac<O, S> = <O as HasJacobian>::Jacobian<S>;
 
+/// `jacfwd!`/`jacrev!(.., has_aux = true)`'s result: `(jacobian, aux)`.
+pub type JacAux<O, S> = (Jac<MainOf<O>, S>, AuxOf<O>);
 /// The Hessian blocks of arguments of type `S`.
 pub type Hess<S> = Jac<S, S>;
 /// `T` with the aux of results of type `O`: `(T, aux)`.
@@ -295,11 +357,24 @@ pub trait Selection<F, M> {
     fn tuple(&self) -> bool;
 }
 
+/// argnums given as one index, public as `tensor::typed::Argnum`: `Argnum::<0>` selects the
+/// first argument, `Argnum::<-1>` the last. A tuple of them selects several, and the result is
+/// then a tuple (also for a tuple of one).
+pub struct Nums<const K: isize>;
+
+impl<F: HasArgument<K, M>, M, const K: isize> Selection<F, M> for Nums<K> {
+    type Out = <F as HasArgument<K, M>>::Arg;
+    fn argnums(&self) -> Vec<isize> {
+        vec![K]
+    }
+    fn tuple(&self) -> bool {
+        false
+    }
+}
+
 macro_rules! selection {
-    ($name:ident; $($k:ident),+) => {
-        /// argnums given as a tuple of these indices.
-        pub struct $name<$(const $k: isize),+>;
-        impl<F, M, $(const $k: isize),+> Selection<F, M> for $name<$($k),+>
+    ($($k:ident),+) => {
+        impl<F, M, $(const $k: isize),+> Selection<F, M> for ($(Nums<$k>,)+)
         where
             $(F: HasArgument<$k, M>),+
         {
@@ -314,27 +389,14 @@ macro_rules! selection {
     };
 }
 
-/// argnums given as one index.
-pub struct Nums<const K: isize>;
-
-impl<F: HasArgument<K, M>, M, const K: isize> Selection<F, M> for Nums<K> {
-    type Out = <F as HasArgument<K, M>>::Arg;
-    fn argnums(&self) -> Vec<isize> {
-        vec![K]
-    }
-    fn tuple(&self) -> bool {
-        false
-    }
-}
-
-selection!(Nums1; K0);
-selection!(Nums2; K0, K1);
-selection!(Nums3; K0, K1, K2);
-selection!(Nums4; K0, K1, K2, K3);
-selection!(Nums5; K0, K1, K2, K3, K4);
-selection!(Nums6; K0, K1, K2, K3, K4, K5);
-selection!(Nums7; K0, K1, K2, K3, K4, K5, K6);
-selection!(Nums8; K0, K1, K2, K3, K4, K5, K6, K7);
+selection!(K0);
+selection!(K0, K1);
+selection!(K0, K1, K2);
+selection!(K0, K1, K2, K3);
+selection!(K0, K1, K2, K3, K4);
+selection!(K0, K1, K2, K3, K4, K5);
+selection!(K0, K1, K2, K3, K4, K5, K6);
+selection!(K0, K1, K2, K3, K4, K5, K6, K7);
 
 // ---------------------------------------------------------------------------------------------
 // The boundary between trees and flat functions.
@@ -416,25 +478,6 @@ fn selected_def(def: &TreeDef, argnums: &[usize], tuple: bool) -> TreeDef {
         TreeDef::tuple(picked)
     } else {
         picked.into_iter().next().expect("one argnum")
-    }
-}
-
-/// `def` with each leaf replaced by `by`.
-fn replace_leaves(def: &TreeDef, by: &TreeDef) -> TreeDef {
-    match def {
-        TreeDef::Leaf => by.clone(),
-        TreeDef::Node {
-            kind,
-            children,
-            statics,
-        } => TreeDef::Node {
-            kind: kind.clone(),
-            children: children
-                .iter()
-                .map(|(k, c)| (k.clone(), replace_leaves(c, by)))
-                .collect(),
-            statics: statics.clone(),
-        },
     }
 }
 
@@ -568,12 +611,18 @@ enum Kind {
     Hessian,
 }
 
-/// The typed derivative of kind `kind` with respect to `sel`, with `options`.
+/// The structure of a Jacobian from its output's and argument's structures
+/// ([`HasJacobian::jacobian_def`] of the output type).
+type JacDef = fn(&TreeDef, &TreeDef) -> TreeDef;
+
+/// The typed derivative of kind `kind` with respect to `sel`, with `options`; `jac_def`
+/// shapes the Jacobians (of `f`'s result, or of the selected arguments for the Hessian).
 fn derivative<M, F: Signature<M>, S: Selection<F, M>, Out: Tree>(
     f: F,
     sel: S,
     options: Options,
     kind: Kind,
+    jac_def: JacDef,
 ) -> F::Callable<Out> {
     let (nums, tuple, arity) = (sel.argnums(), sel.tuple(), F::ARITY);
     let argnums = transform::ArgNums(nums).resolve(arity);
@@ -624,8 +673,8 @@ fn derivative<M, F: Signature<M>, S: Selection<F, M>, Out: Tree>(
         let transformed = match kind {
             Kind::Grad => sel,
             Kind::ValueAndGrad => TreeDef::tuple(vec![TreeDef::Leaf, sel]),
-            Kind::Jacfwd | Kind::Jacrev => replace_leaves(&main, &sel),
-            Kind::Hessian => replace_leaves(&sel, &sel),
+            Kind::Jacfwd | Kind::Jacrev => jac_def(&main, &sel),
+            Kind::Hessian => jac_def(&sel, &sel),
         };
         match (aux, kind) {
             (None, _) => transformed,
@@ -639,13 +688,18 @@ fn derivative<M, F: Signature<M>, S: Selection<F, M>, Out: Tree>(
     F::callable(lowered(f.into_body(), Arc::new(make), Arc::new(result)))
 }
 
+/// The grad family has no Jacobian to shape.
+fn unused_jac_def(_: &TreeDef, wrt: &TreeDef) -> TreeDef {
+    wrt.clone()
+}
+
 /// `grad!`: the gradients with respect to `sel`, shaped like those arguments.
 pub fn grad<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
     options: Options,
 ) -> F::Callable<S::Out> {
-    derivative(f, sel, options, Kind::Grad)
+    derivative(f, sel, options, Kind::Grad, unused_jac_def)
 }
 
 /// `grad!(.., has_aux = true)`: `(gradients, aux)`.
@@ -657,7 +711,7 @@ pub fn grad_aux<M, F: Signature<M>, S: Selection<F, M>>(
 where
     F::Output: WithAux,
 {
-    derivative(f, sel, options, Kind::Grad)
+    derivative(f, sel, options, Kind::Grad, unused_jac_def)
 }
 
 /// `value_and_grad!`: `(value, gradients)`.
@@ -666,7 +720,7 @@ pub fn value_and_grad<M, F: Signature<M>, S: Selection<F, M>>(
     sel: S,
     options: Options,
 ) -> F::Callable<(Tensor, S::Out)> {
-    derivative(f, sel, options, Kind::ValueAndGrad)
+    derivative(f, sel, options, Kind::ValueAndGrad, unused_jac_def)
 }
 
 /// `value_and_grad!(.., has_aux = true)`: `((value, aux), gradients)`.
@@ -678,7 +732,7 @@ pub fn value_and_grad_aux<M, F: Signature<M>, S: Selection<F, M>>(
 where
     F::Output: WithAux,
 {
-    derivative(f, sel, options, Kind::ValueAndGrad)
+    derivative(f, sel, options, Kind::ValueAndGrad, unused_jac_def)
 }
 
 macro_rules! jacobian {
@@ -688,11 +742,11 @@ macro_rules! jacobian {
             f: F,
             sel: S,
             options: Options,
-        ) -> F::Callable<<F::Output as Outputs>::Replace<S::Out>>
+        ) -> F::Callable<Jac<F::Output, S::Out>>
         where
-            F::Output: Outputs,
+            F::Output: HasJacobian,
         {
-            derivative(f, sel, options, $kind)
+            derivative(f, sel, options, $kind, F::Output::jacobian_def)
         }
         #[doc = concat!($doc, " With `has_aux = true`: `(jacobians, aux)`.")]
         pub fn $aux<M, F: Signature<M>, S: Selection<F, M>>(
@@ -702,9 +756,9 @@ macro_rules! jacobian {
         ) -> F::Callable<(Jac<MainOf<F::Output>, S::Out>, AuxOf<F::Output>)>
         where
             F::Output: WithAux,
-            MainOf<F::Output>: Outputs,
+            MainOf<F::Output>: HasJacobian,
         {
-            derivative(f, sel, options, $kind)
+            derivative(f, sel, options, $kind, MainOf::<F::Output>::jacobian_def)
         }
     };
 }
@@ -729,9 +783,9 @@ pub fn hessian<M, F: Signature<M>, S: Selection<F, M>>(
     options: Options,
 ) -> F::Callable<Hess<S::Out>>
 where
-    S::Out: Outputs,
+    S::Out: HasJacobian,
 {
-    derivative(f, sel, options, Kind::Hessian)
+    derivative(f, sel, options, Kind::Hessian, S::Out::jacobian_def)
 }
 
 /// `hessian!(.., has_aux = true)`: `(hessian, aux)`.
@@ -741,10 +795,10 @@ pub fn hessian_aux<M, F: Signature<M>, S: Selection<F, M>>(
     options: Options,
 ) -> F::Callable<PlusAux<Hess<S::Out>, F::Output>>
 where
-    S::Out: Outputs,
+    S::Out: HasJacobian,
     F::Output: WithAux,
 {
-    derivative(f, sel, options, Kind::Hessian)
+    derivative(f, sel, options, Kind::Hessian, S::Out::jacobian_def)
 }
 
 /// `jit!`: `f` compiled once per input signature and replayed, typed like `f`.

@@ -5,6 +5,7 @@
 //! within 1e-5 relative plus 1e-6 absolute, integers and bools exactly. Everything runs
 //! compiled on the CPU.
 
+use tensor::MatrixOrd;
 use tensor::prelude::*;
 
 /// The 2x3 `float32` matrix most cases start from.
@@ -271,6 +272,66 @@ fn numpy_ops_a_port_reaches_for() {
     close(&x.norm(3.0, None, false), &[], &[4.8034138679504395]);
 }
 
+/// `b`: `np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 11.5` with `b[0, 1, 2] = 7.25`.
+fn b() -> Tensor {
+    let mut v: Vec<f32> = (0..24).map(|i| i as f32 - 11.5).collect();
+    v[6] = 7.25;
+    Tensor::from_vec(v, &[2, 3, 4])
+}
+
+#[test]
+fn matrix_norms_follow_np_linalg_norm_over_two_axes() {
+    let inf = f64::INFINITY;
+    // np.linalg.norm(x, ord) for the 2x3 matrix, then with axis=(1, 0) (rows and columns
+    // swapped, so 1 and inf trade places).
+    for (ord, expected, swapped) in [
+        (MatrixOrd::Fro, 5.83630895614624, 5.83630895614624),
+        (1.into(), 6.0, 6.75),
+        ((-1).into(), 2.0, 5.5),
+        (inf.into(), 6.75, 6.0),
+        ((-inf).into(), 5.5, 2.0),
+    ] {
+        close(&x().matrix_norm(ord, [0, 1], false), &[], &[expected]);
+        close(&x().matrix_norm(ord, [1, 0], false), &[], &[swapped]);
+    }
+    // A batch: np.linalg.norm(b, ord, axis=(2, 0)) keeps axis 1; axis=(-2, -1) with
+    // keepdims=True keeps both as size 1.
+    for (ord, over_2_0, kept) in [
+        (
+            "fro".into(),
+            [20.639766693115234, 17.897275924682617, 20.639766693115234],
+            [24.439977645874023, 23.979158401489258],
+        ),
+        (1.into(), [40.0, 25.75, 40.0], [22.5, 22.5]),
+        ((-1).into(), [8.0, 24.0, 8.0], [13.5, 13.5]),
+        (inf.into(), [12.0, 13.75, 12.0], [40.0, 40.0]),
+        ((-inf).into(), [12.0, 12.0, 12.0], [8.0, 8.0]),
+    ] {
+        let ord: MatrixOrd = ord;
+        close(&b().matrix_norm(ord, [2, 0], false), &[3], &over_2_0);
+        close(&b().matrix_norm(ord, [-2, -1], true), &[2, 1, 1], &kept);
+    }
+    // Integers are measured in f32: np.linalg.norm([[1, -7], [3, 2]], 1) == 9.0.
+    let i = Tensor::from_vec(vec![1, -7, 3, 2], &[2, 2]);
+    close(&i.matrix_norm(1, [0, 1], false), &[], &[9.0]);
+    close(&i.matrix_norm(inf, [0, 1], false), &[], &[8.0]);
+}
+
+#[test]
+#[should_panic(
+    expected = "matrix_norm: ord 2 (the largest singular value) needs a singular value decomposition"
+)]
+fn the_spectral_norm_names_what_to_use_instead() {
+    // NumPy gives 5.24724006652832 here; this crate has no SVD.
+    let _ = x().matrix_norm(2, [0, 1], false);
+}
+
+#[test]
+#[should_panic(expected = "matrix_norm: axes [0, -2] name axis 0 twice (shape [2, 3])")]
+fn a_matrix_norm_needs_two_distinct_axes() {
+    let _ = x().matrix_norm("fro", [0, -2], false);
+}
+
 #[test]
 fn einsum_two_operand_forms() {
     let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
@@ -327,6 +388,106 @@ fn mistakes_are_errors_where_a_program_may_handle_them() {
     );
     assert!(x().try_expand(&[4, 3]).is_err());
     assert_eq!(x().try_expand(&[5, 2, 3]).unwrap().shape(), vec![5, 2, 3]);
+
+    // The shape-combining ops: np.matmul, np.concatenate, np.stack, np.broadcast_to and
+    // np.broadcast_shapes raise ValueError for these; here the twins return the error.
+    let err = x().try_matmul(&x()).unwrap_err();
+    assert_eq!(
+        (err.op, err.message.as_str()),
+        (
+            "matmul",
+            "matmul: shapes [2, 3] and [2, 3] do not align: axis 1 of the left (3) must equal axis 0 of the right (2)"
+        )
+    );
+    let batched = Tensor::zeros(&[4, 3, 2], DType::F32);
+    let err = Tensor::zeros(&[5, 2, 3], DType::F32)
+        .try_matmul(&batched)
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "matmul: batch axes [5] and [4] of shapes [5, 2, 3] and [4, 3, 2] cannot broadcast"
+    );
+    close(
+        &x().try_matmul(&x().transpose(0, 1)).unwrap(),
+        &[2, 2],
+        &[16.8125, -10.5, -10.5, 17.25],
+    );
+    let err = Tensor::try_cat(&[x(), Tensor::zeros(&[3, 2], DType::F32)], 0).unwrap_err();
+    assert_eq!(
+        err.message,
+        "cat: shapes [2, 3] and [3, 2] differ outside axis 0"
+    );
+    assert_eq!(Tensor::try_cat(&[], 0).unwrap_err().op, "cat");
+    ints(
+        &Tensor::try_cat(&[Tensor::arange(2), Tensor::arange((5, 8))], 0).unwrap(),
+        &[5],
+        &[0, 1, 5, 6, 7],
+    );
+    let err = Tensor::try_stack(&[x(), x()], 3).unwrap_err();
+    assert_eq!(
+        err.message,
+        "stack: axis 3 is out of range for shape [2, 3] (valid axes are -3 to 2)"
+    );
+    assert_eq!(
+        Tensor::try_stack(&[x(), x()], -1).unwrap().shape(),
+        vec![2, 3, 2]
+    );
+    let err = x().try_broadcast_to(&[2, 2]).unwrap_err();
+    assert_eq!(
+        err.message,
+        "broadcast_to: cannot broadcast shape [2, 3] to [2, 2]: axis 1 has size 3, which is neither 1 nor 2"
+    );
+    assert_eq!(
+        Tensor::broadcast_shapes(&[&[2, 1, 3], &[4, 1], &[]]).unwrap(),
+        vec![2, 4, 3]
+    );
+    assert!(Tensor::broadcast_shapes(&[&[2, 3], &[3, 2]]).is_err());
+}
+
+/// The panicking form of each op with a fallible twin panics with the twin's message.
+#[test]
+fn panics_and_errors_carry_one_message() {
+    fn panic_message(f: impl FnOnce() -> Tensor + std::panic::UnwindSafe) -> String {
+        let payload = std::panic::catch_unwind(f).expect_err("the op must panic");
+        match payload.downcast::<String>() {
+            Ok(s) => *s,
+            Err(p) => p.downcast_ref::<&str>().unwrap_or(&"?").to_string(),
+        }
+    }
+    let y = Tensor::zeros(&[3, 2], DType::F32);
+    let pairs: Vec<(String, tensor::ShapeError)> = vec![
+        (
+            panic_message(|| x().matmul(&x())),
+            x().try_matmul(&x()).unwrap_err(),
+        ),
+        (
+            panic_message(|| Tensor::cat(&[x(), Tensor::zeros(&[3, 2], DType::F32)], 1)),
+            Tensor::try_cat(&[x(), y.clone()], 1).unwrap_err(),
+        ),
+        (
+            panic_message(|| Tensor::stack(&[x(), Tensor::zeros(&[3, 2], DType::F32)], 0)),
+            Tensor::try_stack(&[x(), y.clone()], 0).unwrap_err(),
+        ),
+        (
+            panic_message(|| x().broadcast_to(&[3, 2])),
+            x().try_broadcast_to(&[3, 2]).unwrap_err(),
+        ),
+        (
+            panic_message(|| x().reshape(&[4])),
+            x().try_reshape(&[4]).unwrap_err(),
+        ),
+        (
+            panic_message(|| &x() + &Tensor::zeros(&[3, 2], DType::F32)),
+            Tensor::broadcast_shapes(&[&[2, 3], &[3, 2]]).unwrap_err(),
+        ),
+    ];
+    for (panicked, err) in pairs {
+        let words = err.message.split_once(": ").map_or("", |(_, rest)| rest);
+        assert!(
+            panicked.ends_with(words),
+            "panic {panicked:?} and error {err:?} disagree"
+        );
+    }
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! Transforms over trees (`#[derive(Tree)]` structs, `Vec`s, maps, tuples): JAX's values for
 //! per-sample gradients of a model given as a struct, tree-shaped `in_axes`, `has_aux` for
 //! each transform and Jacobians in several arguments (tests/data/trees.json, made by
-//! tests/data/gen_trees.py), and flatten/unflatten round trips, structure errors naming the
-//! path, integer arguments, and agreement with the positional API.
+//! tests/data/gen_trees.py; also Jacobians of struct- and list-valued functions and Hessians in
+//! struct arguments, nested as JAX nests them), and flatten/unflatten round trips, structure
+//! errors naming the path, integer arguments, agreement with the positional API, the typed
+//! function API (`tensor::typed`), and `#[function]`s taking and returning trees.
 
 mod common;
 
@@ -11,7 +13,8 @@ use common::values;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use tensor::prelude::*;
-use tensor::{tree_structure, tree_unflatten};
+use tensor::typed::{self, Argnum};
+use tensor::{TreeJacobian, tree_structure, tree_unflatten};
 
 #[derive(Clone, Tree)]
 struct Params {
@@ -53,6 +56,39 @@ fn two_args(x: &Tensor, y: &Tensor) -> Tensor {
 fn scalar_two_args(x: &Tensor, y: &Tensor) -> Tensor {
     let s = x.sum_all();
     (x.sin() * y * y).sum_all() + &s * &s * first(y)
+}
+
+#[derive(Clone, Tree)]
+struct Out {
+    y: Tensor,
+    s: Tensor,
+}
+
+fn struct_out(p: &Affine, x: &Tensor) -> Out {
+    let h = (x.matmul(&p.w) + &p.b).tanh();
+    let w_sum = p.w.sum_all();
+    Out {
+        s: (&h * &h).sum_all() + &w_sum * &w_sum,
+        y: h,
+    }
+}
+
+fn list_out(p: &Affine, x: &Tensor) -> Vec<Tensor> {
+    let h = (x.matmul(&p.w) + &p.b).tanh();
+    let s = (&h * &p.b).sum_all();
+    vec![h, s]
+}
+
+fn struct_scalar(p: &Affine, x: &Tensor) -> Tensor {
+    let h = (x.matmul(&p.w) + &p.b).tanh();
+    (&h * &h).sum_all() + (&p.w * &p.w * &p.b).sum_all()
+}
+
+fn affine_of(i: &Inputs) -> Affine {
+    Affine {
+        w: i["w"].clone(),
+        b: i["b"].clone(),
+    }
 }
 
 fn params_of(i: &Inputs) -> Params {
@@ -122,6 +158,37 @@ fn run_case(name: &str, i: &Inputs) -> Vec<Tensor> {
         )),
         "grad_negative_argnums" => {
             vec![grad!(scalar_two_args, argnums = -1)(&a("x"), &a("y"))]
+        }
+        // Struct-valued outputs, through the macros and through tensor::typed.
+        "jacrev_struct_output" => {
+            let j: TreeJacobian<Out, Affine> = jacrev!(struct_out)(&affine_of(i), &a("x"));
+            tree_leaves(&j)
+        }
+        "jacfwd_struct_output" => tree_leaves(&typed::jacfwd(struct_out, Argnum::<0>)(
+            &affine_of(i),
+            &a("x"),
+        )),
+        "jacrev_struct_output_argnums_01" => {
+            let j: TreeJacobian<Out, (Affine, Tensor)> =
+                jacrev!(struct_out, argnums = (0, 1))(&affine_of(i), &a("x"));
+            tree_leaves(&j)
+        }
+        "jacrev_list_output" => {
+            let j: Vec<Affine> = typed::jacrev(list_out, Argnum::<0>)(&affine_of(i), &a("x"));
+            tree_leaves(&j)
+        }
+        "hessian_struct_arg" => {
+            let h: TreeJacobian<Affine, Affine> = hessian!(struct_scalar)(&affine_of(i), &a("x"));
+            tree_leaves(&h)
+        }
+        "hessian_struct_and_tensor_argnums_01" => {
+            type Blocks = (TreeJacobian<Affine, (Affine, Tensor)>, (Affine, Tensor));
+            let h: Blocks = hessian!(struct_scalar, argnums = (0, 1))(&affine_of(i), &a("x"));
+            tree_leaves(&h)
+        }
+        "vmap_jacrev_struct_output" => {
+            let per_sample = vmap!(jacrev!(struct_out), in_axes = (None, 0));
+            tree_leaves(&per_sample(&affine_of(i), &a("xs")))
         }
         other => panic!("no builder for golden case {other}"),
     }
@@ -512,4 +579,231 @@ fn a_function_takes_trees_and_traces_once_per_signature_and_structure() {
     // Same leaves, other keys: another structure, traced again.
     assert_eq!(values(&total(&map(["a", "c"]))), vec![4.0]);
     assert_eq!(total::trace_count(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The typed function API (tensor::typed) and struct-valued Jacobians.
+
+#[test]
+fn typed_functions_take_and_return_trees_as_the_macros_do() {
+    let p = small_params(21);
+    let x = Tensor::randn(&[6, 4], 22);
+    let y = Tensor::randn(&[6, 2], 23).softmax(-1);
+    let by_closure = |p: &Params, x: &Tensor, y: &Tensor| loss(p, x, y);
+    let g: Params = typed::grad(by_closure, Argnum::<0>)(&p, &x, &y);
+    let want: Params = grad!(loss)(&p, &x, &y);
+    for (a, b) in tree_leaves(&g).iter().zip(&tree_leaves(&want)) {
+        close(a, b);
+    }
+    // value_and_grad in two argnums, one of them negative.
+    let (value, (gp, gy)) = typed::value_and_grad(loss, (Argnum::<0>, Argnum::<-1>))(&p, &x, &y);
+    close(&value, &loss(&p, &x, &y));
+    close(&gp.b2, &want.b2);
+    let gy_want = grad!(loss, argnums = 2)(&p, &x, &y);
+    close(&gy, &gy_want);
+    // Per-sample gradients with a struct in_axes, by every method.
+    let in_axes = (
+        typed::fields(&[("w1", None), ("b1", None), ("w2", None), ("b2", None)]),
+        0,
+        0,
+    );
+    let per_sample = typed::vmap(typed::grad(loss, Argnum::<0>), in_axes.clone(), 0);
+    let g_batched: Params = per_sample(&p, &x, &y);
+    let macro_batched: Params = vmap!(grad!(loss), in_axes = (None, 0, 0))(&p, &x, &y);
+    let pad = typed::vmap_with(
+        typed::grad(loss, Argnum::<0>),
+        in_axes,
+        0,
+        typed::VmapMethod::PadReduce,
+    )(&p, &x, &y);
+    for ((a, b), c) in tree_leaves(&g_batched)
+        .iter()
+        .zip(&tree_leaves(&macro_batched))
+        .zip(&tree_leaves(&pad))
+    {
+        assert_eq!(a.shape()[0], 6);
+        close(a, b);
+        close(c, b);
+    }
+}
+
+#[test]
+fn typed_grad_of_a_tuple_with_a_vec_equals_the_positional_gradients() {
+    // A tree that is not a struct: (Tensor, Vec<Tensor>).
+    let f = |p: &(Tensor, Vec<Tensor>), x: &Tensor| {
+        let (scale, layers) = p;
+        layers
+            .iter()
+            .fold(x * scale, |h, w| h.matmul(w).tanh())
+            .sum_all()
+    };
+    let scale = Tensor::randn(&[3], 1);
+    let layers = vec![Tensor::randn(&[3, 3], 2), Tensor::randn(&[3, 2], 3)];
+    let x = Tensor::randn(&[3], 4);
+    let p = (scale.clone(), layers.clone());
+    let (gs, gl): (Tensor, Vec<Tensor>) = typed::grad(f, Argnum::<0>)(&p, &x);
+    assert_eq!(gl.len(), 2);
+    let positional = move |s: &Tensor, w0: &Tensor, w1: &Tensor, x: &Tensor| {
+        f(&(s.clone(), vec![w0.clone(), w1.clone()]), x)
+    };
+    let flat = tensor::grad(positional, [0, 1, 2]).call(&[
+        scale,
+        layers[0].clone(),
+        layers[1].clone(),
+        x.clone(),
+    ]);
+    close(&gs, &flat[0]);
+    close(&gl[0], &flat[1]);
+    close(&gl[1], &flat[2]);
+    // jvp and vjp with tree primals agree: <J t, 1> = <t, J^T 1>.
+    let t = (
+        Tensor::randn(&[3], 5),
+        vec![Tensor::randn(&[3, 3], 6), Tensor::randn(&[3, 2], 7)],
+    );
+    let (value, tangent) = typed::jvp(f, (p.clone(), x.clone()), (t.clone(), x.zeros_like()));
+    let (value2, pullback) = typed::vjp(f, (p.clone(), x.clone()));
+    close(&value, &value2);
+    let (cp, _) = pullback(&Tensor::ones(&[0usize; 0], DType::F32));
+    close(&tangent, &tree_vdot(&t, &cp));
+    // has_aux through the typed API.
+    let with_aux = move |p: &(Tensor, Vec<Tensor>), x: &Tensor| (f(p, x), p.0.sum_all());
+    let (g_aux, aux) = typed::grad_aux(with_aux, Argnum::<0>)(&p, &x);
+    close(&g_aux.0, &gs);
+    close(&aux, &p.0.sum_all());
+}
+
+#[test]
+fn struct_jacobians_are_read_by_field_and_equal_the_positional_blocks() {
+    let p = Affine {
+        w: Tensor::randn(&[2, 3], 31),
+        b: Tensor::randn(&[3], 32),
+    };
+    let x = Tensor::randn(&[2], 33);
+    let j: TreeJacobian<Out, Affine> = jacrev!(struct_out)(&p, &x);
+    let jf = typed::jacfwd(struct_out, Argnum::<0>)(&p, &x);
+    assert_eq!(j.rows().len(), 2);
+    assert_eq!(j.of(|o| &o.y).w.shape(), vec![3, 2, 3]);
+    assert_eq!(j.of(|o| &o.s).b.shape(), vec![3]);
+    // The column of w, shaped like the output.
+    let dw: Out = j.wrt(|a| &a.w);
+    assert_eq!(dw.y.shape(), vec![3, 2, 3]);
+    assert_eq!(dw.s.shape(), vec![2, 3]);
+    // Every block equals the positional Jacobian of that output leaf in that input leaf.
+    let positional = |w: &Tensor, b: &Tensor, x: &Tensor| {
+        let o = struct_out(
+            &Affine {
+                w: w.clone(),
+                b: b.clone(),
+            },
+            x,
+        );
+        (o.y, o.s)
+    };
+    let flat = tensor::jacrev(positional, [0, 1]).call(&[p.w.clone(), p.b.clone(), x.clone()]);
+    for (k, block) in tree_leaves(&j).iter().enumerate() {
+        close(block, &flat[k]);
+        close(&tree_leaves(&jf)[k], &flat[k]);
+    }
+    // has_aux with a struct result: (jacobian, aux).
+    let with_aux = |p: &Affine, x: &Tensor| (struct_out(p, x), x.sum_all());
+    let (ja, aux) = jacrev!(with_aux, has_aux = true)(&p, &x);
+    close(&aux, &x.sum_all());
+    for (a, b) in tree_leaves(&ja).iter().zip(&tree_leaves(&j)) {
+        close(a, b);
+    }
+    // The Hessian in a struct argument: nested blocks, symmetric across the diagonal.
+    let h = typed::hessian(struct_scalar, Argnum::<0>)(&p, &x);
+    let hwb = &h.of(|a| &a.w).b; // d2/dw db: [2, 3, 3]
+    let hbw = &h.of(|a| &a.b).w; // d2/db dw: [3, 2, 3]
+    assert_eq!(hwb.shape(), vec![2, 3, 3]);
+    close(hwb, &hbw.permute(&[1, 2, 0]));
+    // ... and equals jacfwd of jacrev, typed the same way.
+    let nested: TreeJacobian<Affine, Affine> = jacfwd!(jacrev!(struct_scalar))(&p, &x);
+    for (a, b) in tree_leaves(&nested).iter().zip(&tree_leaves(&h)) {
+        close(a, b);
+    }
+}
+
+#[test]
+fn typed_options_allow_int_jit_and_picking_a_foreign_tensor() {
+    let c = Counted {
+        w: Tensor::randn(&[3], 41),
+        steps: Tensor::from_vec(vec![1i32, 2, 3], &[3]),
+    };
+    let f = |c: &Counted| (&c.w * c.steps.cast(DType::F32)).sum_all();
+    let msg = panic_message(|| {
+        typed::grad(f, Argnum::<0>)(&c);
+    });
+    assert!(msg.contains("argument 0.steps is i32"), "{msg}");
+    let (value, g) = typed::value_and_grad_with(f, Argnum::<0>, true)(&c);
+    close(&value, &f(&c));
+    close(&g.w, &c.steps.cast(DType::F32));
+    assert_eq!(values(&g.steps), vec![0.0; 3]);
+    // jit, typed like the function.
+    let p = small_params(42);
+    let x = Tensor::randn(&[2, 4], 43);
+    let y = Tensor::randn(&[2, 2], 44).softmax(-1);
+    let fast = typed::jit(typed::grad(loss, Argnum::<0>));
+    let want: Params = grad!(loss)(&p, &x, &y);
+    for (a, b) in tree_leaves(&fast(&p, &x, &y))
+        .iter()
+        .zip(&tree_leaves(&want))
+    {
+        close(a, b);
+    }
+    // A TreeJacobian read by a tensor that is not one of the output's is an error.
+    let q = Affine {
+        w: Tensor::randn(&[2, 3], 45),
+        b: Tensor::randn(&[3], 46),
+    };
+    let j = typed::jacrev(struct_out, Argnum::<0>)(&q, &Tensor::randn(&[2], 47));
+    // (`of`'s pick returns a borrow of its argument, so an outside tensor must be 'static.)
+    let foreign: &'static Tensor = Box::leak(Box::new(Tensor::zeros(&[3], DType::F32)));
+    let msg = panic_message(std::panic::AssertUnwindSafe(|| {
+        j.of(|_| foreign);
+    }));
+    assert!(msg.contains("pick a tensor of the output"), "{msg}");
+}
+
+#[function]
+fn affine_out(p: &Affine, x: &Tensor) -> Out {
+    struct_out(p, x)
+}
+
+#[function]
+fn powers(x: &Tensor, n: Vec<Tensor>) -> Vec<Tensor> {
+    n.iter().map(|k| x * k).collect()
+}
+
+#[test]
+fn a_function_returns_trees_traced_once_per_signature() {
+    let p = Affine {
+        w: Tensor::randn(&[2, 3], 51),
+        b: Tensor::randn(&[3], 52),
+    };
+    let x = Tensor::randn(&[2], 53);
+    let want = struct_out(&p, &x);
+    for _ in 0..2 {
+        let got: Out = affine_out(&p, &x);
+        close(&got.y, &want.y);
+        close(&got.s, &want.s);
+    }
+    assert_eq!(affine_out::trace_count(), 1);
+    // Transforms of it: a struct-valued Jacobian, and vmap keeps the struct.
+    let j: TreeJacobian<Out, Affine> = jacrev!(affine_out)(&p, &x);
+    let direct: TreeJacobian<Out, Affine> = jacrev!(struct_out)(&p, &x);
+    for (a, b) in tree_leaves(&j).iter().zip(&tree_leaves(&direct)) {
+        close(a, b);
+    }
+    let xs = Tensor::randn(&[4, 2], 54);
+    let batched: Out = vmap!(affine_out, in_axes = (None, 0))(&p, &xs);
+    assert_eq!(batched.y.shape(), vec![4, 3]);
+    assert_eq!(batched.s.shape(), vec![4]);
+    // A Vec result whose length follows the argument's structure: traced per structure.
+    let k = |v: f32| Tensor::full(&[0usize; 0], v, DType::F32);
+    let two = powers(&x, vec![k(1.0), k(2.0)]);
+    let three = powers(&x, vec![k(1.0), k(2.0), k(3.0)]);
+    assert_eq!((two.len(), three.len()), (2, 3));
+    close(&three[2], &(&x * 3.0));
+    assert_eq!(powers::trace_count(), 2);
 }

@@ -23,6 +23,7 @@ pub mod uop;
 mod proptests;
 
 pub use tensor::{
-    ArangeArgs, At, Dims, Index, IntoAxes, Operand, PadMode, ScatterReduce, ShapeError, Tensor,
+    ArangeArgs, At, Dims, Index, IntoAxes, MatrixOrd, Operand, PadMode, ScatterReduce, ShapeError,
+    Tensor,
 };
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

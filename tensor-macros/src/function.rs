@@ -9,6 +9,10 @@
 //!                                          mod loss { ARITY, RESULTS, CACHE, trace_count() }
 //! ```
 //!
+//! A result that is not a tensor or a tuple of them (a derived struct, a `Vec`, ...) goes
+//! through `call_function_tree`, which records its structure per signature when the body is
+//! traced (the companion has `RESULT_DEFS` instead of `RESULTS`).
+//!
 //! Each parameter is a tree (a tensor, or any `Tree` type); `call_function` flattens the
 //! arguments to leaves, traces once per signature of the leaves and structure of the trees,
 //! and rebuilds the arguments for the body.
@@ -207,28 +211,32 @@ fn is_tensor(ty: &Type) -> bool {
 }
 
 /// The number of tensors the function returns: 1 for `Tensor`, n for an n-tuple of them.
-fn result_count(output: &ReturnType, sig: &syn::Signature) -> syn::Result<usize> {
-    const WHAT: &str = "#[function] must return a `Tensor` or a tuple of tensors like \
-                        `(Tensor, Tensor)`";
+/// How many tensors the function returns: `Some(n)` for a tensor or a tuple of them, `None`
+/// for any other type (a tree, such as a derived struct or a `Vec`, whose count depends on
+/// the call; the compiler checks that it is a tree).
+fn result_count(output: &ReturnType, sig: &syn::Signature) -> syn::Result<Option<usize>> {
     match output {
         ReturnType::Default => Err(Error::new(
             sig.paren_token.span.join(),
-            format!("{WHAT}: add `-> Tensor` after the parameters"),
+            "#[function] must return a tree of tensors (a `Tensor`, a tuple of them, a \
+             `#[derive(Tree)]` struct, ...): add `-> Tensor` after the parameters",
         )),
-        ReturnType::Type(_, ty) if is_tensor(ty) => Ok(1),
+        ReturnType::Type(_, ty) if is_tensor(ty) => Ok(Some(1)),
         ReturnType::Type(_, ty) => match &**ty {
             Type::Tuple(t) if !t.elems.is_empty() && t.elems.iter().all(is_tensor) => {
-                Ok(t.elems.len())
+                Ok(Some(t.elems.len()))
             }
-            ty => Err(Error::new_spanned(
-                ty,
-                format!("{WHAT}; this function returns `{}`", quote!(#ty)),
-            )),
+            _ => Ok(None),
         },
     }
 }
 
-fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -> TokenStream {
+fn generate(
+    item: &ItemFn,
+    params: &[Param],
+    results: Option<usize>,
+    precompile: bool,
+) -> TokenStream {
     let ItemFn {
         attrs,
         vis,
@@ -274,6 +282,40 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
     } else {
         quote!(::tensor::__private::CallMode::Inline)
     };
+    // A tensor or a tuple of them has a structure known from its type; any other result is a
+    // tree whose structure is recorded per signature when the body is traced.
+    let (call, result_check, results_item) = match results {
+        // `call` is the callee's name and its first arguments.
+        Some(n) => (
+            (
+                quote!(::tensor::__private::call_function),
+                vec![quote!(&#name::CACHE)],
+            ),
+            quote!(),
+            quote! {
+                /// The number of tensor results.
+                pub const RESULTS: usize = #n;
+            },
+        ),
+        None => {
+            let ReturnType::Type(_, ret) = &sig.output else {
+                unreachable!("result_count rejects a missing return type")
+            };
+            (
+                (
+                    quote!(::tensor::__private::call_function_tree),
+                    vec![quote!(&#name::CACHE), quote!(&#name::RESULT_DEFS)],
+                ),
+                quote_spanned!(ret.span()=> ::tensor::__private::is_tree::<#ret>();),
+                quote! {
+                    /// The structure of the (tree) result, per signature of the arguments.
+                    pub static RESULT_DEFS: ::tensor::__private::ResultDefs =
+                        ::tensor::__private::ResultDefs::new();
+                },
+            )
+        }
+    };
+    let (call_fn, call_args) = call;
     let name_str = name.to_string();
     let companion_doc = format!(
         "Companion of the captured function `{name_str}()`: its trace cache and signature."
@@ -284,8 +326,9 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
             #(#lint_attrs)*
             #inner_sig #block
             #(#tree_checks)*
-            ::tensor::__private::call_function(
-                &#name::CACHE,
+            #result_check
+            #call_fn(
+                #(#call_args,)*
                 (#(#owned_args,)*),
                 |__tensor_params: (#(#types,)*)| #body_fn(#(#traced_args),*),
             )
@@ -296,8 +339,7 @@ fn generate(item: &ItemFn, params: &[Param], results: usize, precompile: bool) -
         #vis mod #name {
             /// The number of arguments (each a tensor or a tree of them).
             pub const ARITY: usize = #arity;
-            /// The number of tensor results.
-            pub const RESULTS: usize = #results;
+            #results_item
             /// The traced bodies, one per signature (shapes, dtypes, devices, aliasing).
             pub static CACHE: ::tensor::__private::FunctionCache =
                 ::tensor::__private::FunctionCache::new(
@@ -323,7 +365,7 @@ mod tests {
                 (x.clone(), x.clone())
             }
         );
-        assert_eq!(result_count(&item.sig.output, &item.sig).unwrap(), 2);
+        assert_eq!(result_count(&item.sig.output, &item.sig).unwrap(), Some(2));
     }
 
     #[test]

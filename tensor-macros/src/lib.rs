@@ -9,7 +9,7 @@
 //! | `vmap!(f, in_axes = (0, None), out_axes = 0)` | a callable of `f`'s arity returning `f`'s result type |
 //! | `grad!(f, argnums = (0, 2))` | a callable of `f`'s arity returning one gradient per argnum, shaped like that argument; `has_aux = true` adds `f`'s aux, `allow_int = true` zero gradients for integers |
 //! | `value_and_grad!(f, argnums = 0)` | a callable returning `(value, gradients)` |
-//! | `jacfwd!(f, argnums = (0, 1))`, `jacrev!`, `hessian!` | a callable returning, per result of `f`, the Jacobians (Hessian blocks) for the argnums |
+//! | `jacfwd!(f, argnums = (0, 1))`, `jacrev!`, `hessian!` | a callable returning, per result of `f`, the Jacobians (Hessian blocks) for the argnums; for a `#[derive(Tree)]` result (or argument, for `hessian!`) a `TreeJacobian` with one argument-shaped row per tensor of it |
 //! | `#[derive(Tree)]` | a struct of tensors usable as an argument or result of all of these |
 //! | `jvp!(f, (x, y), (tx, ty))` | `(f(x, y), J · (tx, ty))`, each typed like `f`'s result |
 //! | `vjp!(f, (x, y))` | `(f(x, y), pullback)`; `pullback(&ct)` returns one cotangent per primal |
@@ -51,10 +51,12 @@ fn emit(result: syn::Result<proc_macro2::TokenStream>) -> TokenStream {
 ///
 /// Parameters are trees of tensors, by reference or by value (`&Tensor`, `Tensor`, `&Params`
 /// for a `#[derive(Tree)]` struct, `&Vec<Tensor>`, ...; the structure of the trees is part of
-/// the signature); the result a `Tensor` or a tuple of them.
+/// the signature); the result is a tree too (a `Tensor`, a tuple, a derived struct, a `Vec`,
+/// ...; its structure is recorded when a signature is traced).
 /// `#[function(precompile)]` marks the node to be compiled as one reusable unit instead of
 /// being inlined at schedule time. The macro also emits a companion module of the same name
-/// with `ARITY`, `RESULTS`, the trace `CACHE` and `trace_count()`.
+/// with `ARITY`, `RESULTS` (for a tensor or tuple result; `RESULT_DEFS` for any other tree),
+/// the trace `CACHE` and `trace_count()`.
 ///
 /// ```ignore
 /// #[function]
@@ -103,6 +105,8 @@ pub fn value_and_grad(tokens: TokenStream) -> TokenStream {
 
 /// `jacfwd!(f, argnums = 0)`: the Jacobian of each result of `f` with respect to one
 /// argument, by forward mode. A result of shape `O` and an argument of shape `I` give `O ++ I`.
+/// Results nest as in JAX: the result's structure outside, the argument's inside (a struct
+/// result gives a `tensor::TreeJacobian`, read by field with `of` and `wrt`).
 #[proc_macro]
 pub fn jacfwd(tokens: TokenStream) -> TokenStream {
     emit(transform::derivative(Derivative::Jacfwd, tokens.into()))

@@ -420,8 +420,7 @@ pub fn derivative(kind: Derivative, tokens: TokenStream) -> syn::Result<TokenStr
     }
     let nums = argnums.iter().map(|&(k, _)| signed_lit(k));
     let selection = if tuple && argnums.len() > 1 {
-        let name = Ident::new(&format!("Nums{}", argnums.len()), Span::call_site());
-        quote!(::tensor::__private::#name::<#(#nums),*>)
+        quote!((#(::tensor::__private::Nums::<#nums>,)*))
     } else {
         quote!(::tensor::__private::Nums::<#(#nums),*>)
     };

@@ -8,6 +8,9 @@
 //!     w: Tensor, b: Tensor,                   structure: Node(Struct("Mlp"), [.w, .b], statics [lr])
 //!     #[tree(static)] lr: f32,                unflatten: Mlp { w: .., b: .., lr: statics[0] }
 //! }                                       }
+//!                                         impl HasJacobian for Mlp {   // jacfwd!/jacrev! of an Mlp
+//!                                             Jacobian<T> = TreeJacobian<Mlp, T>
+//!                                         }
 //! ```
 
 use proc_macro2::{Span, TokenStream};
@@ -151,6 +154,13 @@ fn generate(input: &DeriveInput, fields: &[Field]) -> TokenStream {
                     "tree: the structure {} is not one of {}", def.describe(), #name
                 );
                 #ty { #(#rebuild),* }
+            }
+        }
+
+        impl #tree::HasJacobian for #ty {
+            type Jacobian<__T: #tree::Tree> = #tree::TreeJacobian<#ty, __T>;
+            fn jacobian_def(out: &#tree::TreeDef, wrt: &#tree::TreeDef) -> #tree::TreeDef {
+                #tree::tree_jacobian_def(out, wrt)
             }
         }
     }

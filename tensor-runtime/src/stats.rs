@@ -16,7 +16,7 @@ pub struct CompileStats {
 /// A point-in-time copy of [`CompileStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompileCounts {
-    /// Times the C compiler was run to build a kernel (version queries are not counted).
+    /// Times the compiler (cc, or NVRTC for CUDA) was run to build a kernel (version queries are not counted).
     pub compiler_invocations: u64,
     /// Times a compiled kernel was taken from the on-disk cache.
     pub disk_cache_hits: u64,
@@ -31,7 +31,7 @@ static PROCESS: CompileStats = CompileStats {
 };
 
 impl CompileStats {
-    /// Counts one run of the C compiler.
+    /// Counts one run of the compiler.
     pub(crate) fn record_compile(&self) {
         bump(&self.compiler_invocations);
         bump(&PROCESS.compiler_invocations);

@@ -3,7 +3,8 @@ computed by JAX (float32, CPU). Written to trees.json next to this script, in th
 transforms.json: each case lists its inputs and JAX's outputs flattened with
 jax.tree_util.tree_leaves (a namedtuple flattens in field order, as `#[derive(Tree)]` does).
 
-    /work/shared/bench/peers/.venv/bin/python tests/data/gen_trees.py
+    python3 -m venv .venv && .venv/bin/pip install 'jax[cpu]'   # JAX 0.10.2 made this file
+    .venv/bin/python tests/data/gen_trees.py
 """
 import collections, json, os
 import numpy as np
@@ -49,6 +50,24 @@ def scalar_two_args(x, y):
 
 def affine_tanh(p, x):
     return jnp.tanh(x @ p.w + p.b)
+
+
+Out = collections.namedtuple("Out", "y s")
+
+
+def struct_out(p, x):
+    h = jnp.tanh(x @ p.w + p.b)
+    return Out(y=h, s=jnp.sum(h * h) + jnp.sum(p.w) ** 2)
+
+
+def list_out(p, x):
+    h = jnp.tanh(x @ p.w + p.b)
+    return [h, jnp.sum(h * p.b)]
+
+
+def struct_scalar(p, x):
+    h = jnp.tanh(x @ p.w + p.b)
+    return jnp.sum(h * h) + jnp.sum(p.w * p.w * p.b)
 
 
 def cases():
@@ -109,6 +128,24 @@ def cases():
          jax.hessian(scalar_two_args, (0, 1))(xj, yj))
     case("grad_negative_argnums", "grad(f, argnums=-1)", dict(x=xj, y=yj),
          jax.grad(scalar_two_args, argnums=-1)(xj, yj))
+
+    # Jacobians of struct-valued (and list-valued) functions and Hessians in a struct argument:
+    # the output's structure outside, the argument's inside (leaves y.w, y.b, s.w, s.b).
+    wo, bo, xo, xos = arr(r, 2, 3), arr(r, 3), arr(r, 2), arr(r, 4, 2)
+    po, ins = Affine(wo, bo), dict(w=wo, b=bo, x=xo, xs=xos)
+    case("jacrev_struct_output", "jacrev(f)(p, x), f returning Out(y, s)", ins,
+         jax.jacrev(struct_out)(po, xo))
+    case("jacfwd_struct_output", "jacfwd(f)(p, x), f returning Out(y, s)", ins,
+         jax.jacfwd(struct_out)(po, xo))
+    case("jacrev_struct_output_argnums_01", "jacrev(f, (0, 1))(p, x)", ins,
+         jax.jacrev(struct_out, (0, 1))(po, xo))
+    case("jacrev_list_output", "jacrev(f)(p, x), f returning [h, s]", ins,
+         jax.jacrev(list_out)(po, xo))
+    case("hessian_struct_arg", "hessian(f)(p, x)", ins, jax.hessian(struct_scalar)(po, xo))
+    case("vmap_jacrev_struct_output", "vmap(jacrev(f), in_axes=(None, 0))(p, xs)", ins,
+         jax.vmap(jax.jacrev(struct_out), in_axes=(None, 0))(po, xos))
+    case("hessian_struct_and_tensor_argnums_01", "hessian(f, (0, 1))(p, x)", ins,
+         jax.hessian(struct_scalar, (0, 1))(po, xo))
     return out
 
 

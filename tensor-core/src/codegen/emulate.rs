@@ -4,9 +4,14 @@
 //!
 //! It checks the GPU lowering numerically where no GPU exists: the grid mapping (digits of
 //! the thread number, the bounds check of the last block), what each thread loops over and
-//! accumulates, and which elements it stores. Kernels have no shared memory or barriers yet
-//! (see `codegen::gpu`), so threads run one after another.
+//! accumulates, and which elements it stores. The threads of a block run in lockstep phases:
+//! every thread runs up to the next top-level barrier before any thread goes past it, and
+//! each block has its own shared memory. A shared element read in the phase another thread
+//! wrote it, or written by two threads in one phase, is a race the emulator stops at, as is
+//! a read of an element never written or a barrier inside a loop.
 
+#[cfg(test)]
+use super::program::LaunchDims;
 use super::program::{GpuKernel, Line, Value};
 use crate::uop::alu::exec_typed;
 use crate::uop::{Op, ReduceOp, Scalar, UOp};
@@ -17,19 +22,106 @@ use std::collections::HashMap;
 #[track_caller]
 pub fn run_on_grid(kernel: &GpuKernel, buffers: &mut [Vec<Scalar>]) {
     let dims = kernel.launch_dims();
+    let phases: Vec<&[Line]> = kernel
+        .body
+        .lines
+        .split(|l| matches!(l, Line::Barrier))
+        .collect();
     for block in 0..dims.grid {
-        for thread in 0..dims.block {
-            let gid = block * dims.block + thread;
-            if gid >= kernel.threads {
-                continue;
+        let mut threads = block_threads(kernel, block, dims.block);
+        let mut shared = Shared::default();
+        for phase in &phases {
+            shared.writers.clear();
+            shared.readers.clear();
+            for (lane, thread) in &mut threads {
+                shared.lane = *lane;
+                thread.run(phase, buffers, &mut shared);
             }
-            let mut state = Thread::default();
-            for s in &kernel.specials {
-                let digit = gid / s.stride % s.size;
-                state.ranges.insert(s.range.range_id(), digit as i64);
-            }
-            state.run(&kernel.body.lines, buffers);
         }
+    }
+}
+
+/// The threads of `block` that compute outputs, by lane, with their grid indices set.
+fn block_threads(kernel: &GpuKernel, block: usize, size: usize) -> Vec<(usize, Thread)> {
+    let mut threads = Vec::with_capacity(size);
+    for lane in 0..size {
+        let gid = match &kernel.group {
+            Some(_) => block,
+            None => block * size + lane,
+        };
+        if gid >= kernel.threads {
+            continue;
+        }
+        let mut state = Thread::default();
+        for s in &kernel.specials {
+            let digit = gid / s.stride % s.size;
+            state.ranges.insert(s.range.range_id(), digit as i64);
+        }
+        if let Some(group) = &kernel.group {
+            state.ranges.insert(group.lane.range_id(), lane as i64);
+        }
+        threads.push((lane, state));
+    }
+    threads
+}
+
+/// A block's shared memory, and which lane wrote each element in the current phase.
+#[derive(Default)]
+struct Shared {
+    arrays: HashMap<usize, Vec<Option<Scalar>>>,
+    writers: HashMap<(usize, usize), usize>,
+    readers: HashMap<(usize, usize), Vec<usize>>,
+    lane: usize,
+}
+
+impl Shared {
+    #[track_caller]
+    fn store(&mut self, local: usize, at: usize, v: Scalar) {
+        let array = self
+            .arrays
+            .get_mut(&local)
+            .expect("emulator: a shared array is defined");
+        assert!(
+            at < array.len(),
+            "emulator: shared access at {at} of {}",
+            array.len()
+        );
+        if let Some(other) = self.writers.insert((local, at), self.lane) {
+            assert_eq!(
+                other, self.lane,
+                "emulator: race: lanes {other} and {} write local{local}[{at}] in one phase",
+                self.lane
+            );
+        }
+        let lane = self.lane;
+        let read_by_other = self.readers.get(&(local, at));
+        if let Some(reader) = read_by_other.and_then(|r| r.iter().find(|&&r| r != lane)) {
+            panic!(
+                "emulator: race: lane {lane} writes local{local}[{at}] that lane {reader} read without a barrier between"
+            );
+        }
+        array[at] = Some(v);
+    }
+
+    #[track_caller]
+    fn load(&mut self, local: usize, at: usize) -> Scalar {
+        let array = &self.arrays[&local];
+        assert!(
+            at < array.len(),
+            "emulator: shared access at {at} of {}",
+            array.len()
+        );
+        if let Some(&writer) = self.writers.get(&(local, at)) {
+            assert_eq!(
+                writer, self.lane,
+                "emulator: race: lane {} reads local{local}[{at}] that lane {writer} wrote without a barrier between",
+                self.lane
+            );
+        }
+        let v = array[at]
+            .unwrap_or_else(|| panic!("emulator: local{local}[{at}] read before any write"));
+        self.readers.entry((local, at)).or_default().push(self.lane);
+        v
     }
 }
 
@@ -42,7 +134,7 @@ struct Thread {
 }
 
 impl Thread {
-    fn run(&mut self, lines: &[Line], buffers: &mut [Vec<Scalar>]) {
+    fn run(&mut self, lines: &[Line], buffers: &mut [Vec<Scalar>], shared: &mut Shared) {
         let mut i = 0;
         while i < lines.len() {
             match &lines[i] {
@@ -51,11 +143,52 @@ impl Thread {
                     let size = r.range_size().expect("rendered ranges have constant sizes");
                     for v in 0..size {
                         self.ranges.insert(r.range_id(), v as i64);
-                        self.run(&lines[i + 1..end], buffers);
+                        self.run(&lines[i + 1..end], buffers, shared);
+                    }
+                    i = end;
+                }
+                Line::StridedLoop { range, lane, lanes } => {
+                    let end = i + matching_end(&lines[i..]);
+                    let size = range
+                        .range_size()
+                        .expect("rendered ranges have constant sizes");
+                    let first = self.ranges[&lane.range_id()] as usize;
+                    for v in (first..size).step_by(*lanes) {
+                        self.ranges.insert(range.range_id(), v as i64);
+                        self.run(&lines[i + 1..end], buffers, shared);
                     }
                     i = end;
                 }
                 Line::EndLoop => panic!("emulator: an EndLoop without its Loop"),
+                Line::Barrier => panic!("emulator: a barrier inside a loop"),
+                Line::DefineLocal {
+                    local,
+                    dtype: _,
+                    size,
+                } => {
+                    shared
+                        .arrays
+                        .entry(*local)
+                        .or_insert_with(|| vec![None; *size]);
+                }
+                Line::LocalStore {
+                    local,
+                    index,
+                    value,
+                } => {
+                    let at = self.value(index).as_i64() as usize;
+                    shared.store(*local, at, self.value(value));
+                }
+                Line::LocalLoad {
+                    temp,
+                    local,
+                    dtype,
+                    index,
+                } => {
+                    let at = self.value(index).as_i64() as usize;
+                    let v = shared.load(*local, at).cast(*dtype);
+                    self.temps.insert(*temp, v);
+                }
                 Line::DefineAcc { acc, reduce } => {
                     self.accs.insert(*acc, identity(reduce));
                 }
@@ -139,7 +272,7 @@ fn matching_end(lines: &[Line]) -> usize {
     let mut depth = 0usize;
     for (i, line) in lines.iter().enumerate() {
         match line {
-            Line::Loop(_) => depth += 1,
+            l if l.opens_loop() => depth += 1,
             Line::EndLoop => {
                 depth -= 1;
                 if depth == 0 {
@@ -224,6 +357,12 @@ mod tests {
     /// reference), floats within 1e-5 relative plus 1e-5 absolute, integers exactly.
     #[track_caller]
     fn check(name: &str, outputs: &[Tensor]) -> usize {
+        check_within(name, outputs, 1e-5)
+    }
+
+    /// [`check`] with floats within `tol` relative plus `tol` absolute.
+    #[track_caller]
+    fn check_within(name: &str, outputs: &[Tensor], tol: f64) -> usize {
         let roots: Vec<UOp> = outputs.iter().map(|t| t.uop()).collect();
         let schedule = create_schedule(&roots);
         let expected = exec::run(&schedule);
@@ -232,7 +371,7 @@ mod tests {
             assert_eq!(g.len(), e.len(), "{name}: output {k} length");
             for (i, (a, b)) in g.iter().zip(e).enumerate() {
                 let (a, b) = (a.as_f64(), b.as_f64());
-                let close = a == b || (a - b).abs() <= 1e-5 + 1e-5 * b.abs();
+                let close = a == b || (a - b).abs() <= tol + tol * b.abs();
                 assert!(close, "{name}: output {k}[{i}]: GPU {a}, CPU {b}");
             }
         }
@@ -286,5 +425,99 @@ mod tests {
         let per_sample = vmap(grad(loss, 0), [None, Some(0)], 0);
         let g = per_sample.call(&[data(&[6, 4], 10), data(&[3, 6], 11)]);
         check("per-sample gradients", &g);
+    }
+
+    /// The GPU kernels of `outputs`, lowered as the emulator runs them.
+    fn gpu_kernels(outputs: &[Tensor]) -> Vec<GpuKernel> {
+        let roots: Vec<UOp> = outputs.iter().map(|t| t.uop()).collect();
+        let schedule = create_schedule(&roots);
+        let opts = CodegenOptions::default();
+        schedule
+            .items
+            .iter()
+            .map(|item| lower_kernel_gpu(&item.ast, &item.buffer_sizes(), &opts, "k"))
+            .collect()
+    }
+
+    /// The launch dims of the grouped kernels of `outputs` (blocks of 128 threads sharing
+    /// one output each).
+    fn grouped_dims(outputs: &[Tensor]) -> Vec<LaunchDims> {
+        gpu_kernels(outputs)
+            .iter()
+            .filter(|k| k.group.is_some())
+            .map(GpuKernel::launch_dims)
+            .collect()
+    }
+
+    #[test]
+    fn group_reductions_on_the_grid_equal_the_cpu() {
+        use crate::codegen::group::GROUP_SIZE;
+        let block = |grid| LaunchDims {
+            grid,
+            block: GROUP_SIZE,
+        };
+        // Positive terms, so a sum in another order stays within 1e-4 of the CPU's.
+        let long = data(&[65536], 12).abs() + 0.5;
+        assert_eq!(grouped_dims(&[long.sum_all()]), [block(1)]);
+        assert_eq!(check_within("sum of 65536", &[long.sum_all()], 1e-4), 1);
+        check("max of 65536", &[data(&[65536], 13).max_all()]);
+        // Rows not a multiple of the block size.
+        let rows = data(&[6, 5000], 14);
+        assert_eq!(grouped_dims(&[rows.mean([1], false)]), [block(6)]);
+        check_within("mean of rows of 5000", &[rows.mean([1], false)], 1e-4);
+        check(
+            "max of rows of 1000",
+            &[data(&[3, 1000], 15).max([1], true)],
+        );
+        let wide = data(&[8, 4096], 16);
+        // A row's loads are contiguous along the reduce, so the rows are not upcast (the CPU
+        // heuristic gives such a reduce partial accumulators instead): a block per row.
+        let softmax_dims = grouped_dims(&[wide.softmax(-1)]);
+        assert!(!softmax_dims.is_empty(), "softmax is not grouped");
+        assert!(
+            softmax_dims.iter().all(|d| *d == block(8)),
+            "{softmax_dims:?}"
+        );
+        check_within("softmax rows of 4096", &[wide.softmax(-1)], 1e-4);
+        check_within(
+            "softmax rows of 300",
+            &[data(&[5, 300], 17).softmax(-1)],
+            1e-4,
+        );
+        check_within(
+            "log_softmax rows of 777",
+            &[data(&[4, 777], 18).log_softmax(-1)],
+            1e-4,
+        );
+    }
+
+    #[test]
+    fn a_combine_without_its_barrier_is_a_race() {
+        let schedule = create_schedule(&[data(&[4096], 19).sum_all().uop()]);
+        let item = &schedule.items[0];
+        let opts = CodegenOptions::default();
+        let mut kernel = lower_kernel_gpu(&item.ast, &item.buffer_sizes(), &opts, "k");
+        assert!(kernel.group.is_some());
+        let mut bufs: Vec<Vec<Scalar>> = item.buffers.iter().map(initial).collect();
+        // Intact, it runs.
+        run_on_grid(&kernel, &mut bufs);
+        let lines = &mut kernel.body.lines;
+        let at = lines
+            .iter()
+            .position(|l| matches!(l, Line::Barrier))
+            .unwrap();
+        lines.remove(at);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_on_grid(&kernel, &mut bufs)
+        }));
+        let message = caught.expect_err("a race must stop the emulator");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            text.contains("race") || text.contains("before any write"),
+            "{text}"
+        );
     }
 }

@@ -48,6 +48,7 @@ pub fn map_to_grid(name: &str, program: &Program, args: &[KernelArg]) -> GpuKern
         name: name.to_string(),
         specials,
         threads: stride,
+        group: None,
         body: Program {
             lines: body,
             threads: 1,
@@ -90,7 +91,7 @@ fn closing_end(lines: &[Line], open: usize) -> Option<usize> {
     let mut depth = 0usize;
     for (i, line) in lines.iter().enumerate().skip(open) {
         match line {
-            Line::Loop(_) => depth += 1,
+            l if l.opens_loop() => depth += 1,
             Line::EndLoop => {
                 depth -= 1;
                 if depth == 0 {

@@ -20,6 +20,7 @@ pub mod blocked_sum;
 pub mod emulate;
 pub mod expand;
 pub mod gpu;
+pub mod group;
 pub mod heuristic;
 pub mod linearize;
 pub mod name;
@@ -31,7 +32,7 @@ pub use name::{kernel_name, unique_name};
 pub use opt::{Opt, OptimizedKernel};
 pub use program::{GpuKernel, KernelArg, LaunchDims, LinearKernel};
 
-use crate::uop::{DType, Op, UOp};
+use crate::uop::{AxisType, DType, Op, UOp};
 
 /// Switches of the compilation of one kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -92,15 +93,30 @@ pub fn lower_kernel_gpu(
         Vec::new()
     };
     let linear = lower(ast, buffer_sizes, &opt_list, name.to_string());
-    gpu::map_to_grid(&linear.name, &linear.program, &linear.args)
+    let kernel = gpu::map_to_grid(&linear.name, &linear.program, &linear.args);
+    if opts.optimize {
+        group::group_reductions(kernel)
+    } else {
+        kernel
+    }
 }
 
-/// The hand-coded OptOps for a GPU: the CPU heuristic's contiguous upcast, at most
+/// The hand-coded OptOps for a GPU: the CPU heuristic's first upcast (never its cache blocks or
+/// partial accumulators, which `codegen::group` replaces on a GPU), at most
 /// [`heuristic::UPCAST_WIDTH`] wide (a thread keeps that many outputs in registers, and the
 /// grid keeps the rest of the parallelism), no THREAD split (the grid is the parallelism).
 pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
     heuristic::hand_coded_optimizations(ast, 1)
         .into_iter()
+        .filter(|opt| {
+            matches!(
+                opt,
+                Opt::Split {
+                    target: AxisType::Upcast,
+                    ..
+                }
+            )
+        })
         .take(1)
         .map(
             |Opt::Split {

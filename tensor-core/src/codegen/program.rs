@@ -83,6 +83,48 @@ pub enum Line {
         /// Its operands, in order.
         operands: Vec<Value>,
     },
+    /// Opens a loop over `range` split across the threads of a block (GPU only): the thread
+    /// in position `lane` runs the values `lane, lane + lanes, ...` below the range's size.
+    StridedLoop {
+        /// The range whose values the loop runs (its size bounds the loop).
+        range: UOp,
+        /// The `Group` range that is the thread's position in its block.
+        lane: UOp,
+        /// The threads of the block.
+        lanes: usize,
+    },
+    /// Declares memory shared by the threads of a block (GPU only; tinyspec's DEFINE_LOCAL).
+    DefineLocal {
+        /// The shared array's number.
+        local: usize,
+        /// Its element dtype.
+        dtype: DType,
+        /// Its elements.
+        size: usize,
+    },
+    /// Writes `value` at `index` of shared array `local`.
+    LocalStore {
+        /// The shared array.
+        local: usize,
+        /// The element written.
+        index: Value,
+        /// The value written.
+        value: Value,
+    },
+    /// Reads element `index` of shared array `local` into temp `temp`.
+    LocalLoad {
+        /// The temporary written.
+        temp: usize,
+        /// The shared array.
+        local: usize,
+        /// The array's element dtype.
+        dtype: DType,
+        /// The element read.
+        index: Value,
+    },
+    /// Waits until every thread of the block reached it, and makes their shared-memory writes
+    /// visible (tinyspec's BARRIER, CUDA's `__syncthreads()`).
+    Barrier,
     /// Writes `value` at `index` of the store's buffer, only where `gate` holds.
     Store {
         /// The `Store` node (its buffer is the destination).
@@ -131,6 +173,23 @@ impl LaunchDims {
     }
 }
 
+impl Line {
+    /// True for the lines that open a loop (closed by an `EndLoop`).
+    pub fn opens_loop(&self) -> bool {
+        matches!(self, Line::Loop(_) | Line::StridedLoop { .. })
+    }
+}
+
+/// The threads of a block that split a kernel's loops (`codegen::group`): each block computes
+/// one output (one value of the grid indices), its threads share the work of its loops.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// The `Group` range: the thread's position in the block (`threadIdx.x`).
+    pub lane: UOp,
+    /// Threads per block.
+    pub size: usize,
+}
+
 /// A kernel lowered for a GPU (`codegen::gpu`): what one thread runs and how the grid indexes it.
 #[derive(Clone, Debug)]
 pub struct GpuKernel {
@@ -138,8 +197,11 @@ pub struct GpuKernel {
     pub name: String,
     /// The grid indices, outermost first.
     pub specials: Vec<Special>,
-    /// How many threads compute outputs (the product of the special sizes; 1 without any).
+    /// How many threads compute outputs (the product of the special sizes; 1 without any);
+    /// with a [`Group`], how many blocks do.
     pub threads: usize,
+    /// The threads of a block that split the work of one output, if any.
+    pub group: Option<Group>,
     /// The statements of one thread: the program with the mapped loops removed.
     pub body: Program,
     /// The buffer arguments, by slot.
@@ -149,6 +211,19 @@ pub struct GpuKernel {
 impl GpuKernel {
     /// The grid and block sizes to launch this kernel with.
     pub fn launch_dims(&self) -> LaunchDims {
-        LaunchDims::for_threads(self.threads)
+        match &self.group {
+            Some(group) => LaunchDims {
+                grid: self.threads,
+                block: group.size,
+            },
+            None => LaunchDims::for_threads(self.threads),
+        }
+    }
+
+    /// Every thread of the launch, block size included: a grouped kernel's blocks are
+    /// [`MAX_BLOCK_THREADS`] wide, so [`LaunchDims::for_threads`] of this gives its dims.
+    pub fn launch_threads(&self) -> usize {
+        let dims = self.launch_dims();
+        dims.grid * dims.block
     }
 }

@@ -101,20 +101,50 @@ where
         ..Config::default()
     };
     TestRunner::new(config).run(strategy, |value| {
-        let start = std::time::Instant::now();
+        let watchdog = SlowCaseWatchdog::start(seed, &value);
         let result = test(&value);
-        report_if_slow(start.elapsed(), seed, &value);
+        watchdog.finish();
         result.map_err(TestCaseError::fail)
     })
 }
 
-/// A case slower than this is printed (a recipe the scheduler handles badly is a bug to find,
-/// and a run that takes minutes shows nothing else).
-const SLOW_CASE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Writes `line` to stderr past the test harness's output capture, so that a run that hangs
+/// still shows it.
+fn uncaptured(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
 
-fn report_if_slow(took: std::time::Duration, seed: u64, value: &impl Debug) {
-    if took > SLOW_CASE {
-        eprintln!("proptest: a case took {took:.1?} (seed {seed}):\n{value:#?}");
+/// A case still running after this long is printed with its recipe and seed (a recipe the
+/// scheduler handles badly is a bug to find, and a run that takes minutes shows nothing else).
+const SLOW_CASE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Prints the case it was started for if [`SlowCaseWatchdog::finish`] is not called within
+/// [`SLOW_CASE`].
+struct SlowCaseWatchdog {
+    done: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl SlowCaseWatchdog {
+    fn start(seed: u64, value: &impl Debug) -> Self {
+        let case = format!("{value:#?}");
+        let (done, finished) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                finished.recv_timeout(SLOW_CASE)
+            {
+                uncaptured(&format!(
+                    "proptest: a case is still running after {SLOW_CASE:?} (run seed {seed}):\n{case}"
+                ));
+            }
+        });
+        SlowCaseWatchdog { done, thread }
+    }
+
+    fn finish(self) {
+        let _ = self.done.send(());
+        let _ = self.thread.join();
     }
 }
 
@@ -147,6 +177,7 @@ pub fn check_property_cases<S>(
     S::Value: Debug,
 {
     let seed = run_seed();
+    uncaptured(&format!("proptest: {name}: seed {seed}, {cases} cases"));
     let replay = format!(
         "PROPTEST_RNG_SEED={seed} PROPTEST_CASES={cases} cargo test --release -p tensor-core --lib proptests::{name}"
     );

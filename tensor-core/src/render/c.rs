@@ -176,7 +176,7 @@ impl<'a> CRenderer<'a> {
             if let Some(text) = self.line(line) {
                 let _ = writeln!(out, "{}{text}", "  ".repeat(depth));
             }
-            if matches!(line, Line::Loop(_)) {
+            if line.opens_loop() {
                 depth += 1;
             }
         }
@@ -221,6 +221,34 @@ impl<'a> CRenderer<'a> {
                 gate,
                 value,
             } => self.store(store, index, gate.as_ref(), value),
+            // The lines below appear only in GPU kernels (`codegen::group`), printed as CUDA.
+            Line::StridedLoop { range, lane, lanes } => {
+                let (var, it) = (range_name(range), self.index_type);
+                let size = range
+                    .range_size()
+                    .expect("rendered ranges have constant sizes");
+                let start = range_name(lane);
+                format!("for ({it} {var} = {start}; {var} < {size}; {var} += {lanes}) {{")
+            }
+            Line::DefineLocal { local, dtype, size } => {
+                format!("__shared__ {} local{local}[{size}];", self.ctype(*dtype))
+            }
+            Line::LocalStore {
+                local,
+                index,
+                value,
+            } => format!("local{local}[{}] = {};", self.bare(index), self.bare(value)),
+            Line::LocalLoad {
+                temp,
+                local,
+                dtype,
+                index,
+            } => {
+                let name = self.fresh_name(*temp, true);
+                let ty = self.ctype(*dtype);
+                format!("{ty} {name} = local{local}[{}];", self.bare(index))
+            }
+            Line::Barrier => "__syncthreads();".to_string(),
         })
     }
 
@@ -721,6 +749,7 @@ fn c_operator(op: Op) -> &'static str {
 pub fn range_name(r: &UOp) -> String {
     let prefix = match r.range_axis_type() {
         AxisType::Reduce | AxisType::Unroll | AxisType::ReduceBlock => "ridx",
+        AxisType::Group => "lidx",
         _ => "gidx",
     };
     format!("{prefix}{}", r.range_id())
@@ -775,7 +804,7 @@ fn index_type(program: &Program, args: &[KernelArg]) -> &'static str {
     };
     let sizes_fit = args.iter().all(|a| a.size <= i32::MAX as usize);
     let nodes_fit = program.lines.iter().all(|line| match line {
-        Line::Loop(r) => fits(r),
+        Line::Loop(r) | Line::StridedLoop { range: r, .. } => fits(r),
         Line::Assign { node, operands, .. } => {
             fits(node)
                 && operands
@@ -799,11 +828,13 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
     let mut loop_marks = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let operands: Vec<&Value> = match line {
-            Line::Loop(_) | Line::EndLoop => {
+            Line::Loop(_) | Line::StridedLoop { .. } | Line::EndLoop => {
                 loop_marks.push(i);
                 continue;
             }
-            Line::DefineAcc { .. } => continue,
+            Line::DefineAcc { .. } | Line::DefineLocal { .. } | Line::Barrier => continue,
+            Line::LocalStore { index, value, .. } => vec![index, value],
+            Line::LocalLoad { index, .. } => vec![index],
             Line::Accumulate { value, .. } => vec![value],
             Line::Assign {
                 temp,

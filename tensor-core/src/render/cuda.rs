@@ -7,6 +7,8 @@
 //!   with `__launch_bounds__` of the block size the runtime launches it with;
 //! - the grid indices (`SPECIAL`): `gid = blockIdx.x * blockDim.x + threadIdx.x`, threads past
 //!   the last output return, and each mapped range is a digit of `gid`;
+//! - a grouped kernel (`codegen::group`) is one block per output: `gid = blockIdx.x`, its
+//!   lane `threadIdx.x`, its shared arrays `__shared__` and its barriers `__syncthreads()`;
 //! - helpers are `__device__` functions; `NAN`/`INFINITY` are bit patterns (there is no
 //!   `math.h`); the math functions are CUDA's device functions of the same names (`f32`
 //!   transcendentals were already decomposed by `codegen::transcendental`, as for the CPU);
@@ -16,7 +18,7 @@
 
 use super::Kernel;
 use super::c::{helper_guard, statements};
-use crate::codegen::program::{GpuKernel, KernelArg, Special};
+use crate::codegen::program::{GpuKernel, KernelArg};
 use crate::uop::DType;
 use std::fmt::Write;
 
@@ -43,13 +45,18 @@ const HALF: &str = "struct tensor_half {
 ";
 
 /// A GPU kernel rendered as CUDA C: the entry is the kernel's name, `threads` the number of
-/// grid threads that compute outputs (launch with `LaunchDims::for_threads(threads)`).
+/// grid threads that compute outputs, or for a grouped kernel every thread of its blocks
+/// (either way, launch with `LaunchDims::for_threads(threads)`).
 pub fn render_kernel(kernel: &GpuKernel) -> Kernel {
+    let threads = match kernel.group {
+        Some(_) => kernel.launch_threads(),
+        None => kernel.threads,
+    };
     Kernel {
         source: render(kernel),
         entry: kernel.name.clone(),
         name: kernel.name.clone(),
-        threads: kernel.threads,
+        threads,
         args: kernel.args.clone(),
     }
 }
@@ -88,7 +95,7 @@ pub fn render(kernel: &GpuKernel) -> String {
         kernel.name,
         parameters(&kernel.args).join(", ")
     );
-    out.push_str(&grid_indices(&kernel.specials, kernel.threads, index_type));
+    out.push_str(&grid_indices(kernel, index_type));
     out.push_str(&stmts.body);
     out.push_str("}\n");
     out
@@ -109,12 +116,21 @@ fn parameters(args: &[KernelArg]) -> Vec<String> {
         .collect()
 }
 
-/// The declarations of the grid indices: the flat thread number, the bounds check, and each
-/// mapped range as a digit of it.
-fn grid_indices(specials: &[Special], threads: usize, index_type: &str) -> String {
-    let mut out = format!(
-        "  const {index_type} gid = ({index_type})blockIdx.x * ({index_type})blockDim.x + ({index_type})threadIdx.x;\n"
-    );
+/// The declarations of the grid indices: the output's number (the flat thread number, or the
+/// block's for a grouped kernel, whose thread in the block is its lane), the bounds check, and
+/// each mapped range as a digit of it.
+fn grid_indices(kernel: &GpuKernel, index_type: &str) -> String {
+    let (specials, threads) = (&kernel.specials, kernel.threads);
+    let mut out = match &kernel.group {
+        Some(group) => format!(
+            "  const {index_type} gid = ({index_type})blockIdx.x;\n  const {index_type} {} = ({index_type})threadIdx.x;\n",
+            super::c::range_name(&group.lane)
+        ),
+        None => format!(
+            "  const {index_type} gid = ({index_type})blockIdx.x * ({index_type})blockDim.x + ({index_type})threadIdx.x;\n"
+        ),
+    };
+    // A grouped kernel's blocks return whole, before any barrier.
     let _ = writeln!(out, "  if (gid >= {threads}) return;");
     for (k, s) in specials.iter().enumerate() {
         let name = super::c::range_name(&s.range);

@@ -9,10 +9,16 @@ use std::collections::HashMap;
 
 /// Runs every kernel of `schedule` in order and returns each output's elements, row-major.
 pub fn run(schedule: &Schedule) -> Vec<Vec<Scalar>> {
+    run_counted(schedule).0
+}
+
+/// [`run`], and the number of node evaluations it took (for tests of the executor's cost).
+pub fn run_counted(schedule: &Schedule) -> (Vec<Vec<Scalar>>, usize) {
     super::with_deep_stack(|| run_items(schedule))
 }
 
-fn run_items(schedule: &Schedule) -> Vec<Vec<Scalar>> {
+fn run_items(schedule: &Schedule) -> (Vec<Vec<Scalar>>, usize) {
+    let mut evaluations = 0;
     let mut memory: HashMap<u64, Vec<Scalar>> = HashMap::new();
     for item in &schedule.items {
         let mut bufs: Vec<Vec<Scalar>> = item
@@ -20,10 +26,10 @@ fn run_items(schedule: &Schedule) -> Vec<Vec<Scalar>> {
             .iter()
             .map(|b| memory.get(&id(b)).cloned().unwrap_or_else(|| initial(b)))
             .collect();
-        run_kernel(&item.ast, &mut bufs);
+        evaluations += run_kernel(&item.ast, &mut bufs);
         memory.insert(id(&item.buffers[0]), bufs.swap_remove(0));
     }
-    schedule
+    let outputs = schedule
         .outputs
         .iter()
         .map(|o| {
@@ -33,7 +39,8 @@ fn run_items(schedule: &Schedule) -> Vec<Vec<Scalar>> {
             }
             memory.get(&id(&b)).cloned().unwrap_or_else(|| initial(&b))
         })
-        .collect()
+        .collect();
+    (outputs, evaluations)
 }
 
 fn id(buffer: &UOp) -> u64 {
@@ -53,7 +60,34 @@ fn initial(buffer: &UOp) -> Vec<Scalar> {
     }
 }
 
-fn run_kernel(ast: &UOp, bufs: &mut [Vec<Scalar>]) {
+/// The loop indices in scope and the values computed for them. A kernel AST is a DAG whose
+/// shared nodes would be evaluated once per path as a tree (exponential in the sharing), so
+/// each node's value is kept until a loop index changes.
+#[derive(Default)]
+struct Env {
+    ranges: HashMap<usize, i64>,
+    values: HashMap<usize, Scalar>,
+    evaluations: usize,
+}
+
+impl Env {
+    /// Sets the indices of `ranges` (every value computed so far may depend on them).
+    fn enter(&mut self, ranges: &[UOp], counter: &[i64]) {
+        for (r, &c) in ranges.iter().zip(counter) {
+            self.ranges.insert(range_id(r), c);
+        }
+        self.values.clear();
+    }
+
+    fn leave(&mut self, ranges: &[UOp]) {
+        for r in ranges {
+            self.ranges.remove(&range_id(r));
+        }
+    }
+}
+
+/// Runs one kernel; returns the number of node evaluations.
+fn run_kernel(ast: &UOp, bufs: &mut [Vec<Scalar>]) -> usize {
     assert_eq!(ast.op(), Op::Sink, "a kernel AST is a Sink");
     let store = ast.s(0);
     let (target, value) = (store.s(0), store.s(1));
@@ -73,14 +107,12 @@ fn run_kernel(ast: &UOp, bufs: &mut [Vec<Scalar>]) {
     loops.sort_by_key(range_id);
     let bounds: Vec<i64> = loops.iter().map(|r| r.vmax().as_i64() + 1).collect();
     if bounds.contains(&0) {
-        return;
+        return 0;
     }
-    let mut env: HashMap<usize, i64> = HashMap::new();
+    let mut env = Env::default();
     let mut counter = vec![0i64; loops.len()];
     loop {
-        for (r, &c) in loops.iter().zip(&counter) {
-            env.insert(range_id(r), c);
-        }
+        env.enter(&loops, &counter);
         let flat = eval(target.s(1), &mut env, bufs).as_i64();
         let v = eval(value, &mut env, bufs).cast(target.dtype());
         let out = &mut bufs[0];
@@ -93,6 +125,7 @@ fn run_kernel(ast: &UOp, bufs: &mut [Vec<Scalar>]) {
             break;
         }
     }
+    env.evaluations
 }
 
 fn range_id(r: &UOp) -> usize {
@@ -114,11 +147,15 @@ fn advance(counter: &mut [i64], bounds: &[i64]) -> bool {
     false
 }
 
-fn eval(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar {
-    match u.op() {
+fn eval(u: &UOp, env: &mut Env, bufs: &[Vec<Scalar>]) -> Scalar {
+    if let Some(&v) = env.values.get(&u.id()) {
+        return v;
+    }
+    let v = match u.op() {
         Op::Const => u.const_value().expect("const"),
         Op::Range => Scalar::Int(
-            *env.get(&range_id(u))
+            *env.ranges
+                .get(&range_id(u))
                 .unwrap_or_else(|| panic!("range {} used outside its loop", range_id(u))),
         ),
         Op::Load => load(u, env, bufs),
@@ -128,10 +165,13 @@ fn eval(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar 
             let operand = if op == Op::Where { u.s(1) } else { u.s(0) }.dtype();
             exec_typed(op, u.dtype(), operand, &args)
         }
-    }
+    };
+    env.values.insert(u.id(), v);
+    env.evaluations += 1;
+    v
 }
 
-fn load(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar {
+fn load(u: &UOp, env: &mut Env, bufs: &[Vec<Scalar>]) -> Scalar {
     let index = u.s(0);
     assert_eq!(index.op(), Op::Address, "a Load reads through an Address");
     if let Some(gate) = index.src().get(2)
@@ -152,7 +192,7 @@ fn load(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar 
     buf[flat as usize]
 }
 
-fn reduce(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scalar {
+fn reduce(u: &UOp, env: &mut Env, bufs: &[Vec<Scalar>]) -> Scalar {
     let Arg::Reduce(op, _) = u.arg() else {
         panic!("exec: Reduce without an op")
     };
@@ -169,17 +209,13 @@ fn reduce(u: &UOp, env: &mut HashMap<usize, i64>, bufs: &[Vec<Scalar>]) -> Scala
     }
     let mut counter = vec![0i64; ranges.len()];
     loop {
-        for (r, &c) in ranges.iter().zip(&counter) {
-            env.insert(range_id(r), c);
-        }
+        env.enter(ranges, &counter);
         let v = eval(u.s(0), env, bufs);
         acc = exec_typed(op.binary(), dtype, dtype, &[acc, v]);
         if !advance(&mut counter, &bounds) {
             break;
         }
     }
-    for r in ranges {
-        env.remove(&range_id(r));
-    }
+    env.leave(ranges);
     acc
 }

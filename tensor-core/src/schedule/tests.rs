@@ -476,3 +476,29 @@ fn stacking_along_a_looped_axis_selects_the_part_with_a_where_chain() {
         .collect();
     assert_close(&values[0], &want);
 }
+
+#[test]
+fn the_executor_evaluates_a_shared_node_once_per_element() {
+    // y_{k+1} = y_k + sin(y_k): as a tree the final expression has 2^40 leaves.
+    let (x, data) = iota(&[3]);
+    let mut y = x;
+    let mut want: Vec<f32> = data;
+    for _ in 0..40 {
+        y = add(&y, &UOp::alu(Op::Sin, vec![y.clone()]));
+        want = want.iter().map(|v| v + v.sin()).collect();
+    }
+    let schedule = create_schedule(&[y]);
+    assert_eq!(schedule.items.len(), 1, "one fused elementwise kernel");
+    let (values, evaluations) = super::exec::run_counted(&schedule);
+    assert!(
+        evaluations < 3 * 200,
+        "{evaluations} node evaluations for 3 elements of a 40-step chain"
+    );
+    for (got, want) in values[0].iter().zip(&want) {
+        let got = got.as_f64() as f32;
+        assert!(
+            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+            "{got} vs {want}"
+        );
+    }
+}

@@ -29,6 +29,12 @@ impl Tensor {
     /// trailing entries are `:`. The broadcast shape of the index tensors (positions count as
     /// 0-d ones) replaces the indexed axes where they are adjacent, and leads the result where
     /// they are not. A negative index counts from the end; one outside its axis reads 0.
+    ///
+    /// # Panics
+    ///
+    /// On more entries than axes, an index tensor that is not of an integer type, a slice with a
+    /// zero step, or index tensors whose shapes do not broadcast. Index values are data and are not
+    /// checked (one out of range reads 0).
     #[track_caller]
     pub fn index(&self, index: &[Index]) -> Tensor {
         let shape = self.shape();
@@ -64,6 +70,10 @@ impl Tensor {
 
     /// Python's `x[start:stop:step]` along `axis` (any non-zero step; a negative one walks
     /// backwards from `start`, by default the last element).
+    ///
+    /// # Panics
+    ///
+    /// On an axis out of range or a zero `step`.
     #[track_caller]
     pub fn slice_step(
         &self,
@@ -127,6 +137,10 @@ impl Tensor {
 
     /// The diagonal of the plane `(axis1, axis2)` shifted by `offset` (above the main one when
     /// positive), as NumPy's and PyTorch's `diagonal`: both axes removed, the diagonal last.
+    ///
+    /// # Panics
+    ///
+    /// On an axis out of range, or when `axis1` and `axis2` name the same axis.
     #[track_caller]
     pub fn diagonal(&self, offset: isize, axis1: isize, axis2: isize) -> Tensor {
         let shape = self.shape();
@@ -167,6 +181,10 @@ impl Tensor {
 
     /// JAX's `argwhere(x, size, fill_value)`: the coordinates (`i64`, shape `[size, ndim]`)
     /// of the first `size` non-zero elements in row-major order, rows of `fill` after them.
+    ///
+    /// # Panics
+    ///
+    /// When `size` times the element count is more elements than a tensor may hold.
     #[track_caller]
     pub fn argwhere(&self, size: usize, fill: i64) -> Tensor {
         let shape = self.shape();
@@ -191,6 +209,10 @@ impl Tensor {
 
     /// JAX's `nonzero(x, size, fill_value)`: the coordinates of [`Tensor::argwhere`] as one
     /// tensor per axis.
+    ///
+    /// # Panics
+    ///
+    /// As [`Tensor::argwhere`] does.
     #[track_caller]
     pub fn nonzero(&self, size: usize, fill: i64) -> Vec<Tensor> {
         let found = self.argwhere(size, fill);
@@ -201,6 +223,10 @@ impl Tensor {
 
     /// The elements of `self` where `mask` (broadcast together) is true, in row-major order,
     /// the first `size` of them, then `fill` (JAX's `extract(mask, x, size, fill_value)`).
+    ///
+    /// # Panics
+    ///
+    /// When the shapes of `self` and `mask` do not broadcast.
     #[track_caller]
     pub fn masked_select(&self, mask: &Tensor, size: usize, fill: impl Into<Scalar>) -> Tensor {
         let shape = broadcast_shapes("masked_select", &[self.shape(), mask.shape()]);

@@ -93,15 +93,28 @@ pub(crate) fn normalize_axis(op: &str, axis: isize, shape: &[usize]) -> usize {
 /// that insert an axis, like `unsqueeze` and `stack`).
 #[track_caller]
 pub(crate) fn normalize_axis_in(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usize {
+    match axis_in(op, axis, ndim, shape) {
+        Ok(a) => a,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The axis `axis` names among `ndim` axes, or the message [`normalize_axis_in`] panics with.
+pub(crate) fn axis_in(
+    op: &str,
+    axis: isize,
+    ndim: usize,
+    shape: &[usize],
+) -> Result<usize, String> {
     let resolved = if axis < 0 { axis + ndim as isize } else { axis };
     if resolved < 0 || resolved >= ndim as isize {
-        panic!(
+        return Err(format!(
             "{op}: axis {axis} is out of range for shape {shape:?} (valid axes are {} to {})",
             -(ndim as isize),
             ndim as isize - 1
-        );
+        ));
     }
-    resolved as usize
+    Ok(resolved as usize)
 }
 
 /// Distinct axes, normalized and sorted; panics on an axis out of range or named twice.
@@ -148,15 +161,20 @@ pub(crate) fn addressable(op: &str, shape: &[usize]) -> Result<usize, String> {
 #[track_caller]
 pub(crate) fn broadcast_shapes(op: &str, shapes: &[Shape]) -> Shape {
     let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
-    match broadcast(&refs) {
-        Some(s) => {
-            require_addressable(op, &s);
-            s
-        }
-        None => panic!(
+    match try_broadcast(op, &refs) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The NumPy broadcast of `shapes`, or the message [`broadcast_shapes`] panics with.
+pub(crate) fn try_broadcast(op: &str, shapes: &[&[usize]]) -> Result<Shape, String> {
+    match broadcast(shapes) {
+        Some(s) => addressable(op, &s).map(|_| s),
+        None => Err(format!(
             "{op}: shapes {} cannot broadcast",
             list_in_words(&shapes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>())
-        ),
+        )),
     }
 }
 

@@ -22,10 +22,8 @@ use std::sync::Arc;
 pub const INDEX_DTYPE: DType = DType::I32;
 
 impl Tensor {
-    /// A tensor of `shape` holding `data` in row-major order. The vector becomes the
-    /// tensor's memory (no copy; CPU kernels read it in place, as for [`Tensor::from_ndarray`]).
-    /// Panics when `data` does not fill `shape` exactly; [`Tensor::try_from_vec`] returns the
-    /// error instead.
+    /// A tensor of `shape` holding `data` in row-major order. The vector becomes the tensor's
+    /// memory (no copy; CPU kernels read it in place, as for [`Tensor::from_ndarray`]).
     ///
     /// ```
     /// # use tensor_core::{DType, Tensor};
@@ -33,6 +31,11 @@ impl Tensor {
     /// assert_eq!((x.shape(), x.dtype()), (vec![2, 2], DType::F32));
     /// assert!(Tensor::try_from_vec(vec![1.0f32, 2.0, 3.0], &[2, 2]).is_err());
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `data` does not fill `shape` exactly; [`Tensor::try_from_vec`] returns the error
+    /// instead.
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
         match Tensor::try_from_vec(data, shape) {
@@ -57,15 +60,21 @@ impl Tensor {
         Ok(host_buffer(storage, numel, T::DTYPE, shape))
     }
 
-    /// A tensor of `shape` holding a copy of `data` in row-major order. Panics when `data`
-    /// does not fill `shape` (see [`Tensor::try_from_vec`]).
+    /// A tensor of `shape` holding a copy of `data` in row-major order.
+    ///
+    /// # Panics
+    ///
+    /// Panics when `data` does not fill `shape` (see [`Tensor::try_from_vec`]).
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
         Tensor::from_vec(data.to_vec(), shape)
     }
 
-    /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`). Panics when
-    /// `values` does not fill `shape`.
+    /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).
+    ///
+    /// # Panics
+    ///
+    /// Panics when `values` does not fill `shape`.
     #[track_caller]
     pub fn from_scalars(values: &[Scalar], dtype: DType, shape: &[usize]) -> Tensor {
         let numel = require_addressable("from_scalars", shape);
@@ -84,6 +93,10 @@ impl Tensor {
 
     /// A tensor of `shape` and `dtype` over `bytes` (row-major, little-endian), as a host
     /// function's result comes back.
+    ///
+    /// # Panics
+    ///
+    /// When `bytes` does not hold exactly the elements of `dtype` and `shape`.
     #[track_caller]
     pub fn from_bytes(bytes: Vec<u8>, dtype: DType, shape: &[usize]) -> Tensor {
         let numel = require_addressable("from_bytes", shape);
@@ -146,9 +159,8 @@ impl Tensor {
         Tensor::from_uop(UOp::constant(value.to_scalar(), T::DTYPE))
     }
 
-    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`), as
-    /// NumPy's `full(shape, value, dtype=)`; a constant, never a buffer. Panics on a negative
-    /// size.
+    /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`), as NumPy's
+    /// `full(shape, value, dtype=)`; a constant, never a buffer.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -156,19 +168,31 @@ impl Tensor {
     /// assert_eq!(evaluate(&x.uop()).to_vec::<i16>(), vec![7; 4]);
     /// assert_eq!(Tensor::zeros(&[3], DType::F32).ones_like().dtype(), DType::F32);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on a negative size.
     #[track_caller]
     pub fn full<D: Dims + ?Sized>(shape: &D, value: impl Into<Scalar>, dtype: DType) -> Tensor {
         let shape = sizes("full", shape);
         Tensor::from_uop(const_uop(value.into(), dtype, &shape))
     }
 
-    /// A tensor of `shape` and `dtype` filled with zeros. Panics on a negative size.
+    /// A tensor of `shape` and `dtype` filled with zeros.
+    ///
+    /// # Panics
+    ///
+    /// Panics on a negative size.
     #[track_caller]
     pub fn zeros<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
         Tensor::full(shape, 0, dtype)
     }
 
-    /// A tensor of `shape` and `dtype` filled with ones. Panics on a negative size.
+    /// A tensor of `shape` and `dtype` filled with ones.
+    ///
+    /// # Panics
+    ///
+    /// Panics on a negative size.
     #[track_caller]
     pub fn ones<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
         Tensor::full(shape, 1, dtype)
@@ -192,9 +216,8 @@ impl Tensor {
     /// Evenly spaced values in `[start, stop)`, as NumPy's `arange`: `arange(stop)`,
     /// `arange((start, stop))` or `arange((start, stop, step))`, with an optional `DType` last
     /// (`arange((0, 10, 2, DType::F32))`; see [`ArangeArgs`]). Without one the dtype is the
-    /// arguments' Rust type (an unsuffixed integer is `i32`, an unsuffixed float `f64`, a
-    /// `usize` stop `i32`, or `i64` when `stop - 1` does not fit an `i32`). Panics on a zero or
-    /// non-finite step and on more elements than a tensor may hold.
+    /// arguments' Rust type (an unsuffixed integer is `i32`, an unsuffixed float `f64`, a `usize`
+    /// stop `i32`, or `i64` when `stop - 1` does not fit an `i32`).
     ///
     /// ```
     /// # use tensor_core::{DType, Tensor, interp::evaluate};
@@ -205,6 +228,10 @@ impl Tensor {
     /// let x = Tensor::arange((0, 1, 0.25, DType::F32));                  // dtype=np.float32
     /// assert_eq!(evaluate(&x.uop()).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on a zero or non-finite step and on more elements than a tensor may hold.
     #[track_caller]
     pub fn arange(args: impl ArangeArgs) -> Tensor {
         let form = args.into_arange();
@@ -221,15 +248,19 @@ impl Tensor {
     }
 
     /// `num` evenly spaced values from `start` to `stop` inclusive, in `dtype`, as NumPy's
-    /// `linspace(start, stop, num, dtype=)`: value `i` is `start + i * (stop - start) / (num -
-    /// 1)` computed in `f64` and rounded once to `dtype` (floored for integers, as NumPy), the
-    /// last one exactly `stop`. Panics when `num` is more than a tensor may hold.
+    /// `linspace(start, stop, num, dtype=)`: value `i` is `start + i * (stop - start) / (num - 1)`
+    /// computed in `f64` and rounded once to `dtype` (floored for integers, as NumPy), the last one
+    /// exactly `stop`.
     ///
     /// ```
     /// # use tensor_core::{DType, Tensor, interp::evaluate};
     /// let x = Tensor::linspace(0.0, 1.0, 5, DType::F32);
     /// assert_eq!(evaluate(&x.uop()).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `num` is more than a tensor may hold.
     #[track_caller]
     pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Tensor {
         require_addressable("linspace", &[num]);
@@ -246,14 +277,17 @@ impl Tensor {
         values.floor().cast(dtype)
     }
 
-    /// The `n x n` identity matrix in `dtype` (NumPy's `eye(n, dtype=)`). Panics when `n * n`
-    /// is more than a tensor may hold.
+    /// The `n x n` identity matrix in `dtype` (NumPy's `eye(n, dtype=)`).
     ///
     /// ```
     /// # use tensor_core::{DType, Tensor, interp::evaluate};
     /// let i = Tensor::eye(2, DType::I32);
     /// assert_eq!(evaluate(&i.uop()).to_vec::<i32>(), vec![1, 0, 0, 1]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `n * n` is more than a tensor may hold.
     #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Tensor {
         require_addressable("eye", &[n, n]);
@@ -261,7 +295,7 @@ impl Tensor {
     }
 
     /// The upper triangle of the last two axes: elements with `col - row >= k` kept, the others
-    /// zero (NumPy's `triu(x, k)`). Panics for fewer than two axes.
+    /// zero (NumPy's `triu(x, k)`).
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -269,13 +303,21 @@ impl Tensor {
     /// assert_eq!(evaluate(&x.triu(0).uop()).to_vec::<i32>(), vec![1, 2, 3, 0, 5, 6, 0, 0, 9]);
     /// assert_eq!(evaluate(&x.tril(-1).uop()).to_vec::<i32>(), vec![0, 0, 0, 4, 0, 0, 7, 8, 0]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics for fewer than two axes.
     #[track_caller]
     pub fn triu(&self, k: i64) -> Tensor {
         self.keep_triangle("triu", k, true)
     }
 
     /// The lower triangle of the last two axes: elements with `col - row <= k` kept, the others
-    /// zero (NumPy's `tril(x, k)`). Panics for fewer than two axes.
+    /// zero (NumPy's `tril(x, k)`).
+    ///
+    /// # Panics
+    ///
+    /// Panics for fewer than two axes.
     #[track_caller]
     pub fn tril(&self, k: i64) -> Tensor {
         self.keep_triangle("tril", k, false)

@@ -11,14 +11,18 @@ use super::reduce::{accumulate_dtype, accumulated_reduce};
 use crate::uop::{DType, ReduceOp, Scalar, UOp};
 
 impl Tensor {
-    /// Running sums along `axis` (`out[i] = x[0] + ... + x[i]`); bools and narrow ints
-    /// accumulate in `i32` as `sum` does. Panics on an axis out of range.
+    /// Running sums along `axis` (`out[i] = x[0] + ... + x[i]`); bools and narrow ints accumulate
+    /// in `i32` as `sum` does.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
     /// let x = Tensor::from_vec(vec![1, 2, 3], &[3]);
     /// assert_eq!(evaluate(&x.cumsum(0).uop()).to_vec::<i32>(), vec![1, 3, 6]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn cumsum(&self, axis: isize) -> Tensor {
         let shape = self.shape();
@@ -39,8 +43,12 @@ impl Tensor {
 }
 
 impl Tensor {
-    /// Running products along `axis`; bools and narrow ints accumulate in `i32`. The gradient
-    /// is exact where the input has zeros. Panics on an axis out of range.
+    /// Running products along `axis`; bools and narrow ints accumulate in `i32`. The gradient is
+    /// exact where the input has zeros.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn cumprod(&self, axis: isize) -> Tensor {
         let x = self.cast(accumulate_dtype(self.dtype()));
@@ -50,9 +58,12 @@ impl Tensor {
         })
     }
 
-    /// Running maxima along `axis` and the index (`i64`) where each was found: the last
-    /// position of the maximum so far, a NaN being larger than everything (as PyTorch's
-    /// `cummax`). Panics on an axis out of range.
+    /// Running maxima along `axis` and the index (`i64`) where each was found: the last position of
+    /// the maximum so far, a NaN being larger than everything (as PyTorch's `cummax`).
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
         let values = self.along_last("cummax", axis, |x| {
@@ -66,7 +77,11 @@ impl Tensor {
     }
 
     /// Running minima along `axis` and the (last) index of each, as [`Tensor::cummax`] of the
-    /// order-reversed values. Panics on an axis out of range.
+    /// order-reversed values.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn cummin(&self, axis: isize) -> (Tensor, Tensor) {
         let reversed = reverse_order(self);
@@ -74,8 +89,12 @@ impl Tensor {
         (reverse_order(&values), indices)
     }
 
-    /// `log(cumsum(exp(x)))` along `axis` without overflow: each prefix is shifted by its
-    /// (finite) maximum first. In the float type. Panics on an axis out of range.
+    /// `log(cumsum(exp(x)))` along `axis` without overflow: each prefix is shifted by its (finite)
+    /// maximum first. In the float type.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {
         let x = self.cast(self.dtype().to_float());

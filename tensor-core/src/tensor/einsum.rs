@@ -12,10 +12,8 @@ type Subscripts = Vec<char>;
 impl Tensor {
     /// `einsum(spec, &[&a, &b])` as `np.einsum(spec, a, b)`: `"ij,jk->ik"` (matmul),
     /// `"bij,bjk->bik"`, `"i,i->"` (dot), `"i,j->ij"` (outer), `"ij->ji"`, `"ii->"` (trace),
-    /// `"ij->"`, and without `->` the implicit output (the subscripts used once, sorted).
-    /// Operands promote as for `*`. Panics on a malformed spec (with `...`, which is not
-    /// supported, among them), on a subscript count that does not match an operand's rank,
-    /// and on one subscript bound to two sizes.
+    /// `"ij->"`, and without `->` the implicit output (the subscripts used once, sorted). Operands
+    /// promote as for `*`.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -25,6 +23,11 @@ impl Tensor {
     /// assert_eq!(evaluate(&c.uop()).to_vec::<i32>(), vec![19, 22, 43, 50]);
     /// assert_eq!(evaluate(&Tensor::einsum("ii", &[&a]).uop()).to_vec::<i32>(), vec![5]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on a malformed spec (with `...`, which is not supported, among them), on a subscript
+    /// count that does not match an operand's rank, and on one subscript bound to two sizes.
     #[track_caller]
     pub fn einsum(spec: &str, operands: &[&Tensor]) -> Tensor {
         let (inputs, output) = parse(spec, operands.len());

@@ -126,6 +126,9 @@ impl Tensor {
     }
 
     /// `self + other` (logical or for two bool operands).
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn add(&self, other: impl Into<Operand>) -> Tensor {
@@ -138,8 +141,11 @@ impl Tensor {
         Tensor::from_uop(UOp::alu(op, vec![a, b]))
     }
 
-    /// `self - other` as `Add(a, Mul(b, -1))`. Panics for bools, as NumPy does.
-    /// Panics when the shapes do not broadcast.
+    /// `self - other` as `Add(a, Mul(b, -1))`.
+    ///
+    /// # Panics
+    ///
+    /// Panics for bools, as NumPy does. Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn sub(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("sub", other);
@@ -148,6 +154,9 @@ impl Tensor {
     }
 
     /// `self * other` (logical and for two bool operands).
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn mul(&self, other: impl Into<Operand>) -> Tensor {
@@ -163,6 +172,9 @@ impl Tensor {
     /// True division `self / other`, correctly rounded (IEEE `a / b`: tinyspec's `Div` with its
     /// stated semantics, kept as one op rather than `Mul(a, Recip(b))`, which is up to 1 ulp off
     /// and overflows for tiny divisors); ints and bools divide in `f32`.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn div(&self, other: impl Into<Operand>) -> Tensor {
@@ -175,6 +187,9 @@ impl Tensor {
     /// Division rounded toward negative infinity, as NumPy's `//`: integers use `Idiv` (which
     /// truncates) corrected by one where the remainder and divisor differ in sign; floats
     /// floor `a / b`.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn floor_div(&self, other: impl Into<Operand>) -> Tensor {
@@ -193,6 +208,9 @@ impl Tensor {
     }
 
     /// The remainder with the sign of the divisor, as NumPy's `%`: `a - floor_div(a, b) * b`.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn remainder(&self, other: impl Into<Operand>) -> Tensor {
@@ -211,6 +229,9 @@ impl Tensor {
     }
 
     /// The elementwise maximum (`Max`; logical or for bools).
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn maximum(&self, other: impl Into<Operand>) -> Tensor {
@@ -218,8 +239,11 @@ impl Tensor {
         Tensor::from_uop(max_uop(&a, &b))
     }
 
-    /// The elementwise minimum: `-max(-a, -b)` for floats, `~max(~a, ~b)` for integers
-    /// (complement reverses the order without overflow), logical and for bools.
+    /// The elementwise minimum: `-max(-a, -b)` for floats, `~max(~a, ~b)` for integers (complement
+    /// reverses the order without overflow), logical and for bools.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn minimum(&self, other: impl Into<Operand>) -> Tensor {
@@ -228,18 +252,24 @@ impl Tensor {
     }
 
     /// `self` limited to `[lo, hi]`: `minimum(maximum(self, lo), hi)`.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn clamp(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
         self.maximum(lo).minimum(hi)
     }
 
-    /// `self ** exponent`. Small constant exponents become products, `sqrt` or `recip`;
-    /// otherwise `Exp2(b * Log2|a|)` with NumPy's sign for negative bases (negative for odd
-    /// integer exponents, NaN for fractional ones) and `x ** 0 == 1`. Integer tensors with a
-    /// non-negative integer scalar exponent stay integers; other integer powers round the
-    /// float result back. Panics for a negative integer scalar exponent on an integer tensor.
-    /// Panics when the shapes do not broadcast or the operands are bools.
+    /// `self ** exponent`. Small constant exponents become products, `sqrt` or `recip`; otherwise
+    /// `Exp2(b * Log2|a|)` with NumPy's sign for negative bases (negative for odd integer
+    /// exponents, NaN for fractional ones) and `x ** 0 == 1`. Integer tensors with a non-negative
+    /// integer scalar exponent stay integers; other integer powers round the float result back.
+    ///
+    /// # Panics
+    ///
+    /// Panics for a negative integer scalar exponent on an integer tensor. Panics when the shapes
+    /// do not broadcast or the operands are bools.
     #[track_caller]
     pub fn pow(&self, exponent: impl Into<Operand>) -> Tensor {
         let exponent = exponent.into();
@@ -319,6 +349,9 @@ impl Tensor {
     }
 
     /// `self < other` (bool).
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn lt(&self, other: impl Into<Operand>) -> Tensor {
@@ -327,6 +360,9 @@ impl Tensor {
     }
 
     /// `self > other` as `CmpLt(b, a)`.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn gt(&self, other: impl Into<Operand>) -> Tensor {
@@ -336,6 +372,9 @@ impl Tensor {
 
     /// `self >= other`: `CmpNe(CmpLt(a, b), true)` for integers; for floats
     /// `Or(CmpLt(b, a), a == b)`, which is false when either side is NaN, as IEEE and NumPy say.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn ge(&self, other: impl Into<Operand>) -> Tensor {
@@ -345,6 +384,9 @@ impl Tensor {
 
     /// `self <= other`: `CmpNe(CmpLt(b, a), true)` for integers, NaN-aware for floats (see
     /// [`Tensor::ge`]).
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn le(&self, other: impl Into<Operand>) -> Tensor {
@@ -353,6 +395,9 @@ impl Tensor {
     }
 
     /// `self == other` as `CmpNe(CmpNe(a, b), true)`.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn eq(&self, other: impl Into<Operand>) -> Tensor {
@@ -361,6 +406,9 @@ impl Tensor {
     }
 
     /// `self != other` (bool).
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn ne(&self, other: impl Into<Operand>) -> Tensor {
@@ -368,9 +416,8 @@ impl Tensor {
         Tensor::from_uop(ne_uop(&a, &b))
     }
 
-    /// `a` where `self` is true, else `b`, all three broadcast together. A non-bool condition
-    /// means "non-zero", as in NumPy; `a` and `b` meet at one dtype. Panics when the shapes do
-    /// not broadcast.
+    /// `a` where `self` is true, else `b`, all three broadcast together. A non-bool condition means
+    /// "non-zero", as in NumPy; `a` and `b` meet at one dtype.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -378,6 +425,10 @@ impl Tensor {
     /// let relu = x.gt(0).where_(&x, 0);                      // np.where(x > 0, x, 0)
     /// assert_eq!(evaluate(&relu.uop()).to_vec::<i32>(), vec![0, 2, 0]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
         let branches = [a.into(), b.into()];
@@ -391,19 +442,31 @@ impl Tensor {
         Tensor::from_uop(where_uop(&cond, &a, &b))
     }
 
-    /// Bitwise and of integers (logical and of bools). Panics for floats.
+    /// Bitwise and of integers (logical and of bools).
+    ///
+    /// # Panics
+    ///
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_and(&self, other: impl Into<Operand>) -> Tensor {
         self.bitwise("bitwise_and", Op::And, other)
     }
 
-    /// Bitwise or of integers (logical or of bools). Panics for floats.
+    /// Bitwise or of integers (logical or of bools).
+    ///
+    /// # Panics
+    ///
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_or(&self, other: impl Into<Operand>) -> Tensor {
         self.bitwise("bitwise_or", Op::Or, other)
     }
 
-    /// Bitwise exclusive or of integers (logical xor of bools). Panics for floats.
+    /// Bitwise exclusive or of integers (logical xor of bools).
+    ///
+    /// # Panics
+    ///
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_xor(&self, other: impl Into<Operand>) -> Tensor {
         self.bitwise("bitwise_xor", Op::Xor, other)
@@ -428,8 +491,11 @@ impl Tensor {
         Tensor::from_uop(UOp::alu(op, vec![a, b]))
     }
 
-    /// Bitwise complement of integers (`Xor` with all ones), logical not of bools. Panics for
-    /// floats.
+    /// Bitwise complement of integers (`Xor` with all ones), logical not of bools.
+    ///
+    /// # Panics
+    ///
+    /// Panics for floats.
     #[track_caller]
     pub fn bitwise_not(&self) -> Tensor {
         let u = self.uop();
@@ -449,6 +515,9 @@ impl Tensor {
     }
 
     /// `self && other` for truth values (non-zero is true); bool.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn logical_and(&self, other: impl Into<Operand>) -> Tensor {
@@ -458,6 +527,9 @@ impl Tensor {
     }
 
     /// `self || other` for truth values (non-zero is true); bool.
+    ///
+    /// # Panics
+    ///
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn logical_or(&self, other: impl Into<Operand>) -> Tensor {
@@ -466,7 +538,11 @@ impl Tensor {
         Tensor::from_uop(UOp::alu(Op::Or, vec![a, b]))
     }
 
-    /// `-self` as `Mul(x, -1)` (wrapping for unsigned ints). Panics for bools.
+    /// `-self` as `Mul(x, -1)` (wrapping for unsigned ints).
+    ///
+    /// # Panics
+    ///
+    /// Panics for bools.
     #[track_caller]
     pub fn neg(&self) -> Tensor {
         self.require_number("neg", self.dtype());

@@ -50,6 +50,10 @@ impl Tensor {
 
     /// The magnitude of `self` with the sign bit of `sign` (C's `copysign`; sees `-0.0`), in
     /// the float type both meet at. Its gradient flows to `self` only.
+    ///
+    /// # Panics
+    ///
+    /// When the shapes do not broadcast.
     #[track_caller]
     pub fn copysign(&self, sign: impl Into<Operand>) -> Tensor {
         let sign = match sign.into() {
@@ -102,6 +106,10 @@ impl Tensor {
     /// The angle of the point `(other, self)`: C's `atan2(y = self, x = other)`, in
     /// `[-π, π]`, with its table of signed zeros and infinities (`atan2(±0, -0) = ±π`,
     /// `atan2(±inf, -inf) = ±3π/4`, ...).
+    ///
+    /// # Panics
+    ///
+    /// When the shapes do not broadcast.
     #[track_caller]
     pub fn atan2(&self, other: impl Into<Operand>) -> Tensor {
         let other = match other.into() {
@@ -163,6 +171,10 @@ impl Tensor {
     /// C's `fmod`: the remainder of `self / other` with the sign of `self` (NumPy's `fmod`,
     /// PyTorch's `fmod`), exact for floats (tinyspec's float `Mod`); integers truncate, and an
     /// integer remainder by zero is 0.
+    ///
+    /// # Panics
+    ///
+    /// When the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn fmod(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("fmod", other);
@@ -172,6 +184,10 @@ impl Tensor {
 
     /// `log(e^a + e^b)` without overflow: `max(a, b) + log(1 + e^-|a-b|)`, and `a + ln 2`
     /// where `a == b` (so `logaddexp(-inf, -inf) = -inf`, and the gradient splits evenly).
+    ///
+    /// # Panics
+    ///
+    /// When the shapes do not broadcast.
     #[track_caller]
     pub fn logaddexp(&self, other: impl Into<Operand>) -> Tensor {
         let (a, b) = self.binary_operands("logaddexp", other);
@@ -218,6 +234,10 @@ impl Tensor {
     /// NumPy's `isclose`: `|a - b| <= atol + rtol |b|` where both are finite, `a == b`
     /// otherwise (equal infinities), and NaN matching NaN when `equal_nan`. Compared in the
     /// float type both meet at.
+    ///
+    /// # Panics
+    ///
+    /// When the shapes do not broadcast.
     #[track_caller]
     pub fn isclose(
         &self,
@@ -242,6 +262,10 @@ impl Tensor {
     }
 
     /// True (a 0-d bool) when every element is [`Tensor::isclose`] to `other`.
+    ///
+    /// # Panics
+    ///
+    /// When the shapes do not broadcast.
     #[track_caller]
     pub fn allclose(
         &self,
@@ -255,17 +279,24 @@ impl Tensor {
         close.all(&axes, false)
     }
 
-    /// `self << amount` on integers (NumPy's `left_shift`); a shift by a negative amount or by
-    /// the width or more gives 0. Panics for floats.
+    /// `self << amount` on integers (NumPy's `left_shift`); a shift by a negative amount or by the
+    /// width or more gives 0.
+    ///
+    /// # Panics
+    ///
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn shl(&self, amount: impl Into<Operand>) -> Tensor {
         self.shift("shl", Op::Shl, amount)
     }
 
-    /// `self >> amount` on integers (NumPy's `right_shift`): arithmetic for signed types,
-    /// logical for unsigned; past the width (or by a negative amount) a signed value becomes
-    /// its sign fill (`-1` or `0`) and an unsigned one 0, as in NumPy and PyTorch. Panics for
-    /// floats.
+    /// `self >> amount` on integers (NumPy's `right_shift`): arithmetic for signed types, logical
+    /// for unsigned; past the width (or by a negative amount) a signed value becomes its sign fill
+    /// (`-1` or `0`) and an unsigned one 0, as in NumPy and PyTorch.
+    ///
+    /// # Panics
+    ///
+    /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn shr(&self, amount: impl Into<Operand>) -> Tensor {
         self.shift("shr", Op::Shr, amount)
@@ -294,6 +325,10 @@ impl Tensor {
 
     /// The same bits read as `dtype`, which must have the element size of this tensor's dtype
     /// (`f32` <-> `i32`/`u32`, `f16` <-> `i16`, ...). Bools cannot be bitcast.
+    ///
+    /// # Panics
+    ///
+    /// When either dtype is `bool` or the two element sizes differ.
     #[track_caller]
     pub fn bitcast(&self, dtype: DType) -> Tensor {
         let from = self.dtype();

@@ -8,17 +8,17 @@
 
 use super::Tensor;
 use super::broadcast::{
-    broadcast_uop, cast_uop, const_uop, normalize_axis, normalize_axis_in, require_addressable,
+    addressable, axis_in, broadcast_uop, cast_uop, const_uop, normalize_axis, require_addressable,
 };
 use super::create::{INDEX_DTYPE, arange_uop};
 use super::elementwise::{add_uop, eq_uop, lt_uop, where_uop};
+use super::error::ShapeError;
 use super::reduce::reduce_uop;
 use crate::uop::{DType, Op, ReduceOp, Scalar, Shape, UOp};
 
 impl Tensor {
     /// The tensors joined along the existing axis `axis` (NumPy's `concatenate`); every other
-    /// axis must match. Dtypes promote to one. Panics on an empty list, an axis out of range
-    /// or shapes that differ off `axis`.
+    /// axis must match. Dtypes promote to one.
     ///
     /// ```
     /// # use tensor_core::Tensor;
@@ -26,84 +26,110 @@ impl Tensor {
     /// assert_eq!(Tensor::cat(&[a.clone(), a.clone()], 0).shape(), vec![4, 3]);
     /// assert_eq!(Tensor::stack(&[a.clone(), a], -1).shape(), vec![2, 3, 2]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// On an empty list, 0-d tensors, an axis out of range, shapes that differ off `axis` or a
+    /// result with more elements than a tensor may hold; [`Tensor::try_cat`] returns the error.
     #[track_caller]
     pub fn cat(tensors: &[Tensor], axis: isize) -> Tensor {
-        let first = match tensors.first() {
-            Some(t) => t.shape(),
-            None => panic!("cat: needs at least one tensor"),
-        };
-        if first.is_empty() {
-            panic!("cat: 0-d tensors have no axis to join along (use stack)");
+        match Tensor::try_cat(tensors, axis) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
         }
-        let ax = normalize_axis("cat", axis, &first);
-        for t in &tensors[1..] {
-            let s = t.shape();
-            let fits = s.len() == first.len()
-                && s.iter()
-                    .zip(&first)
-                    .enumerate()
-                    .all(|(i, (a, b))| i == ax || a == b);
-            if !fits {
-                panic!("cat: shapes {first:?} and {s:?} differ outside axis {axis}");
-            }
-        }
+    }
+
+    /// [`Tensor::cat`], with tensors that cannot be joined as an error instead of a panic (the
+    /// message is the one `cat` panics with).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType};
+    /// let (a, b) = (Tensor::zeros(&[2, 3], DType::F32), Tensor::zeros(&[2, 4], DType::F32));
+    /// assert_eq!(Tensor::try_cat(&[a.clone(), b.clone()], 1).unwrap().shape(), vec![2, 7]);
+    /// let err = Tensor::try_cat(&[a, b], 0).unwrap_err();
+    /// assert_eq!(err.message, "cat: shapes [2, 3] and [2, 4] differ outside axis 0");
+    /// ```
+    pub fn try_cat(tensors: &[Tensor], axis: isize) -> Result<Tensor, ShapeError> {
+        let (ax, total) = cat_axis(tensors, axis).map_err(|m| ShapeError::new("cat", m))?;
         let dtype = tensors
             .iter()
             .map(Tensor::dtype)
-            .reduce(DType::promote)
-            .expect("non-empty");
-        if tensors.len() == 1 {
-            return tensors[0].cast(dtype);
+            .fold(DType::Bool, DType::promote);
+        if let [only] = tensors {
+            return Ok(only.cast(dtype));
         }
-        let total = tensors
-            .iter()
-            .try_fold(0usize, |n, t| n.checked_add(t.shape()[ax]))
-            .unwrap_or(usize::MAX);
-        let mut joined_shape = first.clone();
-        joined_shape[ax] = total;
-        require_addressable("cat", &joined_shape);
+        let ndim = tensors[0].ndim();
         let mut offset = 0;
-        let mut joined: Option<UOp> = None;
-        for t in tensors {
+        let mut place = |t: &Tensor| {
             let len = t.shape()[ax];
-            let mut begins = vec![0; first.len()];
-            let mut ends = vec![0; first.len()];
+            let (mut begins, mut ends) = (vec![0; ndim], vec![0; ndim]);
             begins[ax] = offset;
             ends[ax] = total - offset - len;
             offset += len;
-            let placed = cast_uop(&t.uop(), dtype).pad(&begins, &ends);
-            joined = Some(match joined {
-                None => placed,
-                Some(acc) if dtype == DType::Bool => UOp::alu(Op::Or, vec![acc, placed]),
-                Some(acc) => add_uop(&acc, &placed),
-            });
-        }
-        Tensor::from_uop(joined.expect("at least two parts"))
+            cast_uop(&t.uop(), dtype).pad(&begins, &ends)
+        };
+        let first = place(&tensors[0]);
+        let joined = tensors[1..].iter().fold(first, |acc, t| match dtype {
+            DType::Bool => UOp::alu(Op::Or, vec![acc, place(t)]),
+            _ => add_uop(&acc, &place(t)),
+        });
+        Ok(Tensor::from_uop(joined))
     }
 
-    /// The tensors (all of one shape) joined along a new axis `axis` of the result. Panics on
-    /// an empty list, shapes that differ or an axis out of range.
+    /// The tensors (all of one shape) joined along a new axis `axis` of the result (NumPy's
+    /// `stack`).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let (a, b) = (Tensor::from_vec(vec![1, 2], &[2]), Tensor::from_vec(vec![3, 4], &[2]));
+    /// let s = Tensor::stack(&[a, b], 1);
+    /// assert_eq!(s.shape(), vec![2, 2]);
+    /// assert_eq!(evaluate(&s.uop()).to_vec::<i32>(), vec![1, 3, 2, 4]);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// On an empty list, shapes that differ or an axis out of range; [`Tensor::try_stack`]
+    /// returns the error.
     #[track_caller]
     pub fn stack(tensors: &[Tensor], axis: isize) -> Tensor {
-        let first = match tensors.first() {
-            Some(t) => t.shape(),
-            None => panic!("stack: needs at least one tensor"),
-        };
-        for t in &tensors[1..] {
-            if t.shape() != first {
-                panic!("stack: shapes {first:?} and {:?} differ", t.shape());
-            }
+        match Tensor::try_stack(tensors, axis) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
         }
-        let ax = normalize_axis_in("stack", axis, first.len() + 1, &first) as isize;
-        let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(ax)).collect();
-        Tensor::cat(&parts, ax)
     }
 
-    /// PyTorch's `gather`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis`.
-    /// The index shape is the output shape: `index` has as many axes as `self`, and on every
-    /// other axis it may be shorter than `self` (the leading part of `self` is read) but not
-    /// longer. For NumPy's broadcasting rule use [`Tensor::take_along_axis`]. Panics on a
-    /// non-integer index, a rank mismatch or an index axis longer than the input's.
+    /// [`Tensor::stack`], with tensors that cannot be stacked as an error instead of a panic
+    /// (the message is the one `stack` panics with).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType};
+    /// let (a, b) = (Tensor::zeros(&[2], DType::F32), Tensor::zeros(&[3], DType::F32));
+    /// let err = Tensor::try_stack(&[a.clone(), b], 0).unwrap_err();
+    /// assert_eq!(err.message, "stack: shapes [2] and [3] differ");
+    /// assert!(Tensor::try_stack(&[a.clone(), a], 2).is_err()); // axes -2..=1 only
+    /// ```
+    pub fn try_stack(tensors: &[Tensor], axis: isize) -> Result<Tensor, ShapeError> {
+        let fail = |m: String| ShapeError::new("stack", m);
+        let first = match tensors.first() {
+            Some(t) => t.shape(),
+            None => return Err(fail("stack: needs at least one tensor".into())),
+        };
+        if let Some(t) = tensors[1..].iter().find(|t| t.shape() != first) {
+            return Err(fail(format!(
+                "stack: shapes {first:?} and {:?} differ",
+                t.shape()
+            )));
+        }
+        let ax = axis_in("stack", axis, first.len() + 1, &first).map_err(fail)? as isize;
+        let parts: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(ax)).collect();
+        Tensor::try_cat(&parts, ax)
+    }
+
+    /// PyTorch's `gather`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis`. The
+    /// index shape is the output shape: `index` has as many axes as `self`, and on every other axis
+    /// it may be shorter than `self` (the leading part of `self` is read) but not longer. For
+    /// NumPy's broadcasting rule use [`Tensor::take_along_axis`].
     ///
     /// The three ways to pick along one axis, each under its library's name and argument
     /// order:
@@ -125,6 +151,10 @@ impl Tensor {
     /// let rows = x.take(&Tensor::from_vec(vec![1, 1, 0], &[3]), 0); // np.take(x, [1, 1, 0], 0)
     /// assert_eq!(rows.shape(), vec![3, 3]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on a non-integer index, a rank mismatch or an index axis longer than the input's.
     #[track_caller]
     pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
         let (s, i) = (self.shape(), index.shape());
@@ -147,11 +177,15 @@ impl Tensor {
         self.shrink(&bounds).take_along_axis(index, axis)
     }
 
-    /// NumPy's `take_along_axis`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along
-    /// `axis`, where `index` has as many axes as `self`, its other axes broadcast against
-    /// `self`'s, and the result has `index`'s size along `axis` (compared with `gather` and
-    /// `take` at [`Tensor::gather`]). Panics on a non-integer index or shapes that do not
-    /// broadcast.
+    /// NumPy's `take_along_axis`: `out[.., j, ..] = self[.., index[.., j, ..], ..]` along `axis`,
+    /// where `index` has as many axes as `self`, its other axes broadcast against `self`'s, and the
+    /// result has `index`'s size along `axis` (compared with `gather` and `take` at
+    /// [`Tensor::gather`]).
+    ///
+    /// # Panics
+    ///
+    /// Panics on a non-integer index, an axis out of range, an index with another number of axes
+    /// or shapes that do not broadcast.
     #[track_caller]
     pub fn take_along_axis(&self, index: &Tensor, axis: isize) -> Tensor {
         let (s, i) = (self.shape(), index.shape());
@@ -186,10 +220,15 @@ impl Tensor {
         Tensor::from_uop(picked)
     }
 
-    /// NumPy's `take`: the slices of `self` along `axis` at each of `indices` (any shape),
-    /// so the result's shape is `self.shape[..axis] + indices.shape + self.shape[axis+1..]`.
-    /// An embedding lookup is `table.take(&tokens, 0)` (compared with `gather` and
-    /// `take_along_axis` at [`Tensor::gather`]). Panics on a non-integer index.
+    /// NumPy's `take`: the slices of `self` along `axis` at each of `indices` (any shape), so the
+    /// result's shape is `self.shape[..axis] + indices.shape + self.shape[axis+1..]`. An embedding
+    /// lookup is `table.take(&tokens, 0)` (compared with `gather` and `take_along_axis` at
+    /// [`Tensor::gather`]).
+    ///
+    /// # Panics
+    ///
+    /// Panics on a non-integer index, an axis out of range or a result with more elements than a
+    /// tensor may hold.
     #[track_caller]
     pub fn take(&self, indices: &Tensor, axis: isize) -> Tensor {
         let s = self.shape();
@@ -215,6 +254,11 @@ impl Tensor {
     /// src[.., j, ..]` (PyTorch's `scatter_add`, the adjoint of [`Tensor::gather`]), built as
     /// tinyspec's scatter_add: a one-hot mask times `src`, summed over `j`. `index` and `src`
     /// have one shape, equal to `self`'s outside `axis`; repeated indices accumulate.
+    ///
+    /// # Panics
+    ///
+    /// On an index that is not of an integer type, an index and a source of different shapes, an
+    /// axis out of range, or an index shape that differs from `self`'s outside `axis`.
     #[track_caller]
     pub fn scatter_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let (s, i) = (self.shape(), index.shape());
@@ -250,12 +294,21 @@ impl Tensor {
     /// The labels as one-hot rows: shape `self.shape + [num_classes]`, `i64` as in PyTorch,
     /// with a 1 where the last index equals the label (labels outside `0..num_classes` give a
     /// zero row). [`Tensor::one_hot_as`] chooses the dtype.
+    ///
+    /// # Panics
+    ///
+    /// As [`Tensor::one_hot_as`] does.
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
         self.one_hot_as(num_classes, DType::I64)
     }
 
     /// [`Tensor::one_hot`] with the result in `dtype` (`f32` for a target of a loss, say).
+    ///
+    /// # Panics
+    ///
+    /// When the labels are not of an integer type or the result would have more elements than a
+    /// tensor may hold.
     #[track_caller]
     pub fn one_hot_as(&self, num_classes: usize, dtype: DType) -> Tensor {
         require_int_index("one_hot", self);
@@ -348,4 +401,37 @@ fn select_and_sum(values: &UOp, idx: &UOp, positions: &UOp, full: &[usize], ax: 
         false,
     );
     cast_uop(&summed, dtype)
+}
+
+/// The axis `cat` joins along and the joined size, or the message `cat` panics with.
+fn cat_axis(tensors: &[Tensor], axis: isize) -> Result<(usize, usize), String> {
+    let first = match tensors.first() {
+        Some(t) => t.shape(),
+        None => return Err("cat: needs at least one tensor".into()),
+    };
+    if first.is_empty() {
+        return Err("cat: 0-d tensors have no axis to join along (use stack)".into());
+    }
+    let ax = axis_in("cat", axis, first.len(), &first)?;
+    for t in &tensors[1..] {
+        let s = t.shape();
+        let fits = s.len() == first.len()
+            && s.iter()
+                .zip(&first)
+                .enumerate()
+                .all(|(i, (a, b))| i == ax || a == b);
+        if !fits {
+            return Err(format!(
+                "cat: shapes {first:?} and {s:?} differ outside axis {axis}"
+            ));
+        }
+    }
+    let total = tensors
+        .iter()
+        .try_fold(0usize, |n, t| n.checked_add(t.shape()[ax]))
+        .unwrap_or(usize::MAX);
+    let mut joined = first;
+    joined[ax] = total;
+    addressable("cat", &joined)?;
+    Ok((ax, total))
 }

@@ -16,6 +16,7 @@ mod indexing;
 mod matmul;
 mod movement;
 mod nn;
+mod norms;
 mod operators;
 mod padding;
 mod pieces;
@@ -31,6 +32,7 @@ pub use advanced_index::Index;
 pub use broadcast::{Dims, IntoAxes, Operand};
 pub use create::{ArangeArgs, ArangeForm};
 pub use error::ShapeError;
+pub use norms::MatrixOrd;
 pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
 pub use updates::{At, ScatterReduce};
@@ -52,8 +54,48 @@ use std::sync::{Arc, RwLock};
 /// identity, a dtype the op does not take), with the op, the shapes and the caller's line.
 /// Nothing panics later: index values are data (an index out of range selects nothing) and
 /// faults of the runtime are `Result`s. Where a program may want to handle a mistake there is a
-/// fallible twin returning [`ShapeError`]: [`Tensor::try_from_vec`], [`Tensor::try_reshape`],
-/// [`Tensor::try_expand`].
+/// fallible twin returning [`ShapeError`] with the message its panicking form prints:
+/// [`Tensor::try_from_vec`], [`Tensor::try_reshape`], [`Tensor::try_expand`],
+/// [`Tensor::try_broadcast_to`], [`Tensor::try_matmul`], [`Tensor::try_cat`] and
+/// [`Tensor::try_stack`]; [`Tensor::broadcast_shapes`] checks the operands of any elementwise op
+/// up front. Every method that can panic says when in its `# Panics` section.
+///
+/// # Scalars on the left of an operator
+///
+/// On the right of `+ - * / %` any primitive number or `bool` works. On the left a scalar is an
+/// `f64` or an `i32`, the types unsuffixed literals take, so `2.0 - &x` and `1 - &x` work and a
+/// value of another type goes on the right, through `f64::from`, or in [`Tensor::scalar`]:
+///
+/// ```
+/// # use tensor_core::{Tensor, interp::evaluate};
+/// let x = Tensor::from_vec(vec![1.0f32, 1.75], &[2]);
+/// let v = 2.0f32;
+/// let y = (f64::from(v) - &x).sqrt() * 3u8; // np.sqrt(v - x) * 3
+/// assert_eq!(evaluate(&y.uop()).to_vec::<f32>(), vec![3.0, 1.5]);
+/// assert_eq!(evaluate(&(1 - &x).uop()).to_vec::<f32>(), vec![0.0, -0.75]);
+/// let y = Tensor::scalar(v) - &x; // a 0-d f32 tensor: promotes as a tensor, not a weak scalar
+/// assert_eq!(evaluate(&y.uop()).to_vec::<f32>(), vec![1.0, 0.25]);
+/// ```
+///
+/// A typed scalar of another type on the left does not compile:
+///
+/// ```compile_fail,E0277
+/// # use tensor_core::Tensor;
+/// let x = Tensor::from_vec(vec![0.25f32, 1.0], &[2]);
+/// let y = 2.0f32 - &x;
+/// ```
+///
+/// ```compile_fail,E0277
+/// # use tensor_core::Tensor;
+/// let x = Tensor::from_vec(vec![0.25f32, 1.0], &[2]);
+/// let y = 3u8 * &x; // `&x * 3u8` works
+/// ```
+///
+/// Implementing the operators for `f32` (or `u8`, ...) on the left too would make an unsuffixed
+/// literal there ambiguous, and Rust picks a literal's type only at the end of type checking:
+/// `2.0 - &x`, `2.0 - &x + 1.0` and `f(&(2.0 - &x))` would still compile, but a method call on
+/// the result, `(2.0 - &x).sqrt()` or `let y = 2.0 - &x; y.sqrt()`, would fail with E0282
+/// ("type annotations needed"), and that is the common form.
 ///
 /// Clones share one cell: when a runtime realizes a tensor it swaps the graph in that cell for
 /// the realized buffer, and every clone then reads the buffer instead of recomputing it.
@@ -77,6 +119,11 @@ impl Tensor {
 
     /// Points this tensor (and its clones) at another graph of the same value, shape and dtype:
     /// how a runtime installs a realized buffer.
+    ///
+    /// # Panics
+    ///
+    /// When `uop` has another shape or dtype than the current graph (a runtime bug, not a user's
+    /// mistake).
     #[track_caller]
     pub fn replace_uop(&self, uop: UOp) {
         let mut cell = self.cell.write().unwrap_or_else(|e| e.into_inner());

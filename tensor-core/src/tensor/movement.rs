@@ -5,7 +5,7 @@
 use super::Tensor;
 use super::broadcast::{
     Dims, IntoAxes, addressable, broadcast_uop, const_uop, normalize_axes, normalize_axis,
-    normalize_axis_in, require_addressable, resolve_axes,
+    normalize_axis_in, require_addressable, resolve_axes, try_broadcast,
 };
 use super::elementwise::where_uop;
 use super::error::ShapeError;
@@ -14,8 +14,6 @@ use crate::uop::{DType, Op, Scalar, Shape};
 
 impl Tensor {
     /// The same elements in row-major order under a new shape; one size may be `-1` (inferred).
-    /// Panics when the element counts differ, on more than one `-1` or on a negative size;
-    /// [`Tensor::try_reshape`] returns the error instead.
     ///
     /// ```
     /// # use tensor_core::Tensor;
@@ -23,6 +21,11 @@ impl Tensor {
     /// assert_eq!(x.reshape(&[2, -1]).shape(), vec![2, 3]);
     /// assert!(x.try_reshape(&[4, -1]).is_err());
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when the element counts differ, on more than one `-1` or on a negative size;
+    /// [`Tensor::try_reshape`] returns the error instead.
     #[track_caller]
     pub fn reshape<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
         match self.try_reshape(shape) {
@@ -43,7 +46,7 @@ impl Tensor {
     }
 
     /// The axes reordered: axis `i` of the result is axis `order[i]` of `self` (NumPy's
-    /// `transpose(x, order)`). Panics unless `order` names every axis once.
+    /// `transpose(x, order)`).
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -51,6 +54,10 @@ impl Tensor {
     /// assert_eq!(x.permute(&[2, 0, 1]).shape(), vec![4, 2, 3]);
     /// assert_eq!(x.transpose(0, -1).shape(), vec![4, 3, 2]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics unless `order` names every axis once.
     #[track_caller]
     pub fn permute<D: Dims + ?Sized>(&self, order: &D) -> Tensor {
         let shape = self.shape();
@@ -72,7 +79,11 @@ impl Tensor {
         Tensor::from_uop(self.uop().permute(&perm))
     }
 
-    /// Axes `a` and `b` swapped (NumPy's `swapaxes`). Panics on an axis out of range.
+    /// Axes `a` and `b` swapped (NumPy's `swapaxes`).
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
         let shape = self.shape();
@@ -85,9 +96,13 @@ impl Tensor {
         self.permute(&order)
     }
 
-    /// Broadcast to `shape` by NumPy's rules: leading axes may be added, size-1 axes are
-    /// stretched; `-1` keeps an existing axis's size. Panics when an axis is neither 1 nor the
-    /// target size, or the target has fewer axes; [`Tensor::try_expand`] returns the error.
+    /// Broadcast to `shape` by NumPy's rules: leading axes may be added, size-1 axes are stretched;
+    /// `-1` keeps an existing axis's size.
+    ///
+    /// # Panics
+    ///
+    /// Panics when an axis is neither 1 nor the target size, or the target has fewer axes;
+    /// [`Tensor::try_expand`] returns the error.
     #[track_caller]
     pub fn expand<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
         match self.try_expand(shape) {
@@ -98,51 +113,70 @@ impl Tensor {
 
     /// [`Tensor::expand`], with a shape it cannot broadcast to as an error instead of a panic.
     pub fn try_expand<D: Dims + ?Sized>(&self, shape: &D) -> Result<Tensor, ShapeError> {
-        let fail = |m: String| Err(ShapeError::new("expand", m));
-        let from = self.shape();
-        let dims = shape.to_dims();
-        if dims.len() < from.len() {
-            return fail(format!(
-                "expand: cannot expand shape {from:?} to {dims:?}, which has fewer axes"
-            ));
-        }
-        let offset = dims.len() - from.len();
-        let mut to = Vec::with_capacity(dims.len());
-        for (i, &d) in dims.iter().enumerate() {
-            let old = if i >= offset {
-                Some(from[i - offset])
-            } else {
-                None
-            };
-            let size = match (d, old) {
-                (-1, Some(o)) => o,
-                (d, _) if d < 0 => {
-                    return fail(format!(
-                        "expand: size {d} at axis {i} of {dims:?} is not allowed"
-                    ));
-                }
-                (d, Some(o)) if o != 1 && o != d as usize => {
-                    return fail(format!(
-                        "expand: cannot expand shape {from:?} to {dims:?}: axis {} has size {o}, which is neither 1 nor {d}",
-                        i - offset
-                    ));
-                }
-                (d, _) => d as usize,
-            };
-            to.push(size);
-        }
-        addressable("expand", &to).map_err(|m| ShapeError::new("expand", m))?;
+        let to = expand_shape("expand", &self.shape(), &shape.to_dims())
+            .map_err(|m| ShapeError::new("expand", m))?;
         Ok(Tensor::from_uop(broadcast_uop(&self.uop(), &to)))
     }
 
-    /// Broadcast to `shape` by NumPy's rules (as [`Tensor::expand`] without `-1`). Panics
-    /// where the shapes do not broadcast; [`Tensor::try_expand`] returns the error.
+    /// Broadcast to `shape` by NumPy's rules (as [`Tensor::expand`] without `-1`).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1, 2, 3], &[3]);
+    /// assert_eq!(evaluate(&x.broadcast_to(&[2, 3]).uop()).to_vec::<i32>(), vec![1, 2, 3, 1, 2, 3]);
+    /// assert!(x.try_broadcast_to(&[3, 2]).is_err());
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// Where the shapes do not broadcast; [`Tensor::try_broadcast_to`] returns the error.
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
-        self.expand(shape)
+        match self.try_broadcast_to(shape) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Tensor::broadcast_to`], with a shape it cannot broadcast to as an error instead of a
+    /// panic.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType};
+    /// let x = Tensor::zeros(&[2, 1], DType::F32);
+    /// assert_eq!(x.try_broadcast_to(&[4, 2, 5]).unwrap().shape(), vec![4, 2, 5]);
+    /// let err = x.try_broadcast_to(&[3, 5]).unwrap_err();
+    /// assert!(err.message.starts_with("broadcast_to: cannot broadcast shape [2, 1] to [3, 5]"));
+    /// ```
+    pub fn try_broadcast_to(&self, shape: &[usize]) -> Result<Tensor, ShapeError> {
+        let fail = |m: String| ShapeError::new("broadcast_to", m);
+        let dims: Vec<isize> = match shape.iter().map(|&d| isize::try_from(d)).collect() {
+            Ok(d) => d,
+            Err(_) => return Err(fail(format!("broadcast_to: shape {shape:?} is too large"))),
+        };
+        let to = expand_shape("broadcast_to", &self.shape(), &dims).map_err(fail)?;
+        Ok(Tensor::from_uop(broadcast_uop(&self.uop(), &to)))
+    }
+
+    /// The shape NumPy's broadcasting gives operands of `shapes` (NumPy's `broadcast_shapes`),
+    /// or the error every elementwise op (`+`, [`Tensor::maximum`], [`Tensor::where_`], ...)
+    /// panics with for them: the way to check operands before a binary op. Those ops have no
+    /// fallible twins of their own, since broadcasting is the only shape check they make.
+    ///
+    /// ```
+    /// # use tensor_core::Tensor;
+    /// assert_eq!(Tensor::broadcast_shapes(&[&[2, 1], &[3]]).unwrap(), vec![2, 3]);
+    /// let err = Tensor::broadcast_shapes(&[&[2, 3], &[4]]).unwrap_err();
+    /// assert_eq!(err.message, "broadcast: shapes [2, 3] and [4] cannot broadcast");
+    /// ```
+    pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Shape, ShapeError> {
+        try_broadcast("broadcast", shapes).map_err(|m| ShapeError::new("broadcast", m))
     }
 
     /// Zeros added `(before, after)` each axis.
+    ///
+    /// # Panics
+    ///
     /// Panics unless there is one pair per axis.
     #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
@@ -172,6 +206,11 @@ impl Tensor {
     }
 
     /// `value` added `(before, after)` each axis: a zero pad, then `Where` over a padded mask.
+    ///
+    /// # Panics
+    ///
+    /// Unless there is one pair per axis, or when the padded shape has more elements than a tensor
+    /// may hold.
     #[track_caller]
     pub fn pad_value(&self, pads: &[(usize, usize)], value: impl Into<Scalar>) -> Tensor {
         let padded = self.pad(pads);
@@ -182,6 +221,9 @@ impl Tensor {
     }
 
     /// The elements `[begin, end)` of each axis.
+    ///
+    /// # Panics
+    ///
     /// Panics unless there is one pair per axis, each within its axis.
     #[track_caller]
     pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
@@ -212,15 +254,18 @@ impl Tensor {
         Tensor::from_uop(self.uop().shrink(&begins, &ends))
     }
 
-    /// Elements `start..end` along `axis`, as Python slicing: negative positions count from
-    /// the end and positions past either end are clamped (so the result may be empty). Panics
-    /// on an axis out of range.
+    /// Elements `start..end` along `axis`, as Python slicing: negative positions count from the end
+    /// and positions past either end are clamped (so the result may be empty).
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
     /// let x = Tensor::arange(5);
     /// assert_eq!(evaluate(&x.slice(0, 1, -1).uop()).to_vec::<i32>(), vec![1, 2, 3]); // x[1:-1]
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn slice(&self, axis: isize, start: isize, end: isize) -> Tensor {
         let shape = self.shape();
@@ -231,8 +276,11 @@ impl Tensor {
         self.shrink_axis(axis, b, e.max(b))
     }
 
-    /// `len` elements from `start` along `axis` (negative `start` counts from the end); panics
-    /// when they do not fit.
+    /// `len` elements from `start` along `axis` (negative `start` counts from the end).
+    ///
+    /// # Panics
+    ///
+    /// On an axis out of range or when the elements do not fit the axis.
     #[track_caller]
     pub fn narrow(&self, axis: isize, start: isize, len: usize) -> Tensor {
         let shape = self.shape();
@@ -252,6 +300,9 @@ impl Tensor {
     }
 
     /// The elements in reverse order along `axes` (`None`: every axis, as NumPy's `flip`).
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
@@ -264,8 +315,7 @@ impl Tensor {
         Tensor::from_uop(self.uop().flip(&flags))
     }
 
-    /// `axis` (which must have size 1) removed. Panics on an axis out of range or of another
-    /// size.
+    /// `axis` (which must have size 1) removed.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -273,6 +323,10 @@ impl Tensor {
     /// assert_eq!(x.shape(), vec![1, 3]);
     /// assert_eq!(x.squeeze(0).shape(), vec![3]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or of another size.
     #[track_caller]
     pub fn squeeze(&self, axis: isize) -> Tensor {
         let shape = self.shape();
@@ -289,6 +343,9 @@ impl Tensor {
     }
 
     /// A size-1 axis inserted so that it becomes axis `axis` of the result (`-1` appends).
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
@@ -300,7 +357,7 @@ impl Tensor {
     }
 
     /// Axes `start..=end` merged into one (PyTorch's `flatten`; [`Tensor::ravel`] is NumPy's
-    /// `flatten()`, every axis). Panics when `start` comes after `end`.
+    /// `flatten()`, every axis).
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -308,6 +365,10 @@ impl Tensor {
     /// assert_eq!(x.flatten(1, -1).shape(), vec![2, 12]);
     /// assert_eq!(x.ravel().shape(), vec![24]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or when `start` comes after `end`.
     #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
         let shape = self.shape();
@@ -378,5 +439,43 @@ fn infer_reshape(from: &[usize], dims: &[isize]) -> Result<Shape, String> {
             "reshape: cannot reshape {from:?} ({numel} elements) to {dims:?} ({known} elements)"
         ));
     }
+    Ok(to)
+}
+
+/// The shape `expand` (or `broadcast_to`, named by `op`) gives `from` for the sizes `dims`
+/// (`-1` keeps a size), or the message it panics with.
+fn expand_shape(op: &str, from: &[usize], dims: &[isize]) -> Result<Shape, String> {
+    let verb = if op == "expand" {
+        "expand"
+    } else {
+        "broadcast"
+    };
+    if dims.len() < from.len() {
+        return Err(format!(
+            "{op}: cannot {verb} shape {from:?} to {dims:?}, which has fewer axes"
+        ));
+    }
+    let offset = dims.len() - from.len();
+    let mut to = Vec::with_capacity(dims.len());
+    for (i, &d) in dims.iter().enumerate() {
+        let old = i.checked_sub(offset).map(|a| from[a]);
+        let size = match (d, old) {
+            (-1, Some(o)) => o,
+            (d, _) if d < 0 => {
+                return Err(format!(
+                    "{op}: size {d} at axis {i} of {dims:?} is not allowed"
+                ));
+            }
+            (d, Some(o)) if o != 1 && o != d as usize => {
+                return Err(format!(
+                    "{op}: cannot {verb} shape {from:?} to {dims:?}: axis {} has size {o}, which is neither 1 nor {d}",
+                    i - offset
+                ));
+            }
+            (d, _) => d as usize,
+        };
+        to.push(size);
+    }
+    addressable(op, &to)?;
     Ok(to)
 }

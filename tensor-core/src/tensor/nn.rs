@@ -6,14 +6,17 @@ use super::Tensor;
 use super::broadcast::{IntoAxes, resolve_axes};
 
 impl Tensor {
-    /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized, in the float
-    /// type. Panics on an axis out of range.
+    /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized, in the float type.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
     /// let p = Tensor::from_vec(vec![0.0f32, 0.0, 1.0, 1.0], &[2, 2]).softmax(-1);
     /// assert_eq!(evaluate(&p.uop()).to_vec::<f32>(), vec![0.5; 4]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Tensor {
         let shifted = self.minus_detached_max(&[axis]);
@@ -21,8 +24,11 @@ impl Tensor {
         e.div(e.sum(axis, true))
     }
 
-    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`. Panics on an
-    /// axis out of range.
+    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Tensor {
         let shifted = self.minus_detached_max(&[axis]);
@@ -30,6 +36,9 @@ impl Tensor {
     }
 
     /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))`.
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn logsumexp(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {

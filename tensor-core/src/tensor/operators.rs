@@ -5,7 +5,8 @@
 //! `n: usize`). On the left a scalar is an `f64` or an `i32`, which is what unsuffixed literals
 //! are (`2.0 - &x`, `1 - &x`, `(1.0 - &x).sqrt()`); a variable of another type goes on the
 //! right or through `f64::from(v)` / `Tensor::scalar(v)` (a second float or int type on the
-//! left would make every `(1.0 - &x).method()` ambiguous to Rust's inference). `%` is NumPy's remainder (sign of the divisor); `!` is logical not for bools and bitwise
+//! left would make every `(1.0 - &x).method()` ambiguous to Rust's inference, E0282; see
+//! `Tensor`'s docs). `%` is NumPy's remainder (sign of the divisor); `!` is logical not for bools and bitwise
 //! not for integers.
 
 use super::Tensor;

@@ -25,6 +25,11 @@ pub enum PadMode {
 impl Tensor {
     /// `pads[a] = (before, after)` elements added along each axis `a` by `mode`; a negative
     /// pad removes that many elements from that end instead (first, before any padding).
+    ///
+    /// # Panics
+    ///
+    /// Unless there is one pair per axis, when cropping removes more elements than an axis has, or
+    /// when a reflecting mode is asked for more elements than the axis can mirror.
     #[track_caller]
     pub fn pad_mode(&self, pads: &[(isize, isize)], mode: PadMode) -> Tensor {
         let shape = self.shape();
@@ -49,6 +54,11 @@ impl Tensor {
 
     /// JAX's `lax.pad`: per axis `(low, high, interior)`, `interior` copies of `value` between
     /// neighbouring elements, then `low`/`high` copies at the ends (negative: cropped).
+    ///
+    /// # Panics
+    ///
+    /// Unless there is one triple per axis, or when cropping removes more elements than an axis
+    /// has.
     #[track_caller]
     pub fn pad_interior(
         &self,

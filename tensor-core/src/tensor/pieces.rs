@@ -6,8 +6,7 @@ use super::Tensor;
 use super::broadcast::normalize_axis;
 
 impl Tensor {
-    /// `sections` equal pieces along `axis`, as NumPy's `split(x, sections, axis)`. Panics when
-    /// the axis does not divide evenly (use [`Tensor::chunk`] for that) or `sections` is 0.
+    /// `sections` equal pieces along `axis`, as NumPy's `split(x, sections, axis)`.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -15,6 +14,11 @@ impl Tensor {
     /// let parts = x.split(3, 0);                                  // np.split(x, 3)
     /// assert_eq!(evaluate(&parts[1].uop()).to_vec::<i32>(), vec![2, 3]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when the axis does not divide evenly (use [`Tensor::chunk`] for that) or `sections`
+    /// is 0.
     #[track_caller]
     pub fn split(&self, sections: usize, axis: isize) -> Vec<Tensor> {
         let shape = self.shape();
@@ -27,9 +31,9 @@ impl Tensor {
         self.chunk(sections, axis)
     }
 
-    /// The pieces between the `indices` along `axis`, as NumPy's `split(x, [i, j], axis)`:
-    /// `x[:i]`, `x[i:j]`, `x[j:]` (indices past the end give empty pieces; negative ones count
-    /// from the end). Panics on an axis out of range.
+    /// The pieces between the `indices` along `axis`, as NumPy's `split(x, [i, j], axis)`: `x[:i]`,
+    /// `x[i:j]`, `x[j:]` (indices past the end give empty pieces; negative ones count from the
+    /// end).
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -37,6 +41,10 @@ impl Tensor {
     /// let sizes: Vec<_> = parts.iter().map(|p| p.shape()[0]).collect();
     /// assert_eq!(sizes, vec![1, 2, 2]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn split_at(&self, indices: &[isize], axis: isize) -> Vec<Tensor> {
         let shape = self.shape();
@@ -55,9 +63,8 @@ impl Tensor {
             .collect()
     }
 
-    /// `sections` pieces along `axis` whose sizes differ by at most one, the larger ones first,
-    /// as NumPy's `array_split(x, sections, axis)`. Panics when `sections` is 0 or on an axis
-    /// out of range.
+    /// `sections` pieces along `axis` whose sizes differ by at most one, the larger ones first, as
+    /// NumPy's `array_split(x, sections, axis)`.
     ///
     /// ```
     /// # use tensor_core::Tensor;
@@ -65,6 +72,10 @@ impl Tensor {
     /// let sizes: Vec<_> = parts.iter().map(|p| p.shape()[0]).collect();
     /// assert_eq!(sizes, vec![3, 2, 2]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when `sections` is 0 or on an axis out of range.
     #[track_caller]
     pub fn chunk(&self, sections: usize, axis: isize) -> Vec<Tensor> {
         let shape = self.shape();

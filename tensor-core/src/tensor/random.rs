@@ -13,6 +13,10 @@ const FLOAT_BITS: u32 = 24;
 impl Tensor {
     /// Uniform `f32` samples in `[0, 1)`: the top 24 bits of `Threefry(i, seed)` scaled by
     /// `2^-24`.
+    ///
+    /// # Panics
+    ///
+    /// On a negative size.
     #[track_caller]
     pub fn rand<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
         let shape = sizes("rand", shape);
@@ -22,6 +26,10 @@ impl Tensor {
 
     /// Standard normal `f32` samples by Box-Muller: with `u1, u2` uniform in `[0, 1)`,
     /// `sqrt(-2 ln(1 - u1)) * cos(2 pi u2)` (`1 - u1` keeps the logarithm finite).
+    ///
+    /// # Panics
+    ///
+    /// On a negative size.
     #[track_caller]
     pub fn randn<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
         let shape = sizes("randn", shape);
@@ -40,6 +48,10 @@ impl Tensor {
     /// JAX's `random.uniform(key, shape)`: the same key gives the same samples, and under
     /// `vmap` a batch of keys gives each sample its own draw while an unbatched key gives
     /// every sample the same one.
+    ///
+    /// # Panics
+    ///
+    /// On a negative size or a key that is not a 0-d `u64` tensor.
     #[track_caller]
     pub fn rand_with_key<D: Dims + ?Sized>(shape: &D, key: &Tensor) -> Tensor {
         let shape = sizes("rand_with_key", shape);

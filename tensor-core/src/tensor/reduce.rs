@@ -108,9 +108,8 @@ impl Tensor {
         }
     }
 
-    /// The sum over `axes` (one axis, several, or `None` for all; see [`IntoAxes`]), keeping
-    /// them as size 1 when `keepdim`; bools and narrow ints sum in `i32` (see
-    /// `accumulate_dtype`). Panics on an axis out of range or named twice.
+    /// The sum over `axes` (one axis, several, or `None` for all; see [`IntoAxes`]), keeping them
+    /// as size 1 when `keepdim`; bools and narrow ints sum in `i32` (see `accumulate_dtype`).
     ///
     /// ```
     /// # use tensor_core::Tensor;
@@ -120,6 +119,10 @@ impl Tensor {
     /// assert_eq!(x.sum([0, 1], false).shape(), Vec::<usize>::new());
     /// assert_eq!(x.sum(None, true).shape(), vec![1, 1]);     // axis=None
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn sum(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("sum", axes);
@@ -137,6 +140,9 @@ impl Tensor {
     }
 
     /// The product over `axes`; bools and narrow ints multiply in `i32`.
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn prod(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -150,7 +156,11 @@ impl Tensor {
         self.prod(None, false)
     }
 
-    /// The maximum over `axes`, in the input dtype. Panics on an empty axis.
+    /// The maximum over `axes`, in the input dtype.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an empty axis.
     #[track_caller]
     pub fn max(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("max", axes);
@@ -158,13 +168,21 @@ impl Tensor {
         Tensor::from_uop(max_uop(&self.uop(), &axes, keepdim))
     }
 
-    /// The maximum of all elements: `max(None, false)`. Panics for an empty tensor.
+    /// The maximum of all elements: `max(None, false)`.
+    ///
+    /// # Panics
+    ///
+    /// Panics for an empty tensor.
     #[track_caller]
     pub fn max_all(&self) -> Tensor {
         self.max(None, false)
     }
 
-    /// The minimum over `axes` as `-max(-x)` (`~max(~x)` for integers). Panics on an empty axis.
+    /// The minimum over `axes` as `-max(-x)` (`~max(~x)` for integers).
+    ///
+    /// # Panics
+    ///
+    /// Panics on an empty axis.
     #[track_caller]
     pub fn min(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("min", axes);
@@ -173,15 +191,18 @@ impl Tensor {
         Tensor::from_uop(reverse_order(&max_uop(&reverse_order(&u), &axes, keepdim)))
     }
 
-    /// The minimum of all elements: `min(None, false)`. Panics for an empty tensor.
+    /// The minimum of all elements: `min(None, false)`.
+    ///
+    /// # Panics
+    ///
+    /// Panics for an empty tensor.
     #[track_caller]
     pub fn min_all(&self) -> Tensor {
         self.min(None, false)
     }
 
-    /// The mean over `axes` as `sum * (1/n)`, in the float type (`f32` for ints and bools).
-    /// The mean over an empty axis is NaN, as in NumPy.
-    /// Panics on an axis out of range or named twice.
+    /// The mean over `axes` as `sum * (1/n)`, in the float type (`f32` for ints and bools). The
+    /// mean over an empty axis is NaN, as in NumPy.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -189,6 +210,10 @@ impl Tensor {
     /// assert_eq!(evaluate(&x.mean(0, false).uop()).to_vec::<f32>(), vec![2.0, 3.0]);
     /// assert_eq!(evaluate(&x.max(None, false).uop()).to_vec::<i32>(), vec![4]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn mean(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("mean", axes);
@@ -205,8 +230,11 @@ impl Tensor {
         self.mean(None, false)
     }
 
-    /// The population variance over `axes` (NumPy's `var` with `ddof=0`):
-    /// `mean((x - mean(x))^2)`, in the float type.
+    /// The population variance over `axes` (NumPy's `var` with `ddof=0`): `mean((x - mean(x))^2)`,
+    /// in the float type.
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -216,6 +244,9 @@ impl Tensor {
     }
 
     /// The population standard deviation over `axes`: `sqrt(var)`.
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -223,9 +254,12 @@ impl Tensor {
     }
 
     /// The variance over `axes` with Bessel's `correction` (PyTorch's `correction`, NumPy's
-    /// `ddof`): `sum((x - mean(x))^2) / max(0, n - correction)`, in the float type; `1` gives
-    /// the unbiased sample variance, and `n <= correction` divides by zero (inf or NaN), as
-    /// both peers do.
+    /// `ddof`): `sum((x - mean(x))^2) / max(0, n - correction)`, in the float type; `1` gives the
+    /// unbiased sample variance, and `n <= correction` divides by zero (inf or NaN), as both peers
+    /// do.
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
@@ -240,6 +274,9 @@ impl Tensor {
     }
 
     /// The standard deviation with Bessel's `correction`: `sqrt(var_with)`.
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
@@ -247,12 +284,11 @@ impl Tensor {
     }
 
     /// The vector `ord`-norm of the elements over `axes` taken together, in the float type, as
-    /// `torch.linalg.vector_norm` / `jnp.linalg.vector_norm`: `sum(|x|^ord)^(1/ord)`, the
-    /// maximum of `|x|` for `f64::INFINITY`, the minimum for `-INFINITY`, the count of
-    /// non-zeros for `0`. `norm(2.0, None, false)` is NumPy's default `norm(x)` (the
-    /// Frobenius norm of a matrix); NumPy's matrix norms for other `ord` over two axes (max
-    /// column sum, ...) are not this.
-    /// Panics on an axis out of range or named twice.
+    /// `torch.linalg.vector_norm` / `jnp.linalg.vector_norm`: `sum(|x|^ord)^(1/ord)`, the maximum
+    /// of `|x|` for `f64::INFINITY`, the minimum for `-INFINITY`, the count of non-zeros for `0`.
+    /// `norm(2.0, None, false)` is NumPy's default `norm(x)` (the Frobenius norm of a matrix);
+    /// NumPy's matrix norms over two axes (`np.linalg.norm(x, 1, axis=(0, 1))`, the largest
+    /// column sum, ...) are [`Tensor::matrix_norm`].
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -261,6 +297,10 @@ impl Tensor {
     /// assert_eq!(evaluate(&x.norm(1.0, 0, false).uop()).to_vec::<f32>(), vec![7.0]);
     /// assert_eq!(evaluate(&x.norm(f64::INFINITY, 0, false).uop()).to_vec::<f32>(), vec![4.0]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn norm(&self, ord: f64, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = Tensor::signed(&self.axes_of("norm", axes));
@@ -276,6 +316,9 @@ impl Tensor {
     }
 
     /// True where any element over `axes` is non-zero (bool).
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -285,6 +328,9 @@ impl Tensor {
     }
 
     /// True where every element over `axes` is non-zero (bool).
+    ///
+    /// # Panics
+    ///
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn all(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -293,9 +339,9 @@ impl Tensor {
         Tensor::from_uop(not_uop(&max_uop(&u, &axes, keepdim)))
     }
 
-    /// The index (`i32`) of the first maximum over `axes` (of the first NaN if there is one):
-    /// one axis as NumPy's `argmax(axis=)`, `None` for the index into the flattened tensor,
-    /// several axes for the row-major index into the block they span. Panics on an empty axis.
+    /// The index (`i32`) of the first maximum over `axes` (of the first NaN if there is one): one
+    /// axis as NumPy's `argmax(axis=)`, `None` for the index into the flattened tensor, several
+    /// axes for the row-major index into the block they span.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -304,6 +350,10 @@ impl Tensor {
     /// assert_eq!(evaluate(&x.argmax(None, false).uop()).to_vec::<i32>(), vec![1]);
     /// assert_eq!(evaluate(&x.argmin(0, true).uop()).shape, vec![1, 3]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an empty axis.
     #[track_caller]
     pub fn argmax(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("argmax", axes);
@@ -312,14 +362,20 @@ impl Tensor {
     }
 
     /// The index of the first maximum of the flattened tensor: `argmax(None, false)`.
+    ///
+    /// # Panics
+    ///
     /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmax_all(&self) -> Tensor {
         self.argmax(None, false)
     }
 
-    /// The index (`i32`) of the first minimum over `axes`, as [`Tensor::argmax`]. Panics on an
-    /// empty axis.
+    /// The index (`i32`) of the first minimum over `axes`, as [`Tensor::argmax`].
+    ///
+    /// # Panics
+    ///
+    /// Panics on an empty axis.
     #[track_caller]
     pub fn argmin(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
         let axes = self.axes_of("argmin", axes);
@@ -328,6 +384,9 @@ impl Tensor {
     }
 
     /// The index of the first minimum of the flattened tensor: `argmin(None, false)`.
+    ///
+    /// # Panics
+    ///
     /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmin_all(&self) -> Tensor {

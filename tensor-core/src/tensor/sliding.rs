@@ -9,6 +9,11 @@ use crate::uop::{DType, Op, ReduceOp, UOp};
 impl Tensor {
     /// Keeps `[start, start + len)` of `axis`, where `start` is an index scalar that may vary
     /// with a `Range`; the window must stay inside the axis for every value of the range.
+    ///
+    /// # Panics
+    ///
+    /// On an axis out of range, a `start` that is not an index scalar, or a window that leaves the
+    /// axis for some value of the range.
     #[track_caller]
     pub fn shrink_at(&self, axis: usize, start: &UOp, len: usize) -> Tensor {
         let shape = self.shape();
@@ -29,6 +34,11 @@ impl Tensor {
 
     /// Places `self` at offset `start` of an axis of size `size` (zeros around it), where
     /// `start` is an index scalar that may vary with a `Range`.
+    ///
+    /// # Panics
+    ///
+    /// On an axis out of range, a `start` that is not an index scalar, or a placement that leaves
+    /// the axis for some value of the range.
     #[track_caller]
     pub fn pad_at(&self, axis: usize, start: &UOp, size: usize) -> Tensor {
         let shape = self.shape();
@@ -56,12 +66,20 @@ impl Tensor {
 
     /// The sum of `self` over every value of `ranges` (the ranges it varies with); the shape
     /// is unchanged.
+    ///
+    /// # Panics
+    ///
+    /// When an entry of `ranges` is not a `Range`.
     #[track_caller]
     pub fn sum_over_ranges(&self, ranges: &[UOp]) -> Tensor {
         self.reduce_over_ranges(ReduceOp::Add, ranges)
     }
 
     /// `self` reduced with `op` over every value of `ranges`; the shape is unchanged.
+    ///
+    /// # Panics
+    ///
+    /// When an entry of `ranges` is not a `Range`.
     #[track_caller]
     pub fn reduce_over_ranges(&self, op: ReduceOp, ranges: &[UOp]) -> Tensor {
         if let Some(r) = ranges.iter().find(|r| r.op() != Op::Range) {

@@ -11,17 +11,23 @@ use super::broadcast::normalize_axis;
 use crate::uop::DType;
 
 impl Tensor {
-    /// The values sorted along `axis` (stably; `descending` for largest first) and the
-    /// indices (`i64`) they came from, as PyTorch's `sort(stable=True)`. Panics on an axis
-    /// out of range.
+    /// The values sorted along `axis` (stably; `descending` for largest first) and the indices
+    /// (`i64`) they came from, as PyTorch's `sort(stable=True)`.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn sort(&self, axis: isize, descending: bool) -> (Tensor, Tensor) {
         let indices = self.argsort(axis, descending);
         (self.take_along_axis(&indices, axis), indices)
     }
 
-    /// The indices (`i64`) that sort `self` stably along `axis`. Panics on an axis out of
-    /// range.
+    /// The indices (`i64`) that sort `self` stably along `axis`.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn argsort(&self, axis: isize, descending: bool) -> Tensor {
         let last = self.ndim() as isize - 1;
@@ -40,9 +46,12 @@ impl Tensor {
         rank.eq(&slot).where_(&source, 0i64).sum(-1, false)
     }
 
-    /// The `k` largest (or, with `largest = false`, smallest) values along `axis`, sorted,
-    /// and their indices (`i64`), as PyTorch's `topk`. Panics on an axis out of range or a
-    /// `k` larger than the axis.
+    /// The `k` largest (or, with `largest = false`, smallest) values along `axis`, sorted, and
+    /// their indices (`i64`), as PyTorch's `topk`.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or a `k` larger than the axis.
     #[track_caller]
     pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Tensor, Tensor) {
         let n = self.shape()[normalize_axis("topk", axis, &self.shape())];
@@ -59,8 +68,12 @@ impl Tensor {
         )
     }
 
-    /// The `k`-th smallest value along `axis` (`k` from 1) and its index, the axis removed,
-    /// as PyTorch's `kthvalue`. Panics on an axis out of range or a `k` outside `1..=n`.
+    /// The `k`-th smallest value along `axis` (`k` from 1) and its index, the axis removed, as
+    /// PyTorch's `kthvalue`.
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range or a `k` outside `1..=n`.
     #[track_caller]
     pub fn kthvalue(&self, k: usize, axis: isize) -> (Tensor, Tensor) {
         let n = self.shape()[normalize_axis("kthvalue", axis, &self.shape())];
@@ -75,7 +88,11 @@ impl Tensor {
         (pick(&values), pick(&indices))
     }
 
-    /// The values sorted along the first axis (PyTorch's `msort`). Panics for a 0-d tensor.
+    /// The values sorted along the first axis (PyTorch's `msort`).
+    ///
+    /// # Panics
+    ///
+    /// Panics for a 0-d tensor.
     #[track_caller]
     pub fn msort(&self) -> Tensor {
         self.sort(0, false).0

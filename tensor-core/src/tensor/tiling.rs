@@ -7,9 +7,8 @@ use super::broadcast::normalize_axis;
 use crate::uop::Shape;
 
 impl Tensor {
-    /// The tensor repeated `reps[i]` times along axis `i`, as NumPy's `tile`: a shorter `reps`
-    /// is padded with leading ones, a shorter shape with leading size-1 axes. Panics when the
-    /// result would have more elements than a tensor may hold.
+    /// The tensor repeated `reps[i]` times along axis `i`, as NumPy's `tile`: a shorter `reps` is
+    /// padded with leading ones, a shorter shape with leading size-1 axes.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -18,6 +17,10 @@ impl Tensor {
     /// assert_eq!(t.shape(), vec![2, 4]);
     /// assert_eq!(evaluate(&t.uop()).to_vec::<i32>(), vec![1, 2, 1, 2, 1, 2, 1, 2]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics when the result would have more elements than a tensor may hold.
     #[track_caller]
     pub fn tile(&self, reps: &[usize]) -> Tensor {
         let shape = self.shape();
@@ -37,8 +40,7 @@ impl Tensor {
     }
 
     /// Each element repeated `repeats` times along `axis`, as NumPy's `repeat(x, repeats, axis)`
-    /// with one count (for NumPy's `axis=None`, `ravel()` first). Panics on an axis out of
-    /// range.
+    /// with one count (for NumPy's `axis=None`, `ravel()` first).
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
@@ -46,6 +48,10 @@ impl Tensor {
     /// let r = x.repeat(2, 0);                                    // np.repeat(x, 2, axis=0)
     /// assert_eq!(evaluate(&r.uop()).to_vec::<i32>(), vec![1, 2, 1, 2, 3, 4, 3, 4]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// Panics on an axis out of range.
     #[track_caller]
     pub fn repeat(&self, repeats: usize, axis: isize) -> Tensor {
         let shape = self.shape();

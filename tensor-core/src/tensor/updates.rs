@@ -41,6 +41,11 @@ impl Tensor {
     /// src[.., j, ..]` along `axis`. `index` has as many axes as `self`, is no longer than
     /// `src` on any axis and than `self` off `axis` (the leading part of `src` is used).
     /// Where an index repeats, the last entry along `axis` wins.
+    ///
+    /// # Panics
+    ///
+    /// On an axis out of range, an index that is not of an integer type, or index and source shapes
+    /// that do not fit as described.
     #[track_caller]
     pub fn scatter(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let t = self.scatter_table("scatter", axis, index, src);
@@ -59,6 +64,10 @@ impl Tensor {
     /// PyTorch's `scatter_reduce`: the values sent to each position by `index` along `axis`
     /// (shapes as in [`Tensor::scatter`]) combined by `reduce`, with the old value of the
     /// position taking part when `include_self`; positions no index names keep their value.
+    ///
+    /// # Panics
+    ///
+    /// As [`Tensor::scatter`] does.
     #[track_caller]
     pub fn scatter_reduce(
         &self,
@@ -121,6 +130,11 @@ impl Tensor {
     /// The window of `sizes` starting at `starts` (a 1-D integer tensor, one per axis), as
     /// JAX's `lax.dynamic_slice`: a negative start counts from the end, and each start is
     /// clamped so the window fits.
+    ///
+    /// # Panics
+    ///
+    /// When `starts` is not a 1-D integer tensor with one entry per axis, or the window does not
+    /// fit the shape.
     #[track_caller]
     pub fn dynamic_slice(&self, starts: &Tensor, sizes: &[usize]) -> Tensor {
         let shape = self.shape();
@@ -136,6 +150,11 @@ impl Tensor {
 
     /// `self` with `update` written at `starts` (a 1-D integer tensor, one per axis), as JAX's
     /// `lax.dynamic_update_slice`: starts as in [`Tensor::dynamic_slice`].
+    ///
+    /// # Panics
+    ///
+    /// When `starts` is not a 1-D integer tensor with one entry per axis, or `update` does not fit
+    /// inside `self`.
     #[track_caller]
     pub fn dynamic_update_slice(&self, update: &Tensor, starts: &Tensor) -> Tensor {
         let shape = self.shape();
@@ -203,12 +222,22 @@ pub struct At {
 
 impl At {
     /// The rows themselves (`x[index]`).
+    ///
+    /// # Panics
+    ///
+    /// On a 0-d `x` or an index that is not of an integer type.
+    #[track_caller]
     pub fn get(&self) -> Tensor {
         self.x.take(&self.index, 0)
     }
 
     /// The rows set to `values` (broadcast to `index.shape + x.shape[1..]`); for a repeated
     /// index the last value wins.
+    ///
+    /// # Panics
+    ///
+    /// On a 0-d `x`, or when `values` does not broadcast to `index.shape + x.shape[1..]`, or the
+    /// index is not of an integer type.
     #[track_caller]
     pub fn set(&self, values: &Tensor) -> Tensor {
         let (idx, v) = self.entries(values);
@@ -216,24 +245,40 @@ impl At {
     }
 
     /// The rows plus `values` (repeated indices add up).
+    ///
+    /// # Panics
+    ///
+    /// As [`At::set`] does.
     #[track_caller]
     pub fn add(&self, values: &Tensor) -> Tensor {
         self.reduce(values, ScatterReduce::Sum)
     }
 
     /// The rows times `values`.
+    ///
+    /// # Panics
+    ///
+    /// As [`At::set`] does.
     #[track_caller]
     pub fn mul(&self, values: &Tensor) -> Tensor {
         self.reduce(values, ScatterReduce::Prod)
     }
 
     /// The rows' minimum with `values`.
+    ///
+    /// # Panics
+    ///
+    /// As [`At::set`] does.
     #[track_caller]
     pub fn min(&self, values: &Tensor) -> Tensor {
         self.reduce(values, ScatterReduce::Amin)
     }
 
     /// The rows' maximum with `values`.
+    ///
+    /// # Panics
+    ///
+    /// As [`At::set`] does.
     #[track_caller]
     pub fn max(&self, values: &Tensor) -> Tensor {
         self.reduce(values, ScatterReduce::Amax)

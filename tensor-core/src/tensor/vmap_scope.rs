@@ -7,6 +7,11 @@ use crate::uop::{Op, UOp};
 impl Tensor {
     /// Enters a vmap scope: `vargs` has one entry per axis, a `Range` for each batch axis
     /// (dropped from the shape) or an index `Const(0)` for each kept axis.
+    ///
+    /// # Panics
+    ///
+    /// Unless there is one varg per axis, on a varg that is neither a `Range` nor an index
+    /// `Const(0)`, or a `Range` whose bound differs from its axis's size.
     #[track_caller]
     pub fn vmapin(&self, vargs: &[UOp]) -> Tensor {
         let shape = self.shape();
@@ -31,6 +36,11 @@ impl Tensor {
 
     /// Leaves a vmap scope: `vargs` has a `Range` where a batch axis is inserted and an index
     /// `Const(0)` for each axis of `self`, in the order of the result's axes.
+    ///
+    /// # Panics
+    ///
+    /// Unless there is one `Const(0)` per axis of `self`, or on a varg that is neither a `Range`
+    /// nor an index `Const(0)`.
     #[track_caller]
     pub fn vmapout(&self, vargs: &[UOp]) -> Tensor {
         let kept = vargs.iter().filter(|v| v.op() == Op::Const).count();

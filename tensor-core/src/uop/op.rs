@@ -372,6 +372,9 @@ pub enum AxisType {
     /// The outer part of a split reduce axis, looped over outside the output loops (cache
     /// blocking): each iteration adds its block's partial sums into the output buffer.
     ReduceBlock,
+    /// A GPU thread's position in its block, when the threads of a block split a reduce
+    /// axis between them (`codegen::group`; tinygrad's GROUP).
+    Group,
 }
 
 impl AxisType {
@@ -384,6 +387,7 @@ impl AxisType {
             AxisType::Upcast => 'u',
             AxisType::Unroll => 'r',
             AxisType::ReduceBlock => 'b',
+            AxisType::Group => 'G',
         }
     }
 }

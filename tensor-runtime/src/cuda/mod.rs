@@ -8,9 +8,13 @@
 //! missing, and nothing else changes.
 //!
 //! [`nvrtc`] holds the compile steps that need no GPU (NVRTC and `ptxas`), which the tests and
-//! `examples/cuda_check.rs` run on every kernel they render.
+//! `examples/cuda_check.rs` run on every kernel they render; [`ptx_cache`] keeps NVRTC's PTX
+//! on disk so a kernel is compiled once across processes.
 
 pub mod nvrtc;
+pub mod ptx_cache;
+
+use ptx_cache::PtxCache;
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
@@ -80,6 +84,7 @@ pub struct CudaDevice {
     name: String,
     stream: Arc<CudaStream>,
     arch: &'static str,
+    ptx: PtxCache,
 }
 
 /// Device memory of a [`CudaDevice`] (bytes), freed when dropped.
@@ -112,12 +117,18 @@ impl CudaDevice {
             name: format!("CUDA:{ordinal}"),
             stream: context.default_stream(),
             arch: arch_name(major, minor),
+            ptx: PtxCache::from_env()?,
         })
     }
 
     /// The NVRTC architecture kernels are compiled for (`sm_80`, ...).
     pub fn arch(&self) -> &'static str {
         self.arch
+    }
+
+    /// NVRTC runs and PTX cache hits of this device so far.
+    pub fn compile_counts(&self) -> crate::CompileCounts {
+        self.ptx.counts()
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -223,7 +234,7 @@ impl Device for CudaDevice {
     }
 
     fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
-        let ptx = nvrtc::compile_ptx(source, self.arch)?;
+        let ptx = self.ptx.ptx(source, self.arch)?;
         let module = self
             .stream
             .context()

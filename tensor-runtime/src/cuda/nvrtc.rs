@@ -14,6 +14,24 @@ use std::process::Command;
 pub const SETUP_HINT: &str = "run `eval \"$(scripts/cuda-tools.sh)\"` from the repository root (it installs NVRTC and \
      ptxas 12.9 from PyPI into .cuda-venv/ and exports LD_LIBRARY_PATH and TENSOR_PTXAS)";
 
+/// The NVRTC options every kernel is compiled with (besides the architecture); part of the
+/// PTX cache key.
+pub const NVRTC_OPTIONS: [&str; 1] = ["--std=c++17"];
+
+/// The version of the NVRTC that is loaded, as `"major.minor"` (part of the PTX cache key).
+pub fn nvrtc_version() -> Result<String> {
+    nvrtc_available()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC is loaded (checked above); the call only writes the two integers.
+    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if status != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(RuntimeError::DeviceUnavailable(format!(
+            "NVRTC could not report its version ({status:?}); {SETUP_HINT}"
+        )));
+    }
+    Ok(format!("{major}.{minor}"))
+}
+
 /// Ok when NVRTC (`libnvrtc.so.12`, or another name cudarc searches) can be loaded: from the
 /// library path, else from `.cuda-venv/` (see [`venv_file`]), which is then kept loaded so
 /// that cudarc's load by name finds it.
@@ -35,7 +53,7 @@ pub fn compile_ptx(source: &str, arch: &'static str) -> Result<String> {
     nvrtc_available()?;
     let options = CompileOptions {
         arch: Some(arch),
-        options: vec!["--std=c++17".to_string()],
+        options: NVRTC_OPTIONS.iter().map(|o| o.to_string()).collect(),
         ..Default::default()
     };
     match cudarc::nvrtc::compile_ptx_with_opts(source, options) {

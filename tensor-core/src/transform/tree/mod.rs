@@ -5,12 +5,16 @@
 //!
 //! `Tree` is implemented for `Tensor` (a leaf), tuples of up to 8 trees, arrays, `Vec`,
 //! `Option` and `BTreeMap<String, _>`, and derived for structs with `#[derive(Tree)]`.
+//! [`jacobian`] names the type of a Jacobian of a tree-valued function ([`HasJacobian`],
+//! [`TreeJacobian`] for derived structs).
 
 pub mod def;
+pub mod jacobian;
 pub mod ops;
 pub mod prefix;
 
 pub use def::{Key, NodeKind, StaticValue, TreeDef};
+pub use jacobian::{HasJacobian, TreeJacobian, tree_jacobian_def};
 pub use ops::{
     tree_add, tree_leaves, tree_map, tree_scale, tree_structure, tree_sub, tree_unflatten,
     tree_vdot, tree_zeros_like, tree_zip_map,

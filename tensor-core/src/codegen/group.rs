@@ -1,0 +1,320 @@
+//! Group reductions on the GPU: when a kernel has few outputs and long loops (a sum of 65536
+//! elements, softmax over rows of 4096), one thread per output leaves the GPU idle, so each
+//! output gets a block of [`GROUP_SIZE`] threads that split its loops.
+//!
+//! The kernel's top-level loops (those of one output's thread, after `codegen::gpu` mapped the
+//! output loops to the grid) become strided loops: the thread at position `lane` of the block
+//! runs the values `lane, lane + GROUP_SIZE, ...`. An accumulator a loop folds into but that
+//! is declared before it then holds only the thread's part, so after the loop every thread
+//! writes its part to shared memory (DEFINE_LOCAL), waits at a barrier, and folds the block's
+//! parts in lane order into a new accumulator that the rest of the kernel reads. Every thread
+//! ends with the same total, so the statements after a loop (the next loop of a softmax, the
+//! final store) see the whole result; a store outside any loop is made by every thread of the
+//! block, with the same value.
+//!
+//! A loop that reads an accumulator it is still folding into (a running sum) depends on the
+//! order of its iterations, so a kernel with one is left as it was. Only the top-level loop
+//! is strided: a sum longer than `blocked_sum::BLOCK` terms, nested by that pass into an
+//! outer loop over blocks, keeps only as many threads busy as it has blocks.
+
+use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Value};
+use crate::uop::{AxisType, ReduceOp, UOp};
+use std::collections::HashSet;
+
+/// Threads per block of a grouped kernel (the launch's usual block size, so the runtime's
+/// `LaunchDims::for_threads` of all the launch's threads gives one block per output).
+pub const GROUP_SIZE: usize = MAX_BLOCK_THREADS;
+
+/// The shortest loop worth splitting across a block.
+pub const GROUP_MIN_LOOP: usize = 256;
+
+/// The most outputs a kernel may have to be grouped (beyond, one thread per output already
+/// fills the GPU).
+pub const GROUP_MAX_OUTPUTS: usize = 4096;
+
+/// `kernel` with its loops split across blocks of [`GROUP_SIZE`] threads when it has at most
+/// [`GROUP_MAX_OUTPUTS`] outputs and a top-level loop of at least [`GROUP_MIN_LOOP`] values;
+/// otherwise unchanged.
+pub fn group_reductions(kernel: GpuKernel) -> GpuKernel {
+    let lines = &kernel.body.lines;
+    let loops = top_level_loops(lines);
+    let long = loops
+        .iter()
+        .any(|&(open, end)| loop_work(&lines[open..=end]) >= GROUP_MIN_LOOP);
+    let splittable = loops
+        .iter()
+        .all(|&(open, end)| order_free(&lines[open..=end]));
+    if kernel.group.is_some() || kernel.threads > GROUP_MAX_OUTPUTS || !long || !splittable {
+        return kernel;
+    }
+    let mut fresh = Fresh::after(&kernel);
+    let lane = UOp::range(GROUP_SIZE, fresh.range(), AxisType::Group);
+    let body = split_loops(lines, &loops, &lane, &mut fresh);
+    GpuKernel {
+        body: super::program::Program {
+            lines: body,
+            threads: kernel.body.threads,
+        },
+        group: Some(Group {
+            lane,
+            size: GROUP_SIZE,
+        }),
+        ..kernel
+    }
+}
+
+/// The `(open, end)` positions of the loops not inside another loop.
+fn top_level_loops(lines: &[Line]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut depth, mut open) = (0usize, 0usize);
+    for (i, line) in lines.iter().enumerate() {
+        if line.opens_loop() {
+            if depth == 0 {
+                open = i;
+            }
+            depth += 1;
+        } else if matches!(line, Line::EndLoop) {
+            depth -= 1;
+            if depth == 0 {
+                out.push((open, i));
+            }
+        }
+    }
+    out
+}
+
+/// The most iterations of the innermost body of the loop nest `lines` (a long sum that
+/// `codegen::blocked_sum` nested counts all its terms).
+fn loop_work(lines: &[Line]) -> usize {
+    let (mut stack, mut most) = (vec![1usize], 0);
+    for line in lines {
+        match line {
+            Line::Loop(r) => {
+                let outer = *stack.last().expect("the outermost product");
+                stack.push(outer.saturating_mul(r.range_size().unwrap_or(0)));
+                most = most.max(*stack.last().expect("just pushed"));
+            }
+            Line::EndLoop => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    most
+}
+
+/// True when the loop `lines` (header to `EndLoop`) gives the same result whatever the order
+/// of its iterations: it reads no accumulator declared outside it (those it folds into are
+/// read only after it closes), and it is a plain loop.
+fn order_free(lines: &[Line]) -> bool {
+    let inner: HashSet<usize> = lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::DefineAcc { acc, .. } => Some(*acc),
+            _ => None,
+        })
+        .collect();
+    let reads_outer = |v: &Value| matches!(v, Value::Acc(a) if !inner.contains(a));
+    matches!(lines[0], Line::Loop(_))
+        && lines.iter().all(|l| match l {
+            Line::Accumulate { value, .. } => !reads_outer(value),
+            Line::Assign { operands, .. } => !operands.iter().any(reads_outer),
+            Line::Store {
+                index, gate, value, ..
+            } => ![Some(index), gate.as_ref(), Some(value)]
+                .into_iter()
+                .flatten()
+                .any(reads_outer),
+            _ => true,
+        })
+}
+
+/// Numbers not used by the kernel yet, for new temps, accumulators, ranges and shared arrays.
+struct Fresh {
+    temp: usize,
+    acc: usize,
+    range: usize,
+    local: usize,
+}
+
+impl Fresh {
+    fn after(kernel: &GpuKernel) -> Fresh {
+        let mut fresh = Fresh {
+            temp: 0,
+            acc: 0,
+            range: 0,
+            local: 0,
+        };
+        let see_range =
+            |r: &UOp, fresh: &mut Fresh| fresh.range = fresh.range.max(r.range_id() + 1);
+        for s in &kernel.specials {
+            see_range(&s.range, &mut fresh);
+        }
+        for line in &kernel.body.lines {
+            match line {
+                Line::Loop(r) => see_range(r, &mut fresh),
+                Line::DefineAcc { acc, .. } => fresh.acc = fresh.acc.max(acc + 1),
+                Line::Assign { temp, operands, .. } => {
+                    fresh.temp = fresh.temp.max(temp + 1);
+                    for v in operands {
+                        if let Value::Range(r) = v {
+                            see_range(r, &mut fresh);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        fresh
+    }
+
+    fn range(&mut self) -> usize {
+        self.range += 1;
+        self.range - 1
+    }
+}
+
+/// The lines with each top-level loop strided over the block's lanes and followed by the
+/// combine of the accumulators it folds into; later reads of those read the combined ones.
+fn split_loops(
+    lines: &[Line],
+    loops: &[(usize, usize)],
+    lane: &UOp,
+    fresh: &mut Fresh,
+) -> Vec<Line> {
+    let mut out = Vec::with_capacity(lines.len());
+    let mut renamed: Vec<(usize, usize)> = Vec::new();
+    let mut next = 0;
+    for &(open, end) in loops {
+        out.extend(lines[next..open].iter().map(|l| rename(l, &renamed)));
+        let Line::Loop(range) = &lines[open] else {
+            unreachable!("order_free admits plain loops only")
+        };
+        out.push(Line::StridedLoop {
+            range: range.clone(),
+            lane: lane.clone(),
+            lanes: GROUP_SIZE,
+        });
+        out.extend(lines[open + 1..=end].iter().map(|l| rename(l, &renamed)));
+        for (acc, op, reduce) in outer_accumulators(&lines[open..=end]) {
+            let combined = combine(&mut out, acc, op, &reduce, lane, fresh);
+            renamed.push((acc, combined));
+        }
+        next = end + 1;
+    }
+    out.extend(lines[next..].iter().map(|l| rename(l, &renamed)));
+    out
+}
+
+/// The accumulators the loop folds into that are declared before it, in first-use order.
+fn outer_accumulators(lines: &[Line]) -> Vec<(usize, ReduceOp, UOp)> {
+    let mut inner = HashSet::new();
+    let mut out: Vec<(usize, ReduceOp, UOp)> = Vec::new();
+    for line in lines {
+        match line {
+            Line::DefineAcc { acc, .. } => {
+                inner.insert(*acc);
+            }
+            Line::Accumulate {
+                acc, op, reduce, ..
+            } if !inner.contains(acc) && !out.iter().any(|(a, ..)| a == acc) => {
+                out.push((*acc, *op, reduce.clone()));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Appends the combine of accumulator `acc` over the block (store the thread's part, barrier,
+/// fold every part in lane order); returns the accumulator that holds the total.
+fn combine(
+    out: &mut Vec<Line>,
+    acc: usize,
+    op: ReduceOp,
+    reduce: &UOp,
+    lane: &UOp,
+    fresh: &mut Fresh,
+) -> usize {
+    let (local, total, temp) = (fresh.local, fresh.acc, fresh.temp);
+    (fresh.local, fresh.acc, fresh.temp) = (local + 1, total + 1, temp + 1);
+    let dtype = reduce.dtype();
+    let part = UOp::range(GROUP_SIZE, fresh.range(), AxisType::Reduce);
+    out.extend([
+        Line::DefineLocal {
+            local,
+            dtype,
+            size: GROUP_SIZE,
+        },
+        Line::LocalStore {
+            local,
+            index: Value::Range(lane.clone()),
+            value: Value::Acc(acc),
+        },
+        Line::Barrier,
+        Line::DefineAcc {
+            acc: total,
+            reduce: reduce.clone(),
+        },
+        Line::Loop(part.clone()),
+        Line::LocalLoad {
+            temp,
+            local,
+            dtype,
+            index: Value::Range(part),
+        },
+        Line::Accumulate {
+            acc: total,
+            op,
+            reduce: reduce.clone(),
+            value: Value::Temp(temp),
+        },
+        Line::EndLoop,
+    ]);
+    total
+}
+
+/// `line` reading the combined accumulators in place of the threads' parts.
+fn rename(line: &Line, renamed: &[(usize, usize)]) -> Line {
+    let swap = |v: &Value| match v {
+        Value::Acc(a) => match renamed.iter().rev().find(|(from, _)| from == a) {
+            Some(&(_, to)) => Value::Acc(to),
+            None => v.clone(),
+        },
+        _ => v.clone(),
+    };
+    match line {
+        Line::Assign {
+            temp,
+            node,
+            operands,
+        } => Line::Assign {
+            temp: *temp,
+            node: node.clone(),
+            operands: operands.iter().map(swap).collect(),
+        },
+        Line::Accumulate {
+            acc,
+            op,
+            reduce,
+            value,
+        } => Line::Accumulate {
+            acc: *acc,
+            op: *op,
+            reduce: reduce.clone(),
+            value: swap(value),
+        },
+        Line::Store {
+            store,
+            index,
+            gate,
+            value,
+        } => Line::Store {
+            store: store.clone(),
+            index: swap(index),
+            gate: gate.as_ref().map(swap),
+            value: swap(value),
+        },
+        other => other.clone(),
+    }
+}
