@@ -5,24 +5,9 @@
 mod common;
 
 use common::tolerance::agree;
-use common::{interpreted, values};
-use tensor::core::codegen::CodegenOptions;
-use tensor::core::schedule::create_schedule;
+use common::{interpreted, kernel_sources as sources, values};
 use tensor::prelude::*;
-use tensor::runtime::plan::generate_kernels;
 use tensor::runtime::realize::realize;
-
-/// The C sources of the kernels that compute `t`, optimized for two cores.
-fn sources(t: &Tensor) -> Vec<String> {
-    let options = CodegenOptions {
-        optimize: true,
-        threads: 2,
-    };
-    generate_kernels(&create_schedule(&[t.uop()]), &options)
-        .into_iter()
-        .map(|k| k.source)
-        .collect()
-}
 
 /// The number of reduce loops (`for (int ridx..`) in the kernel that reads `a` and `b`.
 fn reduce_loops(source: &str) -> usize {

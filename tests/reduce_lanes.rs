@@ -5,23 +5,8 @@
 mod common;
 
 use common::tolerance::agree;
-use common::{interpreted, values};
-use tensor::core::codegen::CodegenOptions;
-use tensor::core::schedule::create_schedule;
+use common::{interpreted, kernel_sources as sources, values};
 use tensor::prelude::*;
-use tensor::runtime::plan::generate_kernels;
-
-/// The C sources of the kernels that compute `t`, optimized for two cores.
-fn sources(t: &Tensor) -> Vec<String> {
-    let options = CodegenOptions {
-        optimize: true,
-        threads: 2,
-    };
-    generate_kernels(&create_schedule(&[t.uop()]), &options)
-        .into_iter()
-        .map(|k| k.source)
-        .collect()
-}
 
 fn assert_agrees(t: &Tensor, is_float: bool, bound: f64) {
     let (got, want) = (values(t), interpreted(t));

@@ -42,3 +42,16 @@ pub fn max_abs_diff(actual: &[f64], expected: &[f64]) -> f64 {
         .map(|(a, e)| (a - e).abs())
         .fold(0.0, f64::max)
 }
+
+/// The C sources of the kernels that compute `t`, optimized for two cores as the runtime does.
+pub fn kernel_sources(t: &Tensor) -> Vec<String> {
+    let options = tensor::core::codegen::CodegenOptions {
+        optimize: true,
+        threads: 2,
+    };
+    let schedule = tensor::core::schedule::create_schedule(&[t.uop()]);
+    tensor::runtime::plan::generate_kernels(&schedule, &options)
+        .into_iter()
+        .map(|k| k.source)
+        .collect()
+}
