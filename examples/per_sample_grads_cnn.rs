@@ -11,16 +11,31 @@ use std::time::{Duration, Instant};
 use tensor::nn::{self, ClassLoss, Conv, Pool};
 use tensor::prelude::*;
 use tensor::runtime::realize::{realize, to_vec};
+use tensor::typed::{self, Argnum};
 
-const PARAMS: usize = 8;
+/// A layer's weight and bias.
+#[derive(Clone, Tree)]
+struct Layer {
+    w: Tensor,
+    b: Tensor,
+}
+
+/// The tutorial CNN's parameters: gradients come back as this struct too.
+#[derive(Clone, Tree)]
+struct Cnn {
+    conv1: Layer,
+    conv2: Layer,
+    fc1: Layer,
+    fc2: Layer,
+}
 
 /// The summed NLL of a batch (one sample under `vmap`): `x` `[N, 1, 28, 28]`, `y` `[N]`.
-fn loss(p: &[Tensor], x: &Tensor, y: &Tensor) -> Tensor {
-    let h = nn::conv2d(x, &p[0], Some(&p[1]), &Conv::default()).relu();
-    let h = nn::conv2d(&h, &p[2], Some(&p[3]), &Conv::default()).relu();
+fn loss(p: &Cnn, x: &Tensor, y: &Tensor) -> Tensor {
+    let h = nn::conv2d(x, &p.conv1.w, Some(&p.conv1.b), &Conv::default()).relu();
+    let h = nn::conv2d(&h, &p.conv2.w, Some(&p.conv2.b), &Conv::default()).relu();
     let h = nn::max_pool2d(&h, &Pool::new(2)).flatten(1, -1);
-    let h = nn::linear(&h, &p[4], Some(&p[5])).relu();
-    let logits = nn::linear(&h, &p[6], Some(&p[7]));
+    let h = nn::linear(&h, &p.fc1.w, Some(&p.fc1.b)).relu();
+    let logits = nn::linear(&h, &p.fc2.w, Some(&p.fc2.b));
     let sum = ClassLoss {
         reduction: nn::Reduction::Sum,
         ..ClassLoss::default()
@@ -28,40 +43,34 @@ fn loss(p: &[Tensor], x: &Tensor, y: &Tensor) -> Tensor {
     nn::nll_loss(&logits.log_softmax(-1), y, &sum)
 }
 
-/// The loss of one sample (`x` `[1, 28, 28]`, `y` a 0-d label) as a function of the parameters
-/// and the sample: what `vmap` maps over.
-fn sample_loss() -> Func {
-    Func::new(Some(PARAMS + 2), |a: &[Tensor]| {
-        let x = a[PARAMS].unsqueeze(0);
-        let y = a[PARAMS + 1].reshape(&[1]);
-        vec![loss(&a[..PARAMS], &x, &y)]
-    })
+/// The loss of one sample (`x` `[1, 28, 28]`, `y` a 0-d label): what `vmap` maps over.
+fn sample_loss(p: &Cnn, x: &Tensor, y: &Tensor) -> Tensor {
+    loss(p, &x.unsqueeze(0), &y.reshape(&[1]))
 }
 
-fn per_sample_grads() -> Func {
-    let mut in_axes: Vec<Option<i32>> = vec![None; PARAMS];
-    in_axes.extend([Some(0), Some(0)]);
-    vmap(
-        grad(sample_loss(), (0..PARAMS).collect::<Vec<_>>()),
-        in_axes,
-        0,
-    )
+/// `vmap(grad(sample_loss), in_axes=(None, 0, 0))`: one gradient struct with a batch axis.
+fn per_sample_grads() -> impl Fn(&Cnn, &Tensor, &Tensor) -> Cnn {
+    typed::vmap(typed::grad(sample_loss, Argnum::<0>), (None, 0, 0), 0)
 }
 
-fn init_params() -> Vec<Tensor> {
-    let layer = |shape: &[usize], fan_in: usize, seed: u64| {
-        Tensor::randn(shape, seed) * (1.0 / (fan_in as f64).sqrt())
+fn init_params() -> Cnn {
+    let layer = |w: &[usize], fan_in: usize, seed: u64| Layer {
+        w: Tensor::randn(w, seed) * (1.0 / (fan_in as f64).sqrt()),
+        b: Tensor::zeros(&w[..1], DType::F32),
     };
-    vec![
-        layer(&[32, 1, 3, 3], 9, 1),
-        Tensor::zeros(&[32], DType::F32),
-        layer(&[64, 32, 3, 3], 288, 2),
-        Tensor::zeros(&[64], DType::F32),
-        layer(&[128, 9216], 9216, 3),
-        Tensor::zeros(&[128], DType::F32),
-        layer(&[10, 128], 128, 4),
-        Tensor::zeros(&[10], DType::F32),
-    ]
+    Cnn {
+        conv1: layer(&[32, 1, 3, 3], 9, 1),
+        conv2: layer(&[64, 32, 3, 3], 288, 2),
+        fc1: layer(&[128, 9216], 9216, 3),
+        fc2: layer(&[10, 128], 128, 4),
+    }
+}
+
+/// Computes every leaf of `t` in one schedule.
+fn realize_tree(t: &impl Tree) -> Result<(), Box<dyn std::error::Error>> {
+    let leaves = tree_leaves(t);
+    realize(&leaves.iter().collect::<Vec<_>>())?;
+    Ok(())
 }
 
 fn batch(b: usize, seed: u64) -> (Tensor, Tensor) {
@@ -83,24 +92,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => vec![8, 64],
     };
     let params = init_params();
-    realize(&params.iter().collect::<Vec<_>>())?;
+    realize_tree(&params)?;
     let grads_of = per_sample_grads();
     println!("per-sample gradients of the tutorial CNN (tensor::nn), MNIST-shaped inputs");
     for &b in &sizes {
         let (x, y) = batch(b, 5);
         realize(&[&x, &y])?;
-        let mut args = params.clone();
-        args.extend([x.clone(), y.clone()]);
         let mut times = Vec::new();
-        let mut grads = Vec::new();
+        let mut grads = params.clone();
         for _ in 0..if b > 8 { 3 } else { 5 } {
             let started = Instant::now();
-            grads = grads_of.call(&args);
-            realize(&grads.iter().collect::<Vec<_>>())?;
+            grads = grads_of(&params, &x, &y);
+            realize_tree(&grads)?;
             times.push(started.elapsed());
         }
         let first = times.remove(0);
-        let shapes: Vec<Vec<usize>> = grads.iter().map(|g| g.shape()).collect();
+        let shapes: Vec<Vec<usize>> = tree_leaves(&grads).iter().map(|g| g.shape()).collect();
         println!("  B = {b:>3}: shapes {shapes:?}");
         println!(
             "           first call {first:.2?} (compiles), warm median {:.2?}",
@@ -113,19 +120,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The first two samples' gradients against `grad` of the loss of that sample alone.
 fn check_against_single_samples(
-    params: &[Tensor],
+    params: &Cnn,
     x: &Tensor,
     y: &Tensor,
-    grads: &[Tensor],
+    grads: &Cnn,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let single = grad(sample_loss(), (0..PARAMS).collect::<Vec<_>>());
+    let single = typed::grad(sample_loss, Argnum::<0>);
     let mut worst = 0.0f32;
     for i in 0..2 {
-        let mut args = params.to_vec();
-        args.extend([x.narrow(0, i, 1).squeeze(0), y.narrow(0, i, 1).squeeze(0)]);
-        let leaves = single.call(&args);
-        realize(&leaves.iter().collect::<Vec<_>>())?; // one schedule for all the gradients
-        for (g, one) in grads.iter().zip(leaves) {
+        let sample = (x.narrow(0, i, 1).squeeze(0), y.narrow(0, i, 1).squeeze(0));
+        let one = single(params, &sample.0, &sample.1);
+        realize_tree(&one)?; // one schedule for all the gradients
+        for (g, one) in tree_leaves(grads).iter().zip(tree_leaves(&one)) {
             let batched = to_vec::<f32>(&g.narrow(0, i, 1))?;
             for (a, b) in batched.iter().zip(to_vec::<f32>(&one)?) {
                 worst = worst.max((a - b).abs() / b.abs().max(1.0));
@@ -145,7 +151,7 @@ fn check_against_single_samples(
 
 /// A few DP-SGD steps at B = 8: clip each sample's gradient to norm `CLIP`, sum, add
 /// `N(0, (NOISE·CLIP)²)` noise, average, step.
-fn dp_sgd(mut params: Vec<Tensor>) -> Result<(), Box<dyn std::error::Error>> {
+fn dp_sgd(mut params: Cnn) -> Result<(), Box<dyn std::error::Error>> {
     const B: usize = 8;
     const CLIP: f64 = 1.0;
     const NOISE: f64 = 0.1;
@@ -154,35 +160,30 @@ fn dp_sgd(mut params: Vec<Tensor>) -> Result<(), Box<dyn std::error::Error>> {
     let grads_of = per_sample_grads();
     let (x, y) = batch(B, 11);
     realize(&[&x, &y])?;
-    let batch_loss = |p: &[Tensor]| -> Result<f32, Box<dyn std::error::Error>> {
+    let batch_loss = |p: &Cnn| -> Result<f32, Box<dyn std::error::Error>> {
         Ok(to_vec::<f32>(&loss(p, &x, &y))?[0] / B as f32)
     };
     let before = batch_loss(&params)?;
     for step in 0..STEPS {
-        let mut args = params.clone();
-        args.extend([x.clone(), y.clone()]);
-        let grads = grads_of.call(&args);
+        let grads = grads_of(&params, &x, &y);
         // Each sample's norm over all parameters: [B].
-        let norms = grads
+        let norms = tree_leaves(&grads)
             .iter()
             .map(|g| g.square().flatten(1, -1).sum(1, false))
             .reduce(|a, b| a + b)
             .unwrap()
             .sqrt();
         let scale = (norms / CLIP).maximum(1.0).recip();
-        params = params
-            .iter()
-            .zip(&grads)
-            .enumerate()
-            .map(|(k, (p, g))| {
-                let mut shape = vec![B];
-                shape.extend(std::iter::repeat_n(1, g.ndim() - 1));
-                let clipped = (g * scale.reshape(&shape)).sum(0, false);
-                let noise = Tensor::randn(&p.shape(), 100 * step + k as u64) * (NOISE * CLIP);
-                p - (clipped + noise) * (LR / B as f64)
-            })
-            .collect();
-        realize(&params.iter().collect::<Vec<_>>())?;
+        let mut seed = 100 * step;
+        params = tree_zip_map(&params, &grads, |p, g| {
+            let mut shape = vec![B];
+            shape.extend(std::iter::repeat_n(1, g.ndim() - 1));
+            let clipped = (g * scale.reshape(&shape)).sum(0, false);
+            seed += 1;
+            let noise = Tensor::randn(&p.shape(), seed) * (NOISE * CLIP);
+            p - (clipped + noise) * (LR / B as f64)
+        });
+        realize_tree(&params)?;
     }
     let after = batch_loss(&params)?;
     println!(
