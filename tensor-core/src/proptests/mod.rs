@@ -16,7 +16,8 @@
 //! # Running more cases, replaying a failure
 //!
 //! Each property runs `TENSOR_PROPTEST_CASES` (or proptest's own `PROPTEST_CASES`) cases,
-//! 256 by default; CI runs 10,000 in the release profile:
+//! 256 by default; CI runs 4,000 in the release profile (any
+//! number works; here 10,000):
 //!
 //! ```text
 //! PROPTEST_CASES=10000 cargo test --release -p tensor-core --lib proptests
