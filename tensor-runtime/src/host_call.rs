@@ -8,9 +8,8 @@
 //! [`REMEMBERED_CALLS`] calls are kept by node, so realizing several results of one transform
 //! one at a time (two gradients, say) runs a call they share once.
 
-use crate::cpu::CpuDevice;
 use crate::error::{Result, RuntimeError};
-use crate::realize::{debug_level, read_buffer, realize};
+use crate::realize::{debug_level, read_realized, realize};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -91,11 +90,10 @@ fn ready_calls(graph: &[UOp]) -> Vec<UOp> {
 
 /// Runs one call on its operands (realized already): the result tensors, in order.
 fn run_one(call: &UOp, args: &[Tensor]) -> Result<Vec<UOp>> {
-    let device = CpuDevice::shared()?;
     let hosts = args
         .iter()
         .map(|t| {
-            let bytes = read_buffer(&device, &t.uop())?;
+            let bytes = read_realized(&t.uop())?;
             Ok(HostArray::from_bytes(bytes, t.dtype(), &t.shape()))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -13,6 +13,10 @@
 //! arguments are placeholders) returns the function's graph instead, so the surrounding
 //! transform sees through it, as JAX inlines `jit` under other transforms.
 //!
+//! Plans are replayed on the CPU. On another device (`DEVICE`, `realize::set_device`) a jitted
+//! function still traces once per signature, and each call realizes the traced graph there
+//! (its kernels come from that device's plan cache).
+//!
 //! A function whose graph calls an external host function (`transform::external`) is traced
 //! once per signature like any other, but each call realizes its graph: the host calls run
 //! between kernels that come from the plan cache, as in an eager realize.
@@ -20,7 +24,9 @@
 use crate::cpu::CpuDevice;
 use crate::error::Result;
 use crate::plan::Plan;
-use crate::realize::{codegen_options, realize, shared_plan_cache};
+use crate::realize::{
+    SelectedDevice, codegen_options, realize, selected_device, shared_plan_cache,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -91,6 +97,13 @@ impl Jit {
     pub fn call(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
         if args.iter().any(reads_placeholders) {
             return Ok(self.traced.call(args));
+        }
+        if selected_device()? != SelectedDevice::Cpu {
+            // Plans are recorded for the CPU; elsewhere each call realizes its (traced once)
+            // graph, whose kernels come from that device's plan cache.
+            let outputs = self.traced.call(args);
+            realize(&outputs.iter().collect::<Vec<_>>())?;
+            return Ok(outputs);
         }
         let buffers = concrete_buffers(args)?;
         let signature = signature_of(args, &buffers);

@@ -4,6 +4,9 @@
 //! - [`cpu::CpuDevice`]: C kernels built by the system compiler and run on every core;
 //! - [`cuda::CudaDevice`]: CUDA C kernels compiled by NVRTC and launched through cudarc (its
 //!   compile checks, [`cuda::nvrtc`], need no GPU);
+//! - [`emulated::EmulatedGpu`]: the CUDA device's lowering run by an emulator on the host
+//!   (`DEVICE=EMU`), so `realize` on a GPU device is checked numerically without a GPU;
+//! - [`realize`]: computing tensors on the selected device (`DEVICE`, [`realize::set_device`]);
 //! - [`cache`]: the on-disk cache of compiled kernels, keyed by a [`stable_hash`];
 //! - [`stats`]: counters of compiler runs and cache hits;
 //! - [`ndarray_interop`]: `ndarray` arrays in and out of buffers;
@@ -29,6 +32,7 @@ pub mod cache;
 pub mod cpu;
 pub mod cuda;
 pub mod device;
+pub mod emulated;
 pub mod error;
 pub mod host_call;
 pub mod jit;

@@ -3,17 +3,24 @@
 //! device allows, see `Tensor::from_ndarray`), each kernel is generated, compiled through the caches and launched,
 //! producers first, and the outputs are copied back to the host.
 //!
-//! `DEVICE` may be unset or `CPU` (CUDA is not built yet and is reported as unavailable).
+//! `DEVICE` (or [`set_device`], which overrides it) selects where graphs run: unset or `CPU`,
+//! `CUDA` / `CUDA:<n>` (a GPU, through [`crate::cuda::CudaDevice`]; without a driver the error
+//! says what is missing), or `EMU` (the GPU lowering run by an emulator on the host,
+//! [`crate::emulated::EmulatedGpu`], for tests). Each device has its own plan cache. A buffer
+//! computed on one device and read on another is copied through the host.
 //! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time), `DEBUG=2` a
 //! line per kernel, `DEBUG=3` each realization decision of the scheduler (the rule that
 //! realized or fused a node, with its cost facts), `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
 //! off.
 
 use crate::cpu::CpuDevice;
+use crate::cuda::CudaDevice;
 use crate::device::Device;
+use crate::emulated::{EMULATED_GPU_NAME, EmulatedGpu};
 use crate::error::{Result, RuntimeError};
 use crate::plan::{PlanCache, generate_kernels_for};
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 use tensor_core::codegen::CodegenOptions;
 use tensor_core::render::Kernel;
@@ -22,6 +29,31 @@ use tensor_core::schedule::placeholders::abstract_buffers;
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::uop::BufferArg;
 use tensor_core::{Arg, Element, Tensor, UOp};
+
+/// Runs `$body` with `$device` bound to the selected device (a `&D` for its `D: Device`) and
+/// `$plans` to that device's plan cache.
+macro_rules! on_selected_device {
+    (|$device:ident, $plans:ident| $body:expr) => {
+        match selected_device()? {
+            SelectedDevice::Cpu => {
+                let cpu = CpuDevice::shared()?;
+                let ($device, $plans) = (&cpu, shared_plan_cache());
+                $body
+            }
+            SelectedDevice::Emulated => {
+                let emulated = EmulatedGpu::shared();
+                let ($device, $plans) = (&*emulated, emulated_plan_cache());
+                $body
+            }
+            SelectedDevice::Cuda(ordinal) => {
+                let name = device_setting().unwrap_or_default();
+                let (gpu, cache) = shared_cuda(ordinal, &name)?;
+                let ($device, $plans) = (gpu, cache);
+                $body
+            }
+        }
+    };
+}
 
 /// The verbosity `DEBUG` asks for (0 when unset or not a number).
 pub fn debug_level() -> u32 {
@@ -119,23 +151,27 @@ pub(crate) fn compile_all<'k, D: Device>(
     device.compile_many(&sources)
 }
 
-/// Computes `tensors` on the shared CPU device; afterwards each tensor is its result buffer,
-/// so realizing it again, or using it in a later graph, runs nothing more for it.
+/// Computes `tensors` on the selected device (`DEVICE`, see the module docs; the CPU by
+/// default); afterwards each tensor is its result buffer, so realizing it again, or using it
+/// in a later graph, runs nothing more for it.
 ///
-/// The graph is looked up by its structure (buffers as placeholders) in the plan cache: a
-/// graph of a structure run before only binds its buffers and launches the recorded kernels.
+/// The graph is looked up by its structure (buffers as placeholders) in the device's plan
+/// cache: a graph of a structure run before only binds its buffers and launches the recorded
+/// kernels.
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
-    check_device_setting(std::env::var("DEVICE").ok())?;
-    let device = CpuDevice::shared()?;
+    on_selected_device!(|device, plans| realize_on(device, plans, tensors))
+}
+
+/// [`realize`] on `device` with its plan cache `plans`.
+pub fn realize_on<D: Device>(device: &D, plans: &PlanCache<D>, tensors: &[&Tensor]) -> Result<()> {
     let started = Instant::now();
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
     let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
     let abstracted = abstract_buffers(&roots);
-    let options = codegen_options(&device);
-    let plans = shared_plan_cache();
+    let options = codegen_options(device);
     let builds_before = crate::stats::pipeline_counts().schedules;
-    let plan = plans.get_or_build(&device, &abstracted.roots, &options)?;
-    let outputs = plan.run(&device, &abstracted.inputs)?;
+    let plan = plans.get_or_build(device, &abstracted.roots, &options)?;
+    let outputs = plan.run(device, &abstracted.inputs)?;
     for (tensor, out) in tensors.iter().zip(outputs) {
         tensor.replace_uop(out);
     }
@@ -176,53 +212,118 @@ pub const DEFAULT_PLAN_CACHE_SIZE: usize = 512;
 /// The plan cache of the shared CPU device.
 pub fn shared_plan_cache() -> &'static PlanCache<CpuDevice> {
     static PLANS: OnceLock<PlanCache<CpuDevice>> = OnceLock::new();
-    PLANS.get_or_init(|| {
-        PlanCache::new(plan_cache_size_from_env().unwrap_or_else(|e| {
-            crate::warn(&format!("{e}; keeping {DEFAULT_PLAN_CACHE_SIZE} plans"));
-            DEFAULT_PLAN_CACHE_SIZE
-        }))
-    })
+    PLANS.get_or_init(new_plan_cache)
+}
+
+/// An empty plan cache of the size `TENSOR_PLAN_CACHE_SIZE` asks for.
+fn new_plan_cache<D: Device>() -> PlanCache<D> {
+    PlanCache::new(plan_cache_size_from_env().unwrap_or_else(|e| {
+        crate::warn(&format!("{e}; keeping {DEFAULT_PLAN_CACHE_SIZE} plans"));
+        DEFAULT_PLAN_CACHE_SIZE
+    }))
 }
 
 /// The bytes of `tensor` (row-major, in its dtype), computing it first if needed. The
 /// buffer also keeps the copy on the host, where the reference interpreter can read it.
 pub fn read_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
     realize(&[tensor])?;
-    read_buffer(&CpuDevice::shared()?, &tensor.uop())
+    read_realized(&tensor.uop())
 }
 
-/// Accepts the `DEVICE` values this build can run: unset or `CPU`. `CUDA` / `CUDA:<n>` is
-/// checked for what it needs, driver library first (cudarc panics without it), and the error
-/// says what is missing; graphs are not yet run on a GPU through `realize` (the CUDA device
-/// is used through [`crate::cuda::CudaDevice`] and plans directly).
-fn check_device_setting(value: Option<String>) -> Result<()> {
-    match value.as_deref().map(str::trim) {
-        None | Some("") => Ok(()),
-        Some(name) if name.eq_ignore_ascii_case("CPU") => Ok(()),
-        Some(name) if crate::cuda::parse_device_name(name).is_some() => {
-            let with_name = |e: RuntimeError| match e {
-                RuntimeError::DeviceUnavailable(why) => {
-                    RuntimeError::DeviceUnavailable(format!("DEVICE={name}: {why}"))
-                }
-                other => other,
-            };
-            let ordinal = crate::cuda::parse_device_name(name).expect("a CUDA name")?;
-            crate::cuda::CudaDevice::open(ordinal).map_err(with_name)?;
-            Err(RuntimeError::DeviceUnavailable(format!(
-                "DEVICE={name}: the GPU opened, but `realize` runs graphs on the CPU only in \
-                 this build (use tensor_runtime::cuda::CudaDevice with a plan); unset DEVICE or \
-                 set DEVICE=CPU"
-            )))
-        }
-        Some(_) => Err(RuntimeError::InvalidSetting {
+/// The bytes of a realized output, read from the selected device.
+pub(crate) fn read_realized(out: &UOp) -> Result<Vec<u8>> {
+    on_selected_device!(|device, _plans| read_buffer(device, out))
+}
+
+/// Where `realize` runs graphs (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectedDevice {
+    /// The host's cores (`DEVICE` unset or `CPU`).
+    Cpu,
+    /// GPU `n` (`DEVICE=CUDA` is `CUDA:0`).
+    Cuda(usize),
+    /// The emulated GPU (`DEVICE=EMU`).
+    Emulated,
+}
+
+static DEVICE_OVERRIDE: RwLock<Option<String>> = RwLock::new(None);
+
+/// Makes this process compute on `name` (`"CPU"`, `"CUDA"`, `"CUDA:1"`, `"EMU"`) as if
+/// `DEVICE` said so, without touching the environment; `None` goes back to `DEVICE`. The name
+/// is checked, and a GPU opened, at once: an error leaves the selection as it was.
+pub fn set_device(name: Option<&str>) -> Result<()> {
+    if let Some(name) = name
+        && let SelectedDevice::Cuda(ordinal) = parse_device_setting(Some(name))?
+    {
+        shared_cuda(ordinal, name)?;
+    }
+    *DEVICE_OVERRIDE
+        .write()
+        .unwrap_or_else(PoisonError::into_inner) = name.map(str::to_string);
+    Ok(())
+}
+
+/// The device graphs run on now: [`set_device`]'s choice, else `DEVICE`'s.
+pub fn selected_device() -> Result<SelectedDevice> {
+    parse_device_setting(device_setting().as_deref())
+}
+
+fn device_setting() -> Option<String> {
+    let chosen = DEVICE_OVERRIDE
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    chosen.or_else(|| std::env::var("DEVICE").ok())
+}
+
+fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice> {
+    let name = value.map(str::trim).unwrap_or("");
+    if name.is_empty() || name.eq_ignore_ascii_case("CPU") {
+        return Ok(SelectedDevice::Cpu);
+    }
+    if name.eq_ignore_ascii_case(EMULATED_GPU_NAME) {
+        return Ok(SelectedDevice::Emulated);
+    }
+    match crate::cuda::parse_device_name(name) {
+        Some(ordinal) => Ok(SelectedDevice::Cuda(ordinal?)),
+        None => Err(RuntimeError::InvalidSetting {
             variable: "DEVICE",
-            value: value.unwrap_or_default(),
-            expected: "CPU (or unset), or CUDA / CUDA:<ordinal>",
+            value: name.to_string(),
+            expected: "CPU (or unset), CUDA / CUDA:<ordinal>, or EMU (the emulated GPU)",
         }),
     }
 }
 
-/// The elements of `tensor`, computed on the shared CPU device, in row-major order; fails
+/// GPU `ordinal` (selected as `name`) and its plan cache, opened on first use; an error
+/// names the setting and what is missing.
+fn shared_cuda(ordinal: usize, name: &str) -> Result<&'static (CudaDevice, PlanCache<CudaDevice>)> {
+    type Opened = HashMap<usize, &'static (CudaDevice, PlanCache<CudaDevice>)>;
+    static OPENED: OnceLock<Mutex<Opened>> = OnceLock::new();
+    let mut opened = OPENED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(gpu) = opened.get(&ordinal) {
+        return Ok(gpu);
+    }
+    let device = CudaDevice::open(ordinal).map_err(|e| match e {
+        RuntimeError::DeviceUnavailable(why) => {
+            RuntimeError::DeviceUnavailable(format!("DEVICE={name}: {why}"))
+        }
+        other => other,
+    })?;
+    let gpu: &'static _ = Box::leak(Box::new((device, new_plan_cache())));
+    opened.insert(ordinal, gpu);
+    Ok(gpu)
+}
+
+/// The plan cache of the emulated GPU.
+fn emulated_plan_cache() -> &'static PlanCache<EmulatedGpu> {
+    static PLANS: OnceLock<PlanCache<EmulatedGpu>> = OnceLock::new();
+    PLANS.get_or_init(new_plan_cache)
+}
+
+/// The elements of `tensor`, computed on the selected device, in row-major order; fails
 /// with [`RuntimeError::WrongElementType`] unless `T` is the tensor's dtype.
 pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
     if T::DTYPE != tensor.dtype() {
@@ -232,12 +333,13 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
         });
     }
     realize(&[tensor])?;
-    let device = CpuDevice::shared()?;
-    let arg = buffer_arg(&output_buffer(&tensor.uop()));
-    let memory = device_buffer(&device, &arg)?;
-    let mut values: Vec<T> = device.copy_out_elements(&memory, T::DTYPE)?;
-    values.truncate(arg.size);
-    Ok(values)
+    on_selected_device!(|device, _plans| {
+        let arg = buffer_arg(&output_buffer(&tensor.uop()));
+        let memory = device_buffer(device, &arg)?;
+        let mut values: Vec<T> = device.copy_out_elements(&memory, T::DTYPE)?;
+        values.truncate(arg.size);
+        Ok(values)
+    })
 }
 
 /// The arg of a `Buffer` node a schedule binds to a kernel slot.
@@ -266,7 +368,8 @@ fn memory_for<D: Device>(device: &D, arg: &BufferArg, written: bool) -> Result<A
     {
         return Ok(buffer);
     }
-    let host = arg.storage.host_data();
+    // Host contents, or the memory of another device read back (a value computed there).
+    let host = arg.storage.contents(arg.dtype);
     let buffer = match host.clone().and_then(|data| device.bind_host(data)) {
         Some(bound) => Arc::new(bound),
         None => {
@@ -389,25 +492,36 @@ mod tests {
     }
 
     #[test]
-    fn device_setting_accepts_cpu_explains_a_missing_cuda_driver_and_rejects_unknown_names() {
-        assert!(check_device_setting(None).is_ok());
-        assert!(check_device_setting(Some("cpu".into())).is_ok());
-        let cuda = check_device_setting(Some("CUDA".into())).unwrap_err();
-        assert!(matches!(cuda, RuntimeError::DeviceUnavailable(_)), "{cuda}");
-        assert!(cuda.to_string().contains("DEVICE=CPU"), "{cuda}");
+    fn device_setting_accepts_cpu_and_emu_explains_a_missing_cuda_driver_and_rejects_unknown_names()
+    {
+        let parsed = |v| parse_device_setting(v).unwrap();
+        assert_eq!(parsed(None), SelectedDevice::Cpu);
+        assert_eq!(parsed(Some(" cpu")), SelectedDevice::Cpu);
+        assert_eq!(parsed(Some("emu")), SelectedDevice::Emulated);
+        assert_eq!(parsed(Some("CUDA")), SelectedDevice::Cuda(0));
+        assert_eq!(parsed(Some("CUDA:1")), SelectedDevice::Cuda(1));
         if crate::cuda::driver_available().is_err() {
+            let cuda = set_device(Some("CUDA")).unwrap_err();
+            assert!(matches!(cuda, RuntimeError::DeviceUnavailable(_)), "{cuda}");
+            let text = cuda.to_string();
             assert!(
-                cuda.to_string().contains(
+                text.contains(
                     "DEVICE=CUDA: the CUDA driver library libcuda.so.1 could not be loaded"
                 ),
-                "{cuda}"
+                "{text}"
+            );
+            assert!(text.contains("DEVICE=CPU"), "{text}");
+            let cuda1 = set_device(Some("CUDA:1")).unwrap_err();
+            assert!(cuda1.to_string().contains("DEVICE=CUDA:1"), "{cuda1}");
+            assert_eq!(
+                selected_device().unwrap(),
+                SelectedDevice::Cpu,
+                "a failed set_device changes nothing"
             );
         } else {
             println!("a CUDA driver is present: the missing-driver text is not checked here");
         }
-        let cuda1 = check_device_setting(Some("CUDA:1".into())).unwrap_err();
-        assert!(cuda1.to_string().contains("DEVICE=CUDA:1"), "{cuda1}");
-        let unknown = check_device_setting(Some("TPU".into())).unwrap_err();
+        let unknown = parse_device_setting(Some("TPU")).unwrap_err();
         assert!(unknown.to_string().contains("DEVICE=`TPU`"), "{unknown}");
     }
 }
