@@ -216,9 +216,13 @@ impl CpuBuffer {
         match &self.memory {
             Memory::Host(data) => T::decode_into(&data.to_bytes(), &mut out),
             Memory::Allocated { .. } => {
+                // One decode over all the bytes: per-word decodes cost more than the copy.
+                let mut bytes = Vec::with_capacity(self.len + BLOCK);
                 for word in words(&self.lock()) {
-                    T::decode_into(&word.to_le_bytes(), &mut out);
+                    bytes.extend_from_slice(&word.to_le_bytes());
                 }
+                bytes.truncate(count * T::DTYPE.size_bytes());
+                T::decode_into(&bytes, &mut out);
             }
         }
         out.truncate(count);
