@@ -176,3 +176,22 @@ fn every_golden_transform_case_matches_jax_on_the_emulated_gpu() {
     let _on = on("EMU");
     common::golden::check_all_cases("(emulated GPU)", golden_cases::run_case);
 }
+
+#[test]
+fn outputs_reuse_memory_freed_by_an_earlier_step() {
+    let _on = on("EMU");
+    let gpu = tensor::runtime::emulated::EmulatedGpu::shared().unwrap();
+    let step = |scale: f32| {
+        let out = ramp(&[64, 33], scale) * 2.0 + 1.0;
+        out.realize().unwrap();
+        computed(&out)
+    };
+    let first = step(1.0);
+    let reused_before = gpu.pool().reused();
+    let second = step(1.0);
+    assert!(
+        gpu.pool().reused() > reused_before,
+        "the second step's buffers come from the pool"
+    );
+    assert_eq!(first, second, "reused memory holds the new values");
+}

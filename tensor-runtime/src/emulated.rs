@@ -11,6 +11,7 @@
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
+use crate::memory_pool::{MemoryPool, pool_bytes_from_env};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tensor_core::UOp;
@@ -22,16 +23,19 @@ use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 /// The device name `DEVICE` selects the emulated GPU with.
 pub const EMULATED_GPU_NAME: &str = "EMU";
 
-/// A GPU emulated on the host (see the module docs).
-#[derive(Default)]
+/// A GPU emulated on the host (see the module docs). Its outputs come from a
+/// [`MemoryPool`], as a GPU's do.
 pub struct EmulatedGpu {
     /// The kernels lowered by [`Device::generate_kernel`], by their CUDA source.
     lowered: Mutex<HashMap<String, Arc<GpuKernel>>>,
+    pool: Arc<MemoryPool<Vec<u8>>>,
 }
 
-/// Memory of the emulated GPU: host bytes behind a lock (kernels run one at a time).
+/// Memory of the emulated GPU: host bytes behind a lock (kernels run one at a time), given
+/// back to the device's pool when dropped.
 pub struct EmulatedBuffer {
     bytes: Mutex<Vec<u8>>,
+    pool: Arc<MemoryPool<Vec<u8>>>,
 }
 
 /// A kernel "compiled" for the emulated GPU: its lowered form.
@@ -41,10 +45,43 @@ pub struct EmulatedProgram {
 }
 
 impl EmulatedGpu {
-    /// The emulated GPU shared by `realize` in this process.
-    pub fn shared() -> Arc<EmulatedGpu> {
+    /// An emulated GPU whose pool holds at most `pool_bytes` of freed memory.
+    pub fn new(pool_bytes: usize) -> EmulatedGpu {
+        EmulatedGpu {
+            lowered: Mutex::default(),
+            pool: Arc::new(MemoryPool::new(pool_bytes)),
+        }
+    }
+
+    /// The emulated GPU shared by `realize` in this process (its pool sized by
+    /// `TENSOR_DEVICE_POOL_BYTES`).
+    pub fn shared() -> Result<Arc<EmulatedGpu>> {
         static SHARED: std::sync::OnceLock<Arc<EmulatedGpu>> = std::sync::OnceLock::new();
-        SHARED.get_or_init(Arc::default).clone()
+        if let Some(gpu) = SHARED.get() {
+            return Ok(gpu.clone());
+        }
+        let gpu = Arc::new(EmulatedGpu::new(pool_bytes_from_env()?));
+        Ok(SHARED.get_or_init(|| gpu).clone())
+    }
+
+    /// The device's pool of freed memory.
+    pub fn pool(&self) -> &MemoryPool<Vec<u8>> {
+        &self.pool
+    }
+
+    fn buffer(&self, bytes: Vec<u8>) -> EmulatedBuffer {
+        EmulatedBuffer {
+            bytes: Mutex::new(bytes),
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+impl Drop for EmulatedBuffer {
+    fn drop(&mut self) {
+        let bytes = std::mem::take(self.bytes.get_mut().unwrap_or_else(PoisonError::into_inner));
+        // A full pool hands the memory back: it is freed here.
+        drop(self.pool.give(bytes.len(), bytes));
     }
 }
 
@@ -94,9 +131,14 @@ impl Device for EmulatedGpu {
     }
 
     fn allocate(&self, bytes: usize) -> Result<EmulatedBuffer> {
-        Ok(EmulatedBuffer {
-            bytes: Mutex::new(vec![0; bytes]),
-        })
+        let mut memory = self.pool.take(bytes).unwrap_or_else(|| vec![0; bytes]);
+        memory.fill(0);
+        Ok(self.buffer(memory))
+    }
+
+    fn allocate_output(&self, bytes: usize) -> Result<EmulatedBuffer> {
+        let memory = self.pool.take(bytes).unwrap_or_else(|| vec![0; bytes]);
+        Ok(self.buffer(memory))
     }
 
     fn buffer_len(&self, buffer: &EmulatedBuffer) -> usize {

@@ -36,6 +36,7 @@ pub mod emulated;
 pub mod error;
 pub mod host_call;
 pub mod jit;
+pub mod memory_pool;
 pub mod ndarray_interop;
 pub mod parallel;
 pub mod plan;

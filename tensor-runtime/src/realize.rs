@@ -41,7 +41,7 @@ macro_rules! on_selected_device {
                 $body
             }
             SelectedDevice::Emulated => {
-                let emulated = EmulatedGpu::shared();
+                let emulated = EmulatedGpu::shared()?;
                 let ($device, $plans) = (&*emulated, emulated_plan_cache());
                 $body
             }

@@ -18,6 +18,7 @@ use ptx_cache::PtxCache;
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
+use crate::memory_pool::{MemoryPool, pool_bytes_from_env};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
@@ -79,19 +80,42 @@ pub fn cuda_kernels(schedule: &tensor_core::schedule::Schedule) -> Vec<Kernel> {
     })
 }
 
-/// One GPU: its context, the stream every copy and launch goes through, and its architecture.
+/// One GPU: its context, the stream every copy and launch goes through, its architecture,
+/// and the pool its freed memory goes to (`cuMemAlloc` is slow: see [`MemoryPool`]).
 pub struct CudaDevice {
     name: String,
     stream: Arc<CudaStream>,
     arch: &'static str,
     ptx: PtxCache,
+    pool: Arc<MemoryPool<CudaSlice<u8>>>,
 }
 
-/// Device memory of a [`CudaDevice`] (bytes), freed when dropped.
+/// Device memory of a [`CudaDevice`] (bytes), given back to the device's pool when dropped.
 pub struct CudaBuffer {
-    memory: Mutex<CudaSlice<u8>>,
+    /// `None` only while being dropped.
+    memory: Mutex<Option<CudaSlice<u8>>>,
     stream: Arc<CudaStream>,
     len: usize,
+    pool: Arc<MemoryPool<CudaSlice<u8>>>,
+}
+
+impl CudaBuffer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CudaSlice<u8>>> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        let memory = self
+            .memory
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(slice) = memory.take() {
+            // A full pool hands the slice back: it is freed here.
+            drop(self.pool.give(slice.len(), slice));
+        }
+    }
 }
 
 /// A kernel loaded into the GPU's context.
@@ -118,12 +142,44 @@ impl CudaDevice {
             stream: context.default_stream(),
             arch: arch_name(major, minor),
             ptx: PtxCache::from_env()?,
+            pool: Arc::new(MemoryPool::new(pool_bytes_from_env()?)),
         })
     }
 
     /// The NVRTC architecture kernels are compiled for (`sm_80`, ...).
     pub fn arch(&self) -> &'static str {
         self.arch
+    }
+
+    /// The device's pool of freed memory.
+    pub fn pool(&self) -> &MemoryPool<CudaSlice<u8>> {
+        &self.pool
+    }
+
+    /// `bytes` bytes of device memory: a freed slice of that length from the pool, contents
+    /// as left, or a new zeroed one.
+    fn memory(&self, bytes: usize) -> Result<(CudaSlice<u8>, bool)> {
+        let len = bytes.max(1);
+        if let Some(reused) = self.pool.take(len) {
+            return Ok((reused, true));
+        }
+        let fresh = self
+            .stream
+            .alloc_zeros::<u8>(len)
+            .map_err(|_| RuntimeError::OutOfMemory {
+                device: self.name.clone(),
+                bytes,
+            })?;
+        Ok((fresh, false))
+    }
+
+    fn buffer(&self, memory: CudaSlice<u8>, bytes: usize) -> CudaBuffer {
+        CudaBuffer {
+            memory: Mutex::new(Some(memory)),
+            stream: self.stream.clone(),
+            len: bytes,
+            pool: self.pool.clone(),
+        }
     }
 
     /// NVRTC runs and PTX cache hits of this device so far.
@@ -157,9 +213,10 @@ fn driver_error(doing: &str, e: cudarc::driver::DriverError) -> RuntimeError {
 
 impl tensor_core::uop::DeviceAllocation for CudaBuffer {
     fn read_back(&self) -> Option<Vec<u8>> {
-        let memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
-        let bytes = self.stream.memcpy_dtov(&*memory).ok()?;
+        let memory = self.lock();
+        let mut bytes = self.stream.memcpy_dtov(memory.as_ref()?).ok()?;
         self.stream.synchronize().ok()?;
+        bytes.truncate(self.len);
         Some(bytes)
     }
 
@@ -192,18 +249,19 @@ impl Device for CudaDevice {
     }
 
     fn allocate(&self, bytes: usize) -> Result<CudaBuffer> {
-        let memory =
+        let (mut memory, reused) = self.memory(bytes)?;
+        if reused {
             self.stream
-                .alloc_zeros::<u8>(bytes.max(1))
-                .map_err(|_| RuntimeError::OutOfMemory {
-                    device: self.name.clone(),
-                    bytes,
-                })?;
-        Ok(CudaBuffer {
-            memory: Mutex::new(memory),
-            stream: self.stream.clone(),
-            len: bytes,
-        })
+                .memset_zeros(&mut memory)
+                .map_err(|e| driver_error("zeroing reused memory", e))?;
+        }
+        Ok(self.buffer(memory, bytes))
+    }
+
+    /// Memory a kernel overwrites entirely: a reused slice is not zeroed first.
+    fn allocate_output(&self, bytes: usize) -> Result<CudaBuffer> {
+        let (memory, _) = self.memory(bytes)?;
+        Ok(self.buffer(memory, bytes))
     }
 
     fn buffer_len(&self, buffer: &CudaBuffer) -> usize {
@@ -212,22 +270,24 @@ impl Device for CudaDevice {
 
     fn copy_in(&self, dst: &CudaBuffer, src: &[u8]) -> Result<()> {
         check_len("copy_in", dst.len, src.len())?;
-        let mut memory = dst.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = dst.lock();
+        let memory = guard.as_mut().expect("a live buffer has its memory");
         self.stream
-            .memcpy_htod(src, &mut *memory)
+            .memcpy_htod(src, memory)
             .map_err(|e| driver_error("copying to the device", e))?;
-        drop(memory);
+        drop(guard);
         self.synchronize()
     }
 
     fn copy_out(&self, src: &CudaBuffer, dst: &mut [u8]) -> Result<()> {
         check_len("copy_out", src.len, dst.len())?;
-        let memory = src.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let guard = src.lock();
+        let memory = guard.as_ref().expect("a live buffer has its memory");
         let mut staged = vec![0u8; memory.len()];
         self.stream
-            .memcpy_dtoh(&*memory, &mut staged)
+            .memcpy_dtoh(memory, &mut staged)
             .map_err(|e| driver_error("copying from the device", e))?;
-        drop(memory);
+        drop(guard);
         self.synchronize()?;
         dst.copy_from_slice(&staged[..dst.len()]);
         Ok(())
@@ -254,7 +314,8 @@ impl Device for CudaDevice {
         let pointers: Vec<u64> = buffers
             .iter()
             .map(|b| {
-                let memory = b.memory.lock().unwrap_or_else(PoisonError::into_inner);
+                let memory = b.lock();
+                let memory = memory.as_ref().expect("a live buffer has its memory");
                 let (pointer, _sync) = memory.device_ptr(&self.stream);
                 pointer
             })
