@@ -116,3 +116,24 @@ pub fn pipeline_counts() -> PipelineCounts {
         plan_hits: PLAN_HITS.load(Ordering::Relaxed),
     }
 }
+
+static BEAM_SEARCHES: AtomicU64 = AtomicU64::new(0);
+static BEAM_CACHE_HITS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one BEAM search run to its end.
+pub(crate) fn record_beam_search() {
+    bump(&BEAM_SEARCHES);
+}
+
+/// Counts one kernel whose BEAM winner came from the disk cache.
+pub(crate) fn record_beam_cache_hit() {
+    bump(&BEAM_CACHE_HITS);
+}
+
+/// BEAM searches run and cached winners used in this process so far.
+pub fn beam_counts() -> (u64, u64) {
+    (
+        BEAM_SEARCHES.load(Ordering::Relaxed),
+        BEAM_CACHE_HITS.load(Ordering::Relaxed),
+    )
+}

@@ -26,6 +26,7 @@ pub mod linearize;
 pub mod name;
 pub mod opt;
 pub mod program;
+pub mod search;
 pub mod transcendental;
 
 pub use name::{kernel_name, unique_name};
@@ -138,6 +139,17 @@ pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
 #[track_caller]
 pub fn lower_kernel_with_opts(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt]) -> LinearKernel {
     lower(ast, buffer_sizes, opt_list, kernel_name(ast))
+}
+
+/// [`lower_kernel_with_opts`] with the kernel's function named `name`.
+#[track_caller]
+pub fn lower_kernel_with_opts_named(
+    ast: &UOp,
+    buffer_sizes: &[usize],
+    opt_list: &[Opt],
+    name: &str,
+) -> LinearKernel {
+    lower(ast, buffer_sizes, opt_list, name.to_string())
 }
 
 #[track_caller]

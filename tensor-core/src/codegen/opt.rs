@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// One optimization of a kernel's ranges.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Opt {
     /// Split range `axis` (its range id) of size `n` by `factor`: into `(n/factor, factor)`
     /// with the new inner sub-axis of type `target`, or `(factor, n/factor)` with the new outer

@@ -19,6 +19,7 @@
 //! checked cache entry, copied to a private file and loaded), and only then runs the compiler.
 //! Threads requesting the same program at once share one load or build (and its error).
 
+pub mod beam;
 mod buffer;
 mod compiler;
 mod huge_pages;
@@ -84,6 +85,9 @@ pub struct CpuConfig {
     /// How many bytes of entries the disk cache may hold; after a store beyond that, the
     /// least recently used entries are deleted.
     pub disk_cache_max_bytes: u64,
+    /// The beam width of the OptOps search (`BEAM`, see [`beam`]); 0 uses the hand-coded
+    /// heuristic.
+    pub beam: usize,
 }
 
 impl Default for CpuConfig {
@@ -99,6 +103,7 @@ impl Default for CpuConfig {
             temp_dir: std::env::temp_dir(),
             program_cache_size: DEFAULT_PROGRAM_CACHE_SIZE,
             disk_cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
+            beam: 0,
         }
     }
 }
@@ -115,6 +120,7 @@ impl CpuConfig {
             temp_dir: std::env::temp_dir(),
             program_cache_size: program_cache_size_from_env()?,
             disk_cache_max_bytes: cache_max_bytes_from_env()?,
+            beam: beam::beam_width_from_env()?,
         })
     }
 }
@@ -172,6 +178,8 @@ struct CpuDeviceState {
     live: Arc<LiveBuffers>,
     recycler: Arc<Recycler>,
     pool: WorkerPool,
+    beam: usize,
+    beam_cache: DiskCache,
 }
 
 impl CpuDevice {
@@ -183,7 +191,12 @@ impl CpuDevice {
                     .with_timeout(config.compile_timeout),
                 threads: config.threads.max(1),
                 disk: DiskCache::new(
-                    config.cache_dir.map(|dir| dir.join("cpu")),
+                    config.cache_dir.as_ref().map(|dir| dir.join("cpu")),
+                    config.disk_cache_max_bytes,
+                ),
+                beam: config.beam,
+                beam_cache: DiskCache::new(
+                    config.cache_dir.map(|dir| dir.join("beam")),
                     config.disk_cache_max_bytes,
                 ),
                 temp_dir: config.temp_dir,
@@ -212,6 +225,11 @@ impl CpuDevice {
         }
         let device = CpuDevice::from_env()?;
         Ok(SHARED.get_or_init(|| device).clone())
+    }
+
+    /// Where the winners of BEAM searches are kept (`<cache dir>/beam/`).
+    pub(crate) fn beam_cache(&self) -> &DiskCache {
+        &self.inner.beam_cache
     }
 
     /// The compiler this device builds kernels with.
@@ -533,6 +551,28 @@ impl Device for CpuDevice {
 
     fn default_threads(&self) -> usize {
         self.inner.threads
+    }
+
+    /// The C renderer, with OptOps from a BEAM search when the device has a beam width.
+    fn generate_kernel(
+        &self,
+        ast: &tensor_core::UOp,
+        buffer_sizes: &[usize],
+        options: &tensor_core::codegen::CodegenOptions,
+        name: &str,
+    ) -> tensor_core::render::Kernel {
+        use tensor_core::codegen::{lower_kernel_named, lower_kernel_with_opts_named};
+        use tensor_core::render::c::render_kernel;
+        if self.inner.beam == 0 || !options.optimize || options.threads != self.inner.threads {
+            return render_kernel(&lower_kernel_named(ast, buffer_sizes, options, name));
+        }
+        let opts = beam::best_opts(self, ast, buffer_sizes, self.inner.beam);
+        render_kernel(&lower_kernel_with_opts_named(
+            ast,
+            buffer_sizes,
+            &opts,
+            name,
+        ))
     }
 
     fn allocate(&self, bytes: usize) -> Result<CpuBuffer> {
