@@ -135,7 +135,8 @@ fn bench(params: &[Tensor], batch: usize) -> Result<(), Box<dyn std::error::Erro
 /// Runs the torch peer for `batch` when its virtual environment has torch.
 fn peer(batch: usize) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/peers");
-    let python = dir.join(".venv/bin/python");
+    let python = std::env::var_os("TENSOR_BENCH_PYTHON")
+        .map_or_else(|| dir.join(".venv/bin/python"), Into::into);
     let has_torch = python.exists()
         && Command::new(&python)
             .args(["-c", "import torch"])
