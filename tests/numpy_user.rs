@@ -318,12 +318,90 @@ fn matrix_norms_follow_np_linalg_norm_over_two_axes() {
 }
 
 #[test]
-#[should_panic(
-    expected = "matrix_norm: ord 2 (the largest singular value) needs a singular value decomposition"
-)]
-fn the_spectral_norm_names_what_to_use_instead() {
-    // NumPy gives 5.24724006652832 here; this crate has no SVD.
-    let _ = x().matrix_norm(2, [0, 1], false);
+fn the_svd_norms_follow_np_linalg_norm() {
+    // np.linalg.norm(x, ord) for ord 2, -2 and "nuc", and over axis=(1, 0) (the transpose has
+    // the same singular values).
+    for (ord, expected) in [
+        (MatrixOrd::from(2), 5.24724006652832),
+        ((-2).into(), 2.555185317993164),
+        ("nuc".into(), 7.802425384521484),
+    ] {
+        close(&x().matrix_norm(ord, [0, 1], false), &[], &[expected]);
+        close(&x().matrix_norm(ord, [1, 0], false), &[], &[expected]);
+    }
+    // np.linalg.norm(b, ord, axis=(2, 0)) and axis=(-2, -1) with keepdims=True (b[1] has
+    // rank 2: its smallest singular value is 0).
+    for (ord, over_2_0, kept) in [
+        (
+            MatrixOrd::from(2),
+            [20.472631454467773, 14.743788719177246, 20.472631454467773],
+            [21.835702896118164, 23.909019470214844],
+        ),
+        (
+            (-2).into(),
+            [2.621335506439209, 10.145600318908691, 2.621335506439209],
+            [1.6095179319381714, 0.0],
+        ),
+        (
+            "nuc".into(),
+            [23.09396743774414, 24.889389038085938, 23.09396743774414],
+            [34.304500579833984, 25.741708755493164],
+        ),
+    ] {
+        close(&b().matrix_norm(ord, [2, 0], false), &[3], &over_2_0);
+        close(&b().matrix_norm(ord, [-2, -1], true), &[2, 1, 1], &kept);
+    }
+    // np.linalg.svd(x, compute_uv=False)
+    close(&x().svdvals(), &[2], &[5.24724, 2.5551853]);
+}
+
+/// `f` at `a` with element `i` moved by `h`, in f64.
+fn shifted(f: &dyn Fn(&Tensor) -> Tensor, a: &[f64], shape: &[usize], i: usize, h: f64) -> f64 {
+    let mut moved = a.to_vec();
+    moved[i] += h;
+    f(&Tensor::from_vec(moved, shape)).to_vec::<f64>().unwrap()[0]
+}
+
+#[test]
+fn singular_values_have_derivatives_and_batch_under_vmap() {
+    let values = vec![1.5, -2.0, 3.25, 0.5, 4.0, -1.0];
+    let a = Tensor::from_vec(values.clone(), &[2, 3]);
+    for ord in [MatrixOrd::from(2), (-2).into(), "nuc".into()] {
+        let f = move |a: &Tensor| a.matrix_norm(ord, [0, 1], false);
+        let g = grad(f, 0).call(std::slice::from_ref(&a)).remove(0);
+        let g = g.to_vec::<f64>().unwrap();
+        let tangent = Tensor::from_vec(vec![0.3, -0.1, 0.7, 0.2, -0.5, 0.4], &[2, 3]);
+        let (_, dot) = jvp(f, std::slice::from_ref(&a), std::slice::from_ref(&tangent));
+        let mut directional = 0.0;
+        for (i, gi) in g.iter().enumerate() {
+            let h = 1e-6;
+            let fd = (shifted(&f, &values, &[2, 3], i, h) - shifted(&f, &values, &[2, 3], i, -h))
+                / (2.0 * h);
+            assert!(
+                (gi - fd).abs() < 1e-6,
+                "{ord:?} element {i}: grad {gi}, differences {fd}"
+            );
+            directional += gi * [0.3, -0.1, 0.7, 0.2, -0.5, 0.4][i];
+        }
+        let dot = dot[0].to_vec::<f64>().unwrap()[0];
+        assert!(
+            (dot - directional).abs() < 1e-9,
+            "{ord:?}: jvp {dot} vs grad . t {directional}"
+        );
+    }
+    let stack = b();
+    let batched = vmap(|m: &Tensor| m.svdvals(), 0, 0).call(std::slice::from_ref(&stack));
+    let looped: Vec<f32> = (0..2)
+        .flat_map(|i| {
+            stack
+                .slice(0, i, i + 1)
+                .reshape(&[3, 4])
+                .svdvals()
+                .to_vec::<f32>()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(batched[0].to_vec::<f32>().unwrap(), looped);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 mod advanced_index;
 mod broadcast;
+pub(crate) use broadcast::normalize_axes;
 mod create;
 mod cumulative;
 mod einsum;

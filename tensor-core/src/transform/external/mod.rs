@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod diff;
 pub mod host;
+pub mod linalg;
 pub mod schema;
 
 pub use host::{CallRecord, HostArray, HostCall, HostValue};
