@@ -143,3 +143,20 @@ pub trait Device: Send + Sync {
             .collect())
     }
 }
+
+/// Ok when a copy's `data_bytes` match the device buffer's `buffer_bytes` exactly.
+pub(crate) fn check_len(
+    operation: &'static str,
+    buffer_bytes: usize,
+    data_bytes: usize,
+) -> Result<()> {
+    if buffer_bytes == data_bytes {
+        Ok(())
+    } else {
+        Err(RuntimeError::SizeMismatch {
+            operation,
+            buffer_bytes,
+            data_bytes,
+        })
+    }
+}

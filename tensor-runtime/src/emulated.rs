@@ -9,7 +9,7 @@
 //! (an interpreter) and meant for tests: a machine without a GPU checks numerically that
 //! `realize` on a GPU device computes what the CPU computes.
 
-use crate::device::Device;
+use crate::device::{Device, check_len};
 use crate::error::{Result, RuntimeError};
 use crate::memory_pool::{MemoryPool, pool_bytes_from_env};
 use std::collections::HashMap;
@@ -222,17 +222,5 @@ impl Device for EmulatedGpu {
             }
         }
         Ok(())
-    }
-}
-
-fn check_len(operation: &'static str, buffer_bytes: usize, data_bytes: usize) -> Result<()> {
-    if buffer_bytes == data_bytes {
-        Ok(())
-    } else {
-        Err(RuntimeError::SizeMismatch {
-            operation,
-            buffer_bytes,
-            data_bytes,
-        })
     }
 }

@@ -16,7 +16,7 @@ pub mod ptx_cache;
 
 use ptx_cache::PtxCache;
 
-use crate::device::Device;
+use crate::device::{Device, check_len};
 use crate::error::{Result, RuntimeError};
 use crate::memory_pool::{MemoryPool, pool_bytes_from_env};
 use cudarc::driver::{
@@ -338,18 +338,6 @@ impl Device for CudaDevice {
         // only below those sizes; the stream is synchronized before the buffers can go away.
         unsafe { launch.launch(config) }.map_err(|e| driver_error("launching a kernel", e))?;
         self.synchronize()
-    }
-}
-
-fn check_len(operation: &'static str, buffer_bytes: usize, data_bytes: usize) -> Result<()> {
-    if buffer_bytes == data_bytes {
-        Ok(())
-    } else {
-        Err(RuntimeError::SizeMismatch {
-            operation,
-            buffer_bytes,
-            data_bytes,
-        })
     }
 }
 
