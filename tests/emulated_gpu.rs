@@ -140,17 +140,26 @@ fn a_second_realize_of_the_same_structure_replays_the_plan() {
 }
 
 #[test]
-fn a_jitted_function_computes_on_the_emulated_gpu() {
+fn a_jitted_function_traces_once_and_replays_its_plan_on_the_emulated_gpu() {
     let _on = on("EMU");
     let jitted = Jit::new(Func::new(Some(1), |args: &[Tensor]| {
         vec![(&args[0] * &args[0]).sum(1, false)]
     }));
-    for scale in [1.0, -3.0] {
-        let x = ramp(&[3, 4], scale);
-        let out = jitted.call(std::slice::from_ref(&x)).unwrap().remove(0);
-        assert_matches_interpreter("jit", &out);
-    }
-    assert_eq!(jitted.trace_count(), 0, "off the CPU a jit keeps no plans");
+    let x = ramp(&[3, 4], 1.0);
+    x.realize().unwrap();
+    let out = jitted.call(std::slice::from_ref(&x)).unwrap().remove(0);
+    assert_matches_interpreter("jit, first call", &out);
+    let before = pipeline_counts();
+    let y = ramp(&[3, 4], -3.0);
+    y.realize().unwrap();
+    let out = jitted.call(std::slice::from_ref(&y)).unwrap().remove(0);
+    assert_matches_interpreter("jit, replayed", &out);
+    assert_eq!(jitted.trace_count(), 1, "one signature, one trace");
+    assert_eq!(
+        pipeline_counts().schedules,
+        before.schedules,
+        "the plan is replayed"
+    );
 }
 
 #[test]

@@ -13,19 +13,23 @@
 //! arguments are placeholders) returns the function's graph instead, so the surrounding
 //! transform sees through it, as JAX inlines `jit` under other transforms.
 //!
-//! Plans are replayed on the CPU. On another device (`DEVICE`, `realize::set_device`) a jitted
-//! function still traces once per signature, and each call realizes the traced graph there
-//! (its kernels come from that device's plan cache).
+//! The device a call runs on (`DEVICE`, `realize::set_device`) is part of its signature: a
+//! plan is built and replayed on that device.
 //!
 //! A function whose graph calls an external host function (`transform::external`) is traced
 //! once per signature like any other, but each call realizes its graph: the host calls run
 //! between kernels that come from the plan cache, as in an eager realize.
 
 use crate::cpu::CpuDevice;
+use crate::cuda::CudaDevice;
+use crate::device::Device;
+use crate::emulated::EmulatedGpu;
 use crate::error::Result;
 use crate::plan::Plan;
+use crate::plan::PlanCache;
 use crate::realize::{
-    SelectedDevice, codegen_options, realize, selected_device, shared_plan_cache,
+    SelectedDevice, codegen_options, emulated_plan_cache, realize, selected_device, shared_cuda,
+    shared_plan_cache,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,7 +38,7 @@ use tensor_core::schedule::placeholders::abstract_buffers;
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::transform::function::traced_once;
 use tensor_core::transform::{Func, IntoFunc};
-use tensor_core::{DType, Device, Op, Tensor, UOp};
+use tensor_core::{DType, Op, Tensor, UOp};
 
 /// `f` compiled once per input signature and replayed (see the module docs). Panics, as a
 /// transform does, if the device fails; use [`Jit::try_call`] to handle device errors.
@@ -54,19 +58,32 @@ pub struct Jit {
     traces: AtomicUsize,
 }
 
-/// Per argument its shape, dtype and device, and for every argument the first argument
-/// holding the same buffer.
+/// Per argument its shape, dtype and device, for every argument the first argument holding
+/// the same buffer, and the device the call runs on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Signature {
-    arguments: Vec<(Vec<usize>, DType, Device)>,
+    arguments: Vec<(Vec<usize>, DType, tensor_core::Device)>,
     same_as: Vec<usize>,
+    device: SelectedDevice,
 }
 
 /// The plan of one signature and where each buffer it reads comes from.
 struct Entry {
     /// `None` for a graph with external calls, which is realized at each call.
-    plan: Option<Arc<Plan<CpuDevice>>>,
+    plan: Option<DevicePlan>,
     sources: Vec<Source>,
+}
+
+/// A plan on the device of its signature.
+enum DevicePlan {
+    Cpu(Arc<Plan<CpuDevice>>),
+    Emulated(Arc<Plan<EmulatedGpu>>),
+    Cuda(usize, Arc<Plan<CudaDevice>>),
+}
+
+/// The plan of `roots` on `device`, from its plan cache.
+fn plan_for<D: Device>(device: &D, plans: &PlanCache<D>, roots: &[UOp]) -> Result<Arc<Plan<D>>> {
+    plans.get_or_build(device, roots, &codegen_options(device))
 }
 
 /// Where the buffer bound to one placeholder of a plan comes from.
@@ -98,15 +115,8 @@ impl Jit {
         if args.iter().any(reads_placeholders) {
             return Ok(self.traced.call(args));
         }
-        if selected_device()? != SelectedDevice::Cpu {
-            // Plans are recorded for the CPU; elsewhere each call realizes its (traced once)
-            // graph, whose kernels come from that device's plan cache.
-            let outputs = self.traced.call(args);
-            realize(&outputs.iter().collect::<Vec<_>>())?;
-            return Ok(outputs);
-        }
         let buffers = concrete_buffers(args)?;
-        let signature = signature_of(args, &buffers);
+        let signature = signature_of(args, &buffers, selected_device()?);
         let entry = match self.entry(&signature) {
             Some(entry) => entry,
             None => self.build(signature, args, &buffers)?,
@@ -124,8 +134,11 @@ impl Jit {
                 Source::Captured(buffer) => buffer.clone(),
             })
             .collect();
-        let device = CpuDevice::shared()?;
-        let outputs = plan.run(&device, &inputs)?;
+        let outputs = match plan {
+            DevicePlan::Cpu(plan) => plan.run(&CpuDevice::shared()?, &inputs)?,
+            DevicePlan::Emulated(plan) => plan.run(&*EmulatedGpu::shared()?, &inputs)?,
+            DevicePlan::Cuda(ordinal, plan) => plan.run(&shared_cuda(*ordinal)?.0, &inputs)?,
+        };
         Ok(outputs.into_iter().map(Tensor::from_uop).collect())
     }
 
@@ -152,12 +165,21 @@ impl Jit {
             return Ok(entry);
         }
         let abstracted = abstract_buffers(&outputs);
-        let device = CpuDevice::shared()?;
-        let plan = shared_plan_cache().get_or_build(
-            &device,
-            &abstracted.roots,
-            &codegen_options(&device),
-        )?;
+        let roots = &abstracted.roots;
+        let plan = match signature.device {
+            SelectedDevice::Cpu => {
+                DevicePlan::Cpu(plan_for(&CpuDevice::shared()?, shared_plan_cache(), roots)?)
+            }
+            SelectedDevice::Emulated => DevicePlan::Emulated(plan_for(
+                &*EmulatedGpu::shared()?,
+                emulated_plan_cache(),
+                roots,
+            )?),
+            SelectedDevice::Cuda(ordinal) => {
+                let (gpu, plans) = shared_cuda(ordinal)?;
+                DevicePlan::Cuda(ordinal, plan_for(gpu, plans, roots)?)
+            }
+        };
         let sources = abstracted
             .inputs
             .into_iter()
@@ -200,7 +222,7 @@ fn concrete_buffers(args: &[Tensor]) -> Result<Vec<UOp>> {
         .collect())
 }
 
-fn signature_of(args: &[Tensor], buffers: &[UOp]) -> Signature {
+fn signature_of(args: &[Tensor], buffers: &[UOp], device: SelectedDevice) -> Signature {
     Signature {
         arguments: args
             .iter()
@@ -210,5 +232,6 @@ fn signature_of(args: &[Tensor], buffers: &[UOp]) -> Signature {
             .iter()
             .map(|b| buffers.iter().position(|other| other == b).unwrap_or(0))
             .collect(),
+        device,
     }
 }

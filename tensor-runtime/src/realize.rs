@@ -46,8 +46,7 @@ macro_rules! on_selected_device {
                 $body
             }
             SelectedDevice::Cuda(ordinal) => {
-                let name = device_setting().unwrap_or_default();
-                let (gpu, cache) = shared_cuda(ordinal, &name)?;
+                let (gpu, cache) = shared_cuda(ordinal)?;
                 let ($device, $plans) = (gpu, cache);
                 $body
             }
@@ -236,7 +235,7 @@ pub(crate) fn read_realized(out: &UOp) -> Result<Vec<u8>> {
 }
 
 /// Where `realize` runs graphs (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SelectedDevice {
     /// The host's cores (`DEVICE` unset or `CPU`).
     Cpu,
@@ -255,7 +254,7 @@ pub fn set_device(name: Option<&str>) -> Result<()> {
     if let Some(name) = name
         && let SelectedDevice::Cuda(ordinal) = parse_device_setting(Some(name))?
     {
-        shared_cuda(ordinal, name)?;
+        shared_cuda_named(ordinal, name)?;
     }
     *DEVICE_OVERRIDE
         .write()
@@ -296,7 +295,15 @@ fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice> {
 
 /// GPU `ordinal` (selected as `name`) and its plan cache, opened on first use; an error
 /// names the setting and what is missing.
-fn shared_cuda(ordinal: usize, name: &str) -> Result<&'static (CudaDevice, PlanCache<CudaDevice>)> {
+pub(crate) fn shared_cuda(ordinal: usize) -> Result<&'static (CudaDevice, PlanCache<CudaDevice>)> {
+    let name = device_setting().unwrap_or_else(|| format!("CUDA:{ordinal}"));
+    shared_cuda_named(ordinal, &name)
+}
+
+fn shared_cuda_named(
+    ordinal: usize,
+    name: &str,
+) -> Result<&'static (CudaDevice, PlanCache<CudaDevice>)> {
     type Opened = HashMap<usize, &'static (CudaDevice, PlanCache<CudaDevice>)>;
     static OPENED: OnceLock<Mutex<Opened>> = OnceLock::new();
     let mut opened = OPENED
@@ -318,7 +325,7 @@ fn shared_cuda(ordinal: usize, name: &str) -> Result<&'static (CudaDevice, PlanC
 }
 
 /// The plan cache of the emulated GPU.
-fn emulated_plan_cache() -> &'static PlanCache<EmulatedGpu> {
+pub(crate) fn emulated_plan_cache() -> &'static PlanCache<EmulatedGpu> {
     static PLANS: OnceLock<PlanCache<EmulatedGpu>> = OnceLock::new();
     PLANS.get_or_init(new_plan_cache)
 }
