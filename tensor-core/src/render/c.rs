@@ -2,9 +2,9 @@
 //!
 //! Conventions of the output:
 //! - buffers are `data0, data1, ...` by slot (`restrict`, `const` for inputs); loop variables
-//!   `gidx<id>` (output axes), `ridx<id>` (reduce axes) and `lane<id>` (LANE axes); `val<n>` loaded values, `alu<n>`
-//!   computed values, `acc<n>` accumulators. A computed value used once in the same loop body
-//!   is written inline into its user.
+//!   `gidx<id>` (output axes), `ridx<id>` (reduce axes) and `lane<id>` (LANE axes); `val<n>`
+//!   loaded values, `alu<n>` computed values, `acc<n>` accumulators. A computed value used once
+//!   in the same loop body is written inline into its user.
 //! - The accumulator of a Reduce with a LANE range is an array, one partial sum per lane,
 //!   updated in the lane loop (`acc3[lane6] += ...`) and folded pairwise where it is read: a
 //!   plain loop of independent updates, which gcc vectorizes even at `-O2` (it does not
