@@ -75,3 +75,35 @@ fn a_column_sum_keeps_its_column_upcast() {
     assert!(source.contains("acc15"), "16 columns at once: {source}");
     assert_agrees(&sum, true, 16.0);
 }
+
+#[test]
+fn a_matmul_with_a_transposed_weight_has_lane_accumulators_and_agrees() {
+    // `x @ w.T` (every `nn::linear`): the reduce is contiguous in both operands, so each output
+    // gets an array of eight partial sums updated in a lane loop (`codegen::heuristic` item 6).
+    for (rows, outs, k) in [(64, 32, 256), (12, 8, 64), (2, 4, 40000), (6, 12, 40)] {
+        let x = Tensor::rand(&[rows, k], 4) - 0.5;
+        let w = Tensor::rand(&[outs, k], 5) - 0.5;
+        x.realize().unwrap();
+        w.realize().unwrap();
+        let y = x.matmul(&w.transpose(0, 1));
+        let source = sources(&y).join("\n");
+        assert!(
+            source.contains("acc0[8]") && source.contains("[lane"),
+            "{rows}x{outs}x{k}: {source}"
+        );
+        assert_agrees(&y, true, 2.0 * (k as f64).sqrt());
+        let relu = y.relu() + 1.0;
+        assert_agrees(&relu, true, 2.0 * (k as f64).sqrt());
+    }
+}
+
+#[test]
+fn an_f64_matmul_with_a_transposed_weight_agrees() {
+    let x = Tensor::rand(&[16, 96], 6).cast(DType::F64);
+    let w = Tensor::rand(&[8, 96], 7).cast(DType::F64);
+    x.realize().unwrap();
+    w.realize().unwrap();
+    let y = x.matmul(&w.transpose(0, 1));
+    assert!(sources(&y).join("\n").contains("double acc0[8]"));
+    assert_agrees(&y, true, 16.0);
+}

@@ -190,6 +190,25 @@ fn assert_matmul_fmas(n: usize) {
 }
 
 #[test]
+fn a_matmul_with_a_transposed_weight_multiplies_whole_vector_registers() {
+    // `x @ w.T` as `nn::linear` computes it: the reduce is contiguous in both operands, and
+    // its LANE accumulators (`codegen::heuristic`) are a loop gcc turns into vector FMAs.
+    let x = Tensor::rand(&[256, 256], 1);
+    let w = Tensor::rand(&[64, 256], 2);
+    x.realize().unwrap();
+    w.realize().unwrap();
+    let packed = assert_vectorized(&x.matmul(&w.transpose(0, 1)));
+    if std::is_x86_feature_detected!("fma") && std::is_x86_feature_detected!("avx2") {
+        assert!(
+            packed
+                .iter()
+                .any(|l| l.starts_with("vfmadd") && !l.contains("%xmm")),
+            "with FMA and AVX2, x @ w.T should multiply-add whole ymm/zmm registers: {packed:?}"
+        );
+    }
+}
+
+#[test]
 fn a_sum_along_a_contiguous_axis_runs_packed_vector_instructions() {
     // Its 16 partial accumulators (`codegen::heuristic`); a maximum has them too, but its
     // NaN-propagating `max_f32` helper keeps gcc from vectorizing it.

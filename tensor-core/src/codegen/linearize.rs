@@ -7,7 +7,8 @@
 //! code is hoisted without a separate pass. A Reduce becomes an accumulator defined where its
 //! result is needed, a loop nest over its ranges that folds the value into it, and the
 //! accumulator read after the loops. Independent Reduces over the same ranges (the lanes of an
-//! upcast, or a sum and a sum of squares) share one loop.
+//! upcast, or a sum and a sum of squares) share one loop. A LANE range is always the innermost
+//! loop of its Reduce: the renderer gives the accumulator one element per lane.
 
 use super::expand::is_kernel_reduce;
 use super::program::{Line, Program, Value};
@@ -230,7 +231,8 @@ impl Linearizer {
                 acc
             })
             .collect();
-        let ranges = reduce.src()[1..].to_vec();
+        let mut ranges = reduce.src()[1..].to_vec();
+        ranges.sort_by_key(|r| r.range_axis_type() == AxisType::Lane);
         let inner = (self.stack.len(), ranges.len());
         let saved = self.push_scope(ranges, Some(pos));
         for (r, &acc) in group.iter().zip(&accs) {

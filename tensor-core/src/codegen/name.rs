@@ -23,7 +23,7 @@ pub fn kernel_name(ast: &UOp) -> String {
     let has_reduce = ranges.iter().any(|r| {
         matches!(
             r.1,
-            AxisType::Reduce | AxisType::Unroll | AxisType::ReduceBlock
+            AxisType::Reduce | AxisType::Unroll | AxisType::Lane | AxisType::ReduceBlock
         )
     });
     let prefix = if has_reduce { "r" } else { "E" };

@@ -2,9 +2,13 @@
 //!
 //! Conventions of the output:
 //! - buffers are `data0, data1, ...` by slot (`restrict`, `const` for inputs); loop variables
-//!   `gidx<id>` (output axes) and `ridx<id>` (reduce axes); `val<n>` loaded values, `alu<n>`
-//!   computed values, `acc<n>` accumulators. A computed value used once in the same loop body
-//!   is written inline into its user.
+//!   `gidx<id>` (output axes), `ridx<id>` (reduce axes) and `lane<id>` (LANE axes); `val<n>`
+//!   loaded values, `alu<n>` computed values, `acc<n>` accumulators. A computed value used once
+//!   in the same loop body is written inline into its user.
+//! - The accumulator of a Reduce with a LANE range is an array, one partial sum per lane,
+//!   updated in the lane loop (`acc3[lane6] += ...`) and folded pairwise where it is read: a
+//!   plain loop of independent updates, which gcc vectorizes even at `-O2` (it does not
+//!   reassociate a float sum itself, nor pack scalar accumulators updated in a loop).
 //! - Every value means what `uop::alu` says: integer arithmetic wraps (through unsigned types
 //!   where C would overflow), integer division by zero gives 0, `Max` propagates NaN, float
 //!   transcendentals are computed in double and rounded once, like `alu` does; a float
@@ -150,6 +154,8 @@ struct CRenderer<'a> {
     exprs: HashMap<usize, String>,
     loads: usize,
     alus: usize,
+    /// The accumulators of Reduces with a LANE range: their lane range and reduce op.
+    lane_accs: HashMap<usize, (UOp, ReduceOp)>,
 }
 
 impl<'a> CRenderer<'a> {
@@ -163,6 +169,7 @@ impl<'a> CRenderer<'a> {
             exprs: HashMap::new(),
             loads: 0,
             alus: 0,
+            lane_accs: HashMap::new(),
         }
     }
 
@@ -187,11 +194,7 @@ impl<'a> CRenderer<'a> {
         Some(match line {
             Line::Loop(r) => self.loop_header(r),
             Line::EndLoop => "}".to_string(),
-            Line::DefineAcc { acc, reduce } => format!(
-                "{} acc{acc} = {};",
-                self.ctype(reduce.dtype()),
-                self.identity(reduce.reduce_op(), reduce.dtype())
-            ),
+            Line::DefineAcc { acc, reduce } => self.define_acc(*acc, reduce),
             Line::Accumulate {
                 acc,
                 op,
@@ -309,7 +312,7 @@ impl<'a> CRenderer<'a> {
                 Some(e) => e.clone(),
                 None => self.names[t].clone(),
             },
-            Value::Acc(a) => format!("acc{a}"),
+            Value::Acc(a) => self.acc_value(*a),
             Value::Range(r) => range_name(r),
             Value::Const(c) => self.literal(c),
         }
@@ -329,8 +332,54 @@ impl<'a> CRenderer<'a> {
         literal(value.cast(dtype), dtype, self.index_type)
     }
 
+    /// The declaration of an accumulator: a scalar, or an array of one partial accumulator
+    /// per value of the Reduce's LANE range (native float sums and products only).
+    fn define_acc(&mut self, acc: usize, reduce: &UOp) -> String {
+        let (ct, dtype) = (self.ctype(reduce.dtype()), reduce.dtype());
+        let identity = self.identity(reduce.reduce_op(), dtype);
+        let Some(lane) = lane_range(reduce) else {
+            return format!("{ct} acc{acc} = {identity};");
+        };
+        let op = reduce.reduce_op();
+        assert!(
+            matches!(dtype, DType::F32 | DType::F64) && matches!(op, ReduceOp::Add | ReduceOp::Mul),
+            "C renderer: LANE accumulators hold f32/f64 sums and products, not {op:?} on {dtype}"
+        );
+        let lanes = lane.range_size().expect("a LANE range has a constant size");
+        self.lane_accs.insert(acc, (lane, op));
+        format!(
+            "{ct} acc{acc}[{lanes}] = {{{}}};",
+            vec![identity; lanes].join(", ")
+        )
+    }
+
+    /// An accumulator read after its loops: a LANE accumulator's elements folded pairwise.
+    fn acc_value(&self, acc: usize) -> String {
+        let Some((lane, op)) = self.lane_accs.get(&acc) else {
+            return format!("acc{acc}");
+        };
+        let symbol = if *op == ReduceOp::Mul { "*" } else { "+" };
+        let mut terms: Vec<String> = (0..lane.range_size().unwrap_or(1))
+            .map(|l| format!("acc{acc}[{l}]"))
+            .collect();
+        while terms.len() > 1 {
+            terms = terms
+                .chunks(2)
+                .map(|p| match p {
+                    [a, b] => format!("({a} {symbol} {b})"),
+                    [a] => a.clone(),
+                    _ => unreachable!("chunks of two"),
+                })
+                .collect();
+        }
+        terms.remove(0)
+    }
+
     fn accumulate(&mut self, acc: usize, op: ReduceOp, dtype: DType, value: &Value) -> String {
-        let name = format!("acc{acc}");
+        let name = match self.lane_accs.get(&acc) {
+            Some((lane, _)) => format!("acc{acc}[{}]", range_name(lane)),
+            None => format!("acc{acc}"),
+        };
         let native = matches!(dtype, DType::F32 | DType::F64 | DType::U32 | DType::U64);
         match op {
             ReduceOp::Add if native => format!("{name} += {};", self.bare(value)),
@@ -745,10 +794,19 @@ fn c_operator(op: Op) -> &'static str {
     }
 }
 
+/// The LANE range of a kernel Reduce, if it has one.
+fn lane_range(reduce: &UOp) -> Option<UOp> {
+    reduce.src()[1..]
+        .iter()
+        .find(|r| r.op() == Op::Range && r.range_axis_type() == AxisType::Lane)
+        .cloned()
+}
+
 /// The C name of a loop variable.
 pub fn range_name(r: &UOp) -> String {
     let prefix = match r.range_axis_type() {
         AxisType::Reduce | AxisType::Unroll | AxisType::ReduceBlock => "ridx",
+        AxisType::Lane => "lane",
         AxisType::Group => "lidx",
         _ => "gidx",
     };

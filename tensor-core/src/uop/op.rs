@@ -369,6 +369,9 @@ pub enum AxisType {
     Upcast,
     /// A reduce axis unrolled into the accumulation.
     Unroll,
+    /// The innermost part of a split reduce axis kept as a loop over an array of partial
+    /// accumulators, one per value (the C compiler turns the loop into vector operations).
+    Lane,
     /// The outer part of a split reduce axis, looped over outside the output loops (cache
     /// blocking): each iteration adds its block's partial sums into the output buffer.
     ReduceBlock,
@@ -386,6 +389,7 @@ impl AxisType {
             AxisType::Reduce => 'R',
             AxisType::Upcast => 'u',
             AxisType::Unroll => 'r',
+            AxisType::Lane => 'v',
             AxisType::ReduceBlock => 'b',
             AxisType::Group => 'G',
         }
