@@ -5,12 +5,15 @@
 //! an output (LOOP) range upcast (register tiles), split into an inner LOOP (loop order for
 //! cache reuse) or spread over the cores (THREAD, once, and only over a range every store's
 //! address depends on, so cores never write the same element); a reduce range unrolled into
-//! partial accumulators (UNROLL) or cut into cache blocks (REDUCEBLOCK). Only moves the kernel
+//! partial accumulators (UNROLL), kept as a loop over an array of partial sums (LANE, which
+//! the C compiler vectorizes; offered for float sums only, as the renderer accepts), or cut
+//! into cache blocks (REDUCEBLOCK). Only moves the kernel
 //! accepts are returned (`OptimizedKernel::apply` succeeds), and none that would unroll more
 //! than [`MAX_UNROLLED`] copies of the loop body in all.
 
+use super::expand::is_kernel_reduce;
 use super::opt::{Opt, OptimizedKernel, kernel_ranges};
-use crate::uop::{AxisType, Op, UOp};
+use crate::uop::{AxisType, DType, Op, ReduceOp, UOp};
 
 /// The most copies of the body that the UPCAST and UNROLL axes of one kernel may make.
 pub const MAX_UNROLLED: usize = 256;
@@ -61,6 +64,9 @@ pub fn moves(kernel: &OptimizedKernel, threads: usize) -> Vec<Opt> {
                     if unrolled * f <= MAX_UNROLLED {
                         moves.push(split(f, AxisType::Unroll, false));
                     }
+                    if f >= 4 && float_sums_over(kernel, range) {
+                        moves.push(split(f, AxisType::Lane, false));
+                    }
                     moves.push(split(f, AxisType::ReduceBlock, true));
                 }
             }
@@ -69,6 +75,18 @@ pub fn moves(kernel: &OptimizedKernel, threads: usize) -> Vec<Opt> {
     }
     moves.retain(|m| kernel.apply(m).is_ok());
     moves
+}
+
+/// True when every reduce over `range` is an `f32`/`f64` sum (what a LANE split renders).
+fn float_sums_over(kernel: &OptimizedKernel, range: &UOp) -> bool {
+    kernel
+        .ast
+        .toposort()
+        .iter()
+        .filter(|u| is_kernel_reduce(u) && u.src()[1..].contains(range))
+        .all(|red| {
+            red.reduce_op() == ReduceOp::Add && matches!(red.dtype(), DType::F32 | DType::F64)
+        })
 }
 
 fn every_store_depends_on(kernel: &OptimizedKernel, range: &UOp) -> bool {
@@ -109,6 +127,7 @@ mod tests {
             AxisType::Loop,
             AxisType::Thread,
             AxisType::Unroll,
+            AxisType::Lane,
             AxisType::ReduceBlock,
         ] {
             assert!(kinds.contains(&kind), "{kind:?} in {moves:?}");

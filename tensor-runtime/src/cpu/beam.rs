@@ -203,12 +203,18 @@ impl<'a> Search<'a> {
         Ok(timed)
     }
 
+    /// The candidate's C, or `None` when its opts do not lower or render (a LANE split of a
+    /// reduce the renderer cannot vectorize, for one).
     fn render(&self, opts: &[Opt], name: &str) -> Option<Kernel> {
-        let lowered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            lower_kernel_with_opts_named(&self.ast, &self.sizes, opts, name)
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            render_kernel(&lower_kernel_with_opts_named(
+                &self.ast,
+                &self.sizes,
+                opts,
+                name,
+            ))
         }))
-        .ok()?;
-        Some(render_kernel(&lowered))
+        .ok()
     }
 
     /// The fastest of a few launches (one when the first is far slower than `best`).
@@ -397,6 +403,7 @@ fn decode_opts(text: &str) -> Option<Vec<Opt>> {
                 AxisType::Unroll,
                 AxisType::ReduceBlock,
                 AxisType::Group,
+                AxisType::Lane,
             ]
             .into_iter()
             .find(|t| t.letter() == letter)?;
