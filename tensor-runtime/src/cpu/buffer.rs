@@ -30,6 +30,9 @@ pub const ALIGNMENT: usize = 64;
 pub struct Block(pub [u128; 4]);
 
 const BLOCK: usize = std::mem::size_of::<Block>();
+
+/// The bytes [`CpuBuffer::read_elements`] decodes at a time.
+const PAGE_BYTES: usize = 4096;
 const _: () = assert!(std::mem::align_of::<Block>() == ALIGNMENT);
 
 impl Block {
@@ -216,13 +219,19 @@ impl CpuBuffer {
         match &self.memory {
             Memory::Host(data) => T::decode_into(&data.to_bytes(), &mut out),
             Memory::Allocated { .. } => {
-                // One decode over all the bytes: per-word decodes cost more than the copy.
-                let mut bytes = Vec::with_capacity(self.len + BLOCK);
-                for word in words(&self.lock()) {
-                    bytes.extend_from_slice(&word.to_le_bytes());
+                // Decoded a page at a time through a buffer on the stack: a decode per 16-byte
+                // word costs more than the copy, and a heap copy of the whole buffer costs
+                // its page faults.
+                let mut page = [0u8; PAGE_BYTES];
+                let memory = self.lock();
+                for blocks in memory.chunks(PAGE_BYTES / BLOCK) {
+                    let mut filled = 0;
+                    for word in words(blocks) {
+                        page[filled..filled + 16].copy_from_slice(&word.to_le_bytes());
+                        filled += 16;
+                    }
+                    T::decode_into(&page[..filled], &mut out);
                 }
-                bytes.truncate(count * T::DTYPE.size_bytes());
-                T::decode_into(&bytes, &mut out);
             }
         }
         out.truncate(count);
