@@ -270,3 +270,37 @@ fn jit_macro_types_a_jitted_transform_like_the_function() {
     let again: Tensor = step(&w, &x, &Tensor::from_vec(vec![0.0f32, 0.0], &[2]));
     assert_eq!(again.to_vec::<f32>().unwrap(), vec![-8.0, -12.0]);
 }
+
+#[test]
+fn reading_one_gradient_computes_its_siblings_in_the_same_pass() {
+    let _serial = serial();
+    let loss = |w: &Tensor, b: &Tensor, x: &Tensor| ((x.matmul(w) + b).tanh() * 1.5).sum_all();
+    let (w, b) = (
+        floats(&[0.5, -1.0, 2.0, 0.25]).reshape(&[2, 2]),
+        floats(&[0.1, 0.2]),
+    );
+    let x = floats(&[1.0, -2.0, 0.5, 3.0]).reshape(&[2, 2]);
+    let grads = grad(loss, vec![0usize, 1]).call(&[w, b, x]);
+    let before = pipeline_counts();
+    let dw = grads[0].to_vec::<f32>().unwrap();
+    let is_buffer =
+        |t: &Tensor| tensor::core::schedule::realize::as_contiguous_buffer(&t.uop()).is_some();
+    assert!(
+        is_buffer(&grads[1]),
+        "the sibling gradient was computed with the first"
+    );
+    let db = grads[1].to_vec::<f32>().unwrap();
+    assert_eq!(
+        pipeline_counts().schedules - before.schedules,
+        1,
+        "one pass for both"
+    );
+    let expected = |t: &Tensor| common::interpreted(t);
+    assert_eq!(dw.len(), 4);
+    for (got, want) in [(dw, &grads[0]), (db, &grads[1])] {
+        let want = expected(want);
+        for (g, e) in got.iter().zip(&want) {
+            assert!((f64::from(*g) - e).abs() < 1e-5, "{g} vs {e}");
+        }
+    }
+}

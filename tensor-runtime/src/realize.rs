@@ -151,14 +151,33 @@ pub(crate) fn compile_all<'k, D: Device>(
 }
 
 /// Computes `tensors` on the selected device (`DEVICE`, see the module docs; the CPU by
-/// default); afterwards each tensor is its result buffer, so realizing it again, or using it
-/// in a later graph, runs nothing more for it.
+/// default), with the other results of the function calls that made them; afterwards each
+/// tensor is its result buffer, so realizing it again, or using it in a later graph, runs
+/// nothing more for it.
 ///
 /// The graph is looked up by its structure (buffers as placeholders) in the device's plan
 /// cache: a graph of a structure run before only binds its buffers and launches the recorded
 /// kernels.
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
-    on_selected_device!(|device, plans| realize_on(device, plans, tensors))
+    let with_siblings = with_lazy_siblings(tensors);
+    let all: Vec<&Tensor> = with_siblings.iter().collect();
+    on_selected_device!(|device, plans| realize_on(device, plans, &all))
+}
+
+/// `tensors` and the lazy results of the calls that made them (`Tensor::siblings`): the
+/// other gradients of a `grad` share its backward pass, so computing them in the same pass
+/// costs little, where reading them one by one later would run the pass again for each.
+fn with_lazy_siblings(tensors: &[&Tensor]) -> Vec<Tensor> {
+    let mut all: Vec<Tensor> = tensors.iter().map(|t| (*t).clone()).collect();
+    for t in tensors {
+        for sibling in t.siblings() {
+            let lazy = as_contiguous_buffer(&sibling.uop()).is_none();
+            if lazy && !all.iter().any(|a| a.same_tensor(&sibling)) {
+                all.push(sibling);
+            }
+        }
+    }
+    all
 }
 
 /// [`realize`] on `device` with its plan cache `plans`.

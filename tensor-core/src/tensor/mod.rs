@@ -40,7 +40,7 @@ pub use updates::{At, ScatterReduce};
 
 use crate::uop::{DType, Device, Shape, UOp};
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 /// A lazy n-dimensional array.
 ///
@@ -102,20 +102,75 @@ use std::sync::{Arc, RwLock};
 /// the realized buffer, and every clone then reads the buffer instead of recomputing it.
 #[derive(Clone)]
 pub struct Tensor {
-    cell: Arc<RwLock<UOp>>,
+    cell: Arc<TensorCell>,
+}
+
+/// The shared state of a tensor and its clones.
+struct TensorCell {
+    uop: RwLock<UOp>,
+    /// The other results of the function call that made this tensor (see
+    /// [`Tensor::group_siblings`]).
+    siblings: OnceLock<Vec<Weak<TensorCell>>>,
 }
 
 impl Tensor {
     /// A tensor whose value is the graph `uop`.
     pub fn from_uop(uop: UOp) -> Tensor {
         Tensor {
-            cell: Arc::new(RwLock::new(uop)),
+            cell: Arc::new(TensorCell {
+                uop: RwLock::new(uop),
+                siblings: OnceLock::new(),
+            }),
         }
     }
 
     /// The graph this tensor currently stands for.
     pub fn uop(&self) -> UOp {
-        self.cell.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.cell
+            .uop
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records that `results` came from one function call (the gradients of one `grad`, say),
+    /// so that a runtime computing one of them computes the others, which share its work, in
+    /// the same pass, as JAX computes every output of a call. A tensor keeps the group of the
+    /// first call that returned it.
+    pub fn group_siblings(results: &[Tensor]) {
+        if results.len() < 2 {
+            return;
+        }
+        for (k, t) in results.iter().enumerate() {
+            let others = results
+                .iter()
+                .enumerate()
+                .filter(|&(j, o)| j != k && !Arc::ptr_eq(&o.cell, &t.cell))
+                .map(|(_, o)| Arc::downgrade(&o.cell))
+                .collect();
+            let _first_group_wins = t.cell.siblings.set(others);
+        }
+    }
+
+    /// The other results of the call that made this tensor that are still alive (see
+    /// [`Tensor::group_siblings`]).
+    pub fn siblings(&self) -> Vec<Tensor> {
+        self.cell
+            .siblings
+            .get()
+            .map(|group| {
+                group
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .map(|cell| Tensor { cell })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// True when `self` and `other` are clones of one tensor.
+    pub fn same_tensor(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.cell, &other.cell)
     }
 
     /// Points this tensor (and its clones) at another graph of the same value, shape and dtype:
@@ -127,7 +182,7 @@ impl Tensor {
     /// mistake).
     #[track_caller]
     pub fn replace_uop(&self, uop: UOp) {
-        let mut cell = self.cell.write().unwrap_or_else(|e| e.into_inner());
+        let mut cell = self.cell.uop.write().unwrap_or_else(|e| e.into_inner());
         assert_eq!(
             cell.shape(),
             uop.shape(),

@@ -49,7 +49,9 @@ impl Func {
             );
         }
         let _site = CallSite::enter(Location::caller());
-        (self.body)(args)
+        let results = (self.body)(args);
+        Tensor::group_siblings(&results);
+        results
     }
 
     /// Calls a function of one result and returns it.
