@@ -4,6 +4,14 @@
 //! Every constructor folds what bounds (`min_max`) decide on the spot, so the index
 //! expressions movement ops produce stay small (`(i*3 + j) // 3 -> i` when `j < 3`). The
 //! general `symbolic` rule table simplifies whatever is left.
+//!
+//! [`idiv`] and [`modulo`] fold with floor-division identities even where the bounds let the
+//! dividend go negative. That is sound for the lowering's indices: an index asked of a node is
+//! in range wherever its validity gate holds (that is what the gates say), so the dividend is
+//! non-negative there and floor and truncating division agree; where the gate fails, the
+//! value is never read (loads are gated, values are masked). So the bounds checks take the
+//! dividend as at least 0 (`(i - 1) % 26` is `i - 1` for `i < 27`). Without this, every
+//! padded window (`i - 1` read through a reshape) kept a chain of `/` and `%` per load.
 
 use crate::uop::{DType, Op, UOp};
 
@@ -99,11 +107,7 @@ impl Linear {
     fn split(&self, n: i64) -> (UOp, UOp, bool) {
         let (whole, rest): (Vec<_>, Vec<_>) =
             self.terms.iter().cloned().partition(|t| t.1 % n == 0);
-        let (cw, cr) = if self.constant >= 0 {
-            (self.constant / n, self.constant % n)
-        } else {
-            (0, self.constant)
-        };
+        let (cw, cr) = (self.constant.div_euclid(n), self.constant.rem_euclid(n));
         let any_whole = !whole.is_empty() || cw != 0;
         let quotient: Vec<_> = whole.into_iter().map(|(t, k)| (t, k / n)).collect();
         (
@@ -132,13 +136,13 @@ impl Linear {
         factors.into_iter().find_map(|g| {
             let (whole, rest): (Vec<_>, Vec<_>) =
                 self.terms.iter().cloned().partition(|t| t.1 % g == 0);
-            if whole.is_empty() || self.constant < 0 {
+            if whole.is_empty() {
                 return None;
             }
             let quotient: Vec<_> = whole.into_iter().map(|(t, k)| (t, k / g)).collect();
-            let whole = Linear::build(&quotient, self.constant / g);
-            let rest = Linear::build(&rest, self.constant % g);
-            (lo(&rest) >= 0 && hi(&rest) < g && lo(&whole) >= 0).then_some((g, whole, rest))
+            let whole = Linear::build(&quotient, self.constant.div_euclid(g));
+            let rest = Linear::build(&rest, self.constant.rem_euclid(g));
+            (lo(&rest) >= 0 && hi(&rest) < g).then_some((g, whole, rest))
         })
     }
 }
@@ -147,48 +151,55 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// `a // n` (truncating) for a positive constant `n`, using bounds to drop what cannot matter.
+/// `a // n` for a positive constant `n` and an index `a` that is non-negative wherever it is
+/// read (see the module docs), using bounds to drop what cannot matter.
 pub fn idiv(a: &UOp, n: i64) -> UOp {
+    if n <= 0 {
+        // A stride of an empty array: no element is read; the index keeps its ranges, so
+        // the loads stay inside the loops that never run.
+        return a.clone();
+    }
     if n == 1 {
         return a.clone();
     }
     if let Some(c) = int_value(a) {
-        return int(c / n);
+        return int(c.div_euclid(n));
     }
-    if lo(a) >= 0 && hi(a) < n {
-        return int(0);
+    if lo(a).max(0) / n == hi(a).max(0) / n {
+        return int(hi(a).max(0) / n);
     }
-    if lo(a) >= 0 {
-        let (quotient, rest, any_whole) = Linear::of(a).split(n);
-        if any_whole && lo(&rest) >= 0 && hi(&rest) < n {
-            return quotient;
-        }
-        if let Some((g, whole, _)) = Linear::of(a).split_by_factor(n) {
-            return idiv(&whole, n / g);
-        }
+    let (quotient, rest, any_whole) = Linear::of(a).split(n);
+    if any_whole && lo(&rest) >= 0 && hi(&rest) < n {
+        return quotient;
+    }
+    if let Some((g, whole, _)) = Linear::of(a).split_by_factor(n) {
+        return idiv(&whole, n / g);
     }
     UOp::alu(Op::Idiv, vec![a.clone(), int(n)])
 }
 
-/// `a % n` for a positive constant `n`, using bounds to drop what cannot matter.
+/// `a % n` for a positive constant `n` and an index `a` that is non-negative wherever it is
+/// read (see the module docs), using bounds to drop what cannot matter.
 pub fn modulo(a: &UOp, n: i64) -> UOp {
+    if n <= 0 {
+        // An axis of an empty array: as in `idiv`.
+        return a.clone();
+    }
     if n == 1 {
         return int(0);
     }
     if let Some(c) = int_value(a) {
-        return int(c % n);
+        return int(c.rem_euclid(n));
     }
-    if lo(a) >= 0 && hi(a) < n {
+    if hi(a) < n {
         return a.clone();
     }
-    if lo(a) >= 0 {
-        let (_, rest, any_whole) = Linear::of(a).split(n);
-        if any_whole && lo(&rest) >= 0 {
-            return modulo(&rest, n);
-        }
-        if let Some((g, whole, rest)) = Linear::of(a).split_by_factor(n) {
-            return add(&mul(&modulo(&whole, n / g), &int(g)), &rest);
-        }
+    let (_, rest, any_whole) = Linear::of(a).split(n);
+    if any_whole && lo(&rest) >= 0 {
+        return modulo(&rest, n);
+    }
+    if let Some((g, whole, rest)) = Linear::of(a).split_by_factor(n) {
+        return add(&mul(&modulo(&whole, n / g), &int(g)), &rest);
     }
     UOp::alu(Op::Mod, vec![a.clone(), int(n)])
 }
@@ -299,6 +310,24 @@ mod tests {
             &p,
         );
         assert_eq!(modulo(&flat, 5184), expected);
+    }
+
+    #[test]
+    fn a_padded_window_read_through_a_reshape_needs_no_division() {
+        // Row i - 1 of a [26, 26] array (a pad by one, gated by 0 < i) flattened and read
+        // back: the rows and columns come back without `/` or `%`, though i - 1 can be -1
+        // where the gate fails.
+        let (i, j) = (r(27, 0), r(26, 1));
+        let row = add(&i, &int(-1));
+        let flat = flatten(&[row.clone(), j.clone()], &[26, 26]);
+        assert_eq!(unravel(&flat, &[26, 26]), vec![row.clone(), j.clone()]);
+        // Split into [13, 2, 26]: the row's halves still need a division, the column none.
+        let parts = unravel(&flat, &[13, 2, 26]);
+        assert_eq!(parts[2], j);
+        assert_eq!(parts[0], UOp::alu(Op::Idiv, vec![row.clone(), int(2)]));
+        // Constants fold as floor division: (-27) // 26 = -2, (-27) % 26 = 25.
+        assert_eq!(idiv(&int(-27), 26), int(-2));
+        assert_eq!(modulo(&int(-27), 26), int(25));
     }
 
     #[test]

@@ -56,15 +56,23 @@ pub struct IndexingContext {
     /// Optional nodes kept fused this round, in order, each with its latest decision.
     fused: Vec<Decision>,
     fused_at: HashMap<UOp, usize>,
+    /// For each node realized by the cost model: the values it was being computed for when
+    /// it was decided (the kernel's root and the reduces and values lowered inline around
+    /// the request). If one of them changes between buffer and inline, the facts of that
+    /// decision are stale (a product realized because it sat under a window, inside a
+    /// reduce that later got a kernel of its own), so it is decided again.
+    decided_within: HashMap<UOp, Vec<UOp>>,
+    /// Whether this round realized or un-realized a node (another round is needed).
+    changed: bool,
 }
 
 impl IndexingContext {
     /// Gives `node` a buffer of its own because of `rule` (idempotent).
     pub fn realize(&mut self, node: &UOp, rule: Rule) {
-        self.realize_for(node, rule, None);
+        self.realize_for(node, rule, None, Vec::new());
     }
 
-    fn realize_for(&mut self, node: &UOp, rule: Rule, facts: Option<Facts>) {
+    fn realize_for(&mut self, node: &UOp, rule: Rule, facts: Option<Facts>, within: Vec<UOp>) {
         if self.realized.contains_key(node) {
             return;
         }
@@ -74,16 +82,52 @@ impl IndexingContext {
             facts,
         };
         self.realized_by.push(decision);
-        // Requests counted so far may come from inline lowerings that now read this buffer,
-        // and memoized costs may include its computation: both are stale. Later requests of
-        // the round count afresh; the last round (it realizes nothing) sees complete counts.
-        self.requests.clear();
-        self.costs = CostModel::default();
+        self.forget_statistics();
+        if facts.is_some() {
+            self.decided_within.insert(node.clone(), within);
+        }
+        self.undo_decisions_within(node);
         let device = node.device().unwrap_or_else(Device::cpu);
         let size = node.numel() * self.ambient_shape(node).iter().product::<usize>();
         let buffer = UOp::new_buffer(size, node.dtype(), device);
         self.producer.insert(buffer.clone(), node.clone());
         self.realized.insert(node.clone(), buffer);
+    }
+
+    /// Requests counted so far may come from inline lowerings that now read a buffer (or
+    /// no longer do), and memoized costs may include its computation: both are stale. Later
+    /// requests of the round count afresh; the last round (it changes nothing) sees complete
+    /// counts.
+    fn forget_statistics(&mut self) {
+        self.changed = true;
+        self.requests.clear();
+        self.costs = CostModel::default();
+    }
+
+    /// Takes the buffer back from every node the cost model realized while computing
+    /// `node` (inline, or as its kernel's root), which just changed between buffer and
+    /// inline: those nodes are decided again, with the facts of where they are now computed.
+    fn undo_decisions_within(&mut self, node: &UOp) {
+        let stale: Vec<UOp> = self
+            .decided_within
+            .iter()
+            .filter(|(_, within)| within.contains(node))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in stale {
+            self.decided_within.remove(&n);
+            if let Some(buffer) = self.realized.remove(&n) {
+                self.producer.remove(&buffer);
+            }
+            self.realized_by.retain(|d| d.node != n);
+            self.forget_statistics();
+            self.undo_decisions_within(&n);
+        }
+    }
+
+    /// Whether the last round realized or un-realized a node (cleared by [`Self::start_round`]).
+    pub fn changed(&self) -> bool {
+        self.changed
     }
 
     /// The forward `vmap_map` pass over `graph` (operands before users): each node's ambient
@@ -106,6 +150,7 @@ impl IndexingContext {
 
     /// Forgets the per-round statistics before every kernel is built again.
     pub fn start_round(&mut self) {
+        self.changed = false;
         self.requests.clear();
         self.fused.clear();
         self.fused_at.clear();
@@ -149,6 +194,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         bindings: HashMap::new(),
         reads: HashMap::new(),
         sliding: 0,
+        within: vec![root.clone()],
     };
     // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
     let ambient = builder.ctx.ambient_of(root);
@@ -253,6 +299,9 @@ struct KernelBuilder<'a> {
     /// How many reduces over sliding ranges enclose the node being lowered (their sum
     /// collapses to one read per position, so values under them are left inline).
     sliding: usize,
+    /// The kernel's root, then the optional nodes (reduces, costly values) being lowered
+    /// inline around the current request, outermost first.
+    within: Vec<UOp>,
 }
 
 impl KernelBuilder<'_> {
@@ -315,10 +364,14 @@ impl KernelBuilder<'_> {
         if let Some(v) = self.memo.get(&key) {
             return v.clone();
         }
-        if self.is_costly_value(x) && self.should_realize(x, idx, &gate) {
+        let optional = self.is_costly_value(x);
+        if optional && self.should_realize(x, idx, &gate) {
             return self.lower(x, idx, gate);
         }
-        let v = self.lower_node(x, idx, gate);
+        let v = match optional {
+            true => self.inside(x, |b| b.lower_node(x, idx, gate)),
+            false => self.lower_node(x, idx, gate),
+        };
         self.memo.insert(key, v.clone());
         v
     }
@@ -575,7 +628,7 @@ impl KernelBuilder<'_> {
         // A reduce of pure index arithmetic (an arange's prefix sum) that has a closed form
         // costs nothing inline, whatever the cost model would say.
         let pure = !self.reads_memory(x);
-        let inline = pure.then(|| self.reduce_inline(x, idx, gate.clone()));
+        let inline = pure.then(|| self.inside(x, |b| b.reduce_inline(x, idx, gate.clone())));
         if let Some(closed) = inline.as_ref().and_then(collapse_reduce) {
             self.ctx.keep_fused(Decision {
                 node: x.clone(),
@@ -587,7 +640,16 @@ impl KernelBuilder<'_> {
         if self.should_realize(x, idx, &gate) {
             return self.lower(x, idx, gate);
         }
-        inline.unwrap_or_else(|| self.reduce_inline(x, idx, gate))
+        inline.unwrap_or_else(|| self.inside(x, |b| b.reduce_inline(x, idx, gate)))
+    }
+
+    /// Runs `f` (the inline lowering of optional node `x`) with `x` recorded as the value
+    /// the nodes decided meanwhile are computed for.
+    fn inside(&mut self, x: &UOp, f: impl FnOnce(&mut Self) -> UOp) -> UOp {
+        self.within.push(x.clone());
+        let v = f(self);
+        self.within.pop();
+        v
     }
 
     /// True when `x` is a product with a mask of positions: some factor of its chain of
@@ -757,7 +819,8 @@ impl KernelBuilder<'_> {
         };
         let rule = decide(&facts);
         if rule.realizes() {
-            self.ctx.realize_for(x, rule, Some(facts));
+            let within = self.within.clone();
+            self.ctx.realize_for(x, rule, Some(facts), within);
         } else {
             let decision = Decision {
                 node: x.clone(),

@@ -28,8 +28,11 @@
 //!    equal computations give equal ASTs.
 //!
 //! Realization is decided while kernels are built (a reduce learns how it is consumed only
-//! then), so the whole build repeats until a round realizes nothing new: the last round sees
-//! the final set, and no kernel computes inline what another kernel stores.
+//! then), so the whole build repeats until a round changes nothing: the last round sees
+//! the final set, and no kernel computes inline what another kernel stores. A decision is
+//! taken back when a value it was made inside (a reduce lowered inline, or its kernel's
+//! root) changes between buffer and inline: a product realized because the fused reduce
+//! around it sat under a window is decided again once that reduce has a kernel of its own.
 //!
 //! # Vmap scopes (`Vmapin` / `Vmapout`, seeds/vmap-vmapin-vmapout.md §4–5)
 //!
@@ -169,10 +172,9 @@ fn schedule_graph(outputs: &[UOp]) -> Schedule {
         .cloned()
         .collect();
     let kernels = loop {
-        let realized_before = ctx.realized.len();
         ctx.start_round();
         let kernels = build_reachable(&mut ctx, &roots);
-        if ctx.realized.len() == realized_before {
+        if !ctx.changed() {
             break kernels;
         }
     };
@@ -196,7 +198,9 @@ fn build_reachable(ctx: &mut IndexingContext, roots: &[UOp]) -> HashMap<UOp, Sch
     let mut built: HashMap<UOp, ScheduleItem> = HashMap::new();
     let mut work: Vec<UOp> = roots.iter().rev().cloned().collect();
     while let Some(node) = work.pop() {
-        if built.contains_key(&node) {
+        // A node can lose its buffer in the round that queued its kernel (its decision was
+        // taken back); the round is then repeated anyway.
+        if built.contains_key(&node) || !ctx.realized.contains_key(&node) {
             continue;
         }
         let item = build_kernel(ctx, built.len(), &node);

@@ -57,7 +57,6 @@ fn a_costly_value_under_a_broadcast_is_realized() {
     let (x, w) = (data(&[4, 8], 1), data(&[8, 16], 2));
     let costly = x.mul(&x).exp().exp().mul(0.01).exp();
     let out = costly.matmul(&w);
-    assert_rule(&[&out], &costly, Rule::RepeatedValue);
     assert_eq!(check("costly value under matmul", &[out]), 2);
 }
 
@@ -116,6 +115,32 @@ fn random_numbers_read_at_many_indices_are_realized_once() {
     // Read once per element, they stay fused.
     let scaled = Tensor::rand(&[4, 8], 7) * data(&[4, 8], 3);
     assert_eq!(check("random times data", &[scaled]), 1);
+}
+
+#[test]
+fn a_product_realized_inside_a_reduce_that_gets_a_kernel_is_decided_again() {
+    // y = Σ_k f(a)[i, k]·w[j, k], read through a window that pairs output columns (out[i, c]
+    // = y[i, c / 2]) and then at a second index. At the first request y is computed once
+    // per element, so it is lowered inline, and its product (f(a) inline, 18 ops) sees the
+    // window: each element would be computed twice, so the product is realized. The second
+    // request gives y a kernel of its own, where the product is computed once: that
+    // decision was taken for a context that no longer exists, so it is taken back, and the
+    // product fuses into y's kernel. (f(a) itself, read by all 16 rows of w, is realized.)
+    let (a, w) = (data(&[4, 1, 32], 1), data(&[1, 16, 32], 2));
+    let costly = a.mul(0.1).exp().mul(0.5).exp().mul(0.25).exp();
+    let product = costly.mul(&w);
+    let y = product.sum(2, false);
+    let paired = |t: &Tensor| t.reshape(&[4, 16, 1]).expand(&[4, 16, 2]).reshape(&[4, 32]);
+    let out = paired(&y).add(paired(&y.flip(1)));
+    let stale = decision_for(&[&out], &product);
+    assert!(
+        stale.as_ref().is_none_or(|d| !d.rule.realizes()),
+        "{stale:?}"
+    );
+    let reduce = Tensor::from_uop(y.uop().src()[0].clone());
+    assert_rule(&[&out], &reduce, Rule::RepeatedReduce);
+    // The output, y, f(a): no [4, 16, 32] product buffer.
+    assert_eq!(check("product under a paired window", &[out]), 3);
 }
 
 #[test]
