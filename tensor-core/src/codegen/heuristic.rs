@@ -7,7 +7,9 @@
 //!    reduce step (the row element of a matmul) is used sixteen times.
 //! 2. In a kernel with a reduce, also UPCAST by 4 an output axis that some load does not
 //!    depend on: each loaded value is then reused by four accumulators (a 4x16 register tile
-//!    for a matmul whose output rows are a multiple of 16 long, 4x4 otherwise).
+//!    for a matmul whose output rows are a multiple of 16 long, 4x4 otherwise). (Preferring
+//!    a convolution's output channels over its rows here, to reuse the unfolded input rather
+//!    than the weight, was measured slower: 91 -> 121 ms for the B=64 forward conv.)
 //! 3. THREAD the outermost output axis across the cores when the kernel does enough work to
 //!    pay for waking them. In a matmul-shaped kernel (a reduce and exactly two output axes,
 //!    the inner one upcast as the contiguous axis) the contiguous axis is spread over the
@@ -40,6 +42,13 @@
 //!    vector FMAs per step, where the 16 unrolled scalar accumulators of item 5 per output (64
 //!    in a 4-output tile) were left scalar and shuffled (the transformer's `fc2`, 1024 x 64 x
 //!    256: 20 ms -> 1.3 ms).
+//! 7. A kernel with a reduce whose stores walk no upcastable axis contiguously and whose
+//!    reduces walk no load contiguously (a convolution's input gradient: the output is the
+//!    unfolded `[b, c, y, x, ky, kx]` buffer, the reduce runs over the output channels), where
+//!    some load advances by one element along the reuse axis of item 2: that axis is upcast
+//!    by 16 (or 8) instead of 4, and a short output axis (at most [`SHORT_AXIS`], a kernel
+//!    width) that this load does not depend on is upcast whole. Each step then loads one
+//!    contiguous strip and reuses it across the short axis (a 8 x 3 register tile).
 //!
 //! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers and fuses
 //! the multiply-adds (`-mprefer-vector-width=256 -ffp-contract=fast`, see the runtime's
@@ -78,13 +87,22 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         });
     }
     let upcast_first = opts.first().cloned();
-    let reuse = reuse_axis(ast, &outputs, upcast_first.as_ref()).map(|axis| Opt::Split {
+    let reuse_range = reuse_axis(ast, &outputs, upcast_first.as_ref());
+    let strip = match (&upcast, &reuse_range) {
+        (None, Some(axis)) if lane_ranges.is_empty() => contiguous_strip(ast, &outputs, axis),
+        _ => Vec::new(),
+    };
+    let reuse = reuse_range.map(|axis| Opt::Split {
         axis: axis.range_id(),
         factor: UPCAST_WIDTH,
         target: AxisType::Upcast,
         top: false,
     });
-    opts.extend(reuse.clone());
+    if !strip.is_empty() {
+        opts.extend(strip);
+    } else {
+        opts.extend(reuse.clone());
+    }
     match (&upcast, &reuse) {
         (None, Some(reuse)) if dot_lanes_fit(ast, &lane_ranges) => {
             opts.extend(dot_tile(ast, &outputs, reuse, &lane_ranges));
@@ -213,6 +231,49 @@ fn dot_tile(ast: &UOp, outputs: &[UOp], reuse: &Opt, lane_ranges: &[(UOp, usize)
         top: false,
     });
     second.into_iter().chain(lanes).collect()
+}
+
+/// The most elements of a short output axis that item 7 upcasts whole.
+pub const SHORT_AXIS: usize = 4;
+
+/// Item 7 of the module doc: for a kernel whose stores walk no upcastable axis contiguously
+/// and whose reduces walk no load contiguously, when some load advances by one element along
+/// the reuse axis `axis`: that axis upcast by [`REDUCE_UPCAST_WIDTH`] (or 8) as a contiguous
+/// strip, and the innermost short output axis (at most [`SHORT_AXIS`]) that this load does not
+/// depend on upcast whole. Empty when the shape does not fit.
+fn contiguous_strip(ast: &UOp, outputs: &[UOp], axis: &UOp) -> Vec<Opt> {
+    let nodes = ast.toposort();
+    let Some(strip_load) = nodes
+        .iter()
+        .find(|u| u.op() == Op::Load && index_stride(&u.s(0).src()[1], axis) == Some(1))
+    else {
+        return Vec::new();
+    };
+    let size = axis.range_size().unwrap_or(0);
+    let Some(width) = [REDUCE_UPCAST_WIDTH, 8]
+        .into_iter()
+        .find(|&w| size.is_multiple_of(w))
+    else {
+        return Vec::new();
+    };
+    let loads: Vec<&UOp> = nodes.iter().filter(|u| u.op() == Op::Load).collect();
+    let Some(short) = outputs.iter().rev().find(|r| {
+        let n = r.range_size().unwrap_or(0);
+        (2..=SHORT_AXIS).contains(&n)
+            && r != &axis
+            && !strip_load.toposort().contains(r)
+            && loads.iter().any(|l| l.toposort().contains(r))
+    }) else {
+        return Vec::new();
+    };
+    let split = |r: &UOp, factor| Opt::Split {
+        axis: r.range_id(),
+        factor,
+        target: AxisType::Upcast,
+        top: false,
+    };
+    let n = short.range_size().unwrap_or(0);
+    vec![split(axis, width), split(short, n)]
 }
 
 /// The reduce length of one cache block of a matmul.
@@ -525,6 +586,26 @@ mod tests {
             vec![
                 (4096, REDUCE_LANES, AxisType::Unroll),
                 (64, 2, AxisType::Thread)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_conv_input_gradient_gets_a_contiguous_strip_times_the_kernel_width() {
+        // dx_unfolded[b, c, y, x, ky, kx] = sum_o g[b, o, y, x] * w[o, c, ky, kx]: the stores
+        // walk kx (3 long), g advances by one element along x and does not depend on kx.
+        let g = Tensor::from_vec(vec![0.5f32; 2 * 16 * 8 * 24], &[2, 16, 8, 24]);
+        let w = Tensor::from_vec(vec![0.5f32; 16 * 4 * 3 * 3], &[16, 4, 3, 3]);
+        let g = g.permute(&[0, 2, 3, 1]).reshape(&[2, 1, 8, 24, 1, 1, 16]);
+        let w = w.permute(&[1, 2, 3, 0]).reshape(&[1, 4, 1, 1, 3, 3, 16]);
+        let ast = kernel_ast(&g.mul(&w).sum(-1, false));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![
+                (24, 8, AxisType::Upcast),
+                (3, 3, AxisType::Upcast),
+                (2, 2, AxisType::Thread),
             ]
         );
     }
