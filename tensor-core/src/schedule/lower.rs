@@ -816,6 +816,7 @@ impl KernelBuilder<'_> {
             cost,
             redundancy,
             requests,
+            gated: gate.is_some() && self.sliding == 0 && ambient.is_empty(),
         };
         let rule = decide(&facts);
         if rule.realizes() {

@@ -102,6 +102,9 @@ pub struct Facts {
     pub redundancy: u64,
     /// At how many different indices (in this kernel or others) it has been requested.
     pub requests: u64,
+    /// It is requested under a gate (read through a `Pad`, outside any sliding window): the
+    /// consuming kernel runs its loops at every position, the masked ones included.
+    pub gated: bool,
 }
 
 impl Facts {
@@ -126,6 +129,10 @@ pub enum Rule {
     Forced,
     /// Fused: a reduce of index arithmetic with a closed form costs nothing inline.
     ClosedForm,
+    /// Realized: a reduce read through a pad; inline, its loop would run at the padded
+    /// positions too (the gradients of `narrow`s summed into one tensor: three matmuls, each
+    /// run over the whole sum).
+    GatedReduce,
     /// Fused: every element is computed once (no enclosing loop it ignores, one index).
     ComputedOnce,
     /// Fused: a value of positions only (it reads no buffer) is left to the kernel rules,
@@ -149,7 +156,11 @@ impl Rule {
     pub fn realizes(self) -> bool {
         matches!(
             self,
-            Rule::Output | Rule::Forced | Rule::RepeatedReduce | Rule::RepeatedValue
+            Rule::Output
+                | Rule::Forced
+                | Rule::GatedReduce
+                | Rule::RepeatedReduce
+                | Rule::RepeatedValue
         )
     }
 
@@ -159,6 +170,7 @@ impl Rule {
             Rule::Output => "a requested output",
             Rule::Forced => "contiguous/copy/store/vmapout always end a kernel",
             Rule::ClosedForm => "a reduce of index arithmetic with a closed form",
+            Rule::GatedReduce => "a reduce read through a pad would loop at padded positions too",
             Rule::ComputedOnce => "each element is computed once inline",
             Rule::PositionsOnly => "a function of positions only, folded by the kernel rules",
             Rule::MaskedProduct => "a product with a mask of positions, collapsed to an index",
@@ -178,7 +190,10 @@ type Predicate = fn(&Facts) -> bool;
 
 /// The realization rule table for optional nodes: the first rule whose predicate holds
 /// decides. Deterministic: it reads only the facts of one request.
-pub const RULES: [(Rule, Predicate); 6] = [
+pub const RULES: [(Rule, Predicate); 7] = [
+    (Rule::GatedReduce, |f| {
+        f.reduce && f.gated && f.reads_memory && f.cost > BUFFER_COST
+    }),
     (Rule::ComputedOnce, |f| f.computations() <= 1),
     (Rule::PositionsOnly, |f| !f.reads_memory),
     (Rule::MaskedProduct, |f| f.masked),
@@ -261,6 +276,7 @@ mod tests {
             cost,
             redundancy,
             requests,
+            gated: false,
         }
     }
 
@@ -289,5 +305,20 @@ mod tests {
             assert!(!rule.reason().is_empty());
         }
         assert!(Rule::RepeatedValue.realizes() && !Rule::CheapToRepeat.realizes());
+        let padded = |reduce, cost| Facts {
+            gated: true,
+            ..facts(reduce, cost, 1, 1)
+        };
+        assert_eq!(decide(&padded(true, 64)), Rule::GatedReduce);
+        assert_eq!(
+            decide(&padded(true, 8)),
+            Rule::ComputedOnce,
+            "a short reduce stays"
+        );
+        assert_eq!(
+            decide(&padded(false, 64)),
+            Rule::ComputedOnce,
+            "values are gated cheaply"
+        );
     }
 }
