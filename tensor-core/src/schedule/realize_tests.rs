@@ -52,6 +52,18 @@ fn a_reduce_read_once_per_element_is_fused() {
 }
 
 #[test]
+fn a_reduce_read_through_a_pad_is_realized() {
+    // Two matmuls written side by side into one [3, 8] result (a `cat`: each padded to the
+    // full width and added): inline, each matmul's loop would run at all 8 columns.
+    let (x, a, b) = (data(&[3, 8], 1), data(&[8, 4], 2), data(&[8, 4], 3));
+    let (left, right) = (x.matmul(&a), x.matmul(&b));
+    let out = Tensor::cat(&[left.clone(), right], 1);
+    let reduce = Tensor::from_uop(left.uop().src()[0].clone());
+    assert_rule(&[&out], &reduce, Rule::GatedReduce);
+    assert_eq!(check("cat of two matmuls", &[out]), 3);
+}
+
+#[test]
 fn a_costly_value_under_a_broadcast_is_realized() {
     // exp(exp(exp(x·x))) is read by every one of the 16 output columns of the matmul.
     let (x, w) = (data(&[4, 8], 1), data(&[8, 16], 2));
