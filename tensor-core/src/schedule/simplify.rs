@@ -7,13 +7,7 @@
 //! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes
 //! Σ_r where(r == g, v(r), 0)  =>  where(0 <= g < n, v(g), 0)      (see `collapse`)
 //! Address(buf, flat, true)  =>  Address(buf, flat)
-//! Address(buf, flat(r), c < r ∧ ..)  =>  Address(buf, flat simplified for r in (c, n))
 //! ```
-//!
-//! The last rule reads the bounds a load's gate puts on a range (`0 < r`, `r < 25`: the
-//! inside of a padded window) and simplifies the offset as if the range ran over those
-//! values only: the offset is only used where the gate holds. `(r - 1) % 24` is `r - 1`
-//! there, and a range a gate pins to one value is that value.
 //!
 //! Like tinygrad's scheduler (and C compilers under fast-math), a kernel folds `(a + 4) + 3`
 //! into `a + 7`; the result may differ from the unfused graph in the last bit.
@@ -85,8 +79,7 @@ fn kernel_rules() -> &'static PatternMatcher<()> {
                     merge_constants(m, Op::Mul)
                 })
                 .rule(UPat::op(Op::Reduce), |m, _| collapse_reduce(m.root()))
-                .rule(UPat::op(Op::Address), |m, _| drop_true_gate(m.root()))
-                .rule(UPat::op(Op::Address), |m, _| offset_given_gate(m.root())),
+                .rule(UPat::op(Op::Address), |m, _| drop_true_gate(m.root())),
         );
         rules
     })
@@ -100,71 +93,6 @@ fn drop_true_gate(index: &UOp) -> Option<UOp> {
         .then(|| index.with_src(index.src()[..2].to_vec()))
 }
 
-/// The bounds the conjuncts of `gate` put on ranges: `c < r` raises the low end of `r`,
-/// `r < c` lowers its high end. Only ranges compared with constants are read.
-fn range_bounds(gate: &UOp, bounds: &mut HashMap<UOp, (i64, i64)>) {
-    if gate.op() == Op::And {
-        range_bounds(gate.s(0), bounds);
-        range_bounds(gate.s(1), bounds);
-        return;
-    }
-    if gate.op() != Op::CmpLt {
-        return;
-    }
-    let (a, b) = (gate.s(0), gate.s(1));
-    let whole = |r: &UOp| (r.vmin().as_i64(), r.vmax().as_i64());
-    if let (Op::Range, Some(c)) = (a.op(), b.const_value()) {
-        let e = bounds.entry(a.clone()).or_insert_with(|| whole(a));
-        e.1 = e.1.min(c.as_i64() - 1);
-    } else if let (Some(c), Op::Range) = (a.const_value(), b.op()) {
-        let e = bounds.entry(b.clone()).or_insert_with(|| whole(b));
-        e.0 = e.0.max(c.as_i64() + 1);
-    }
-}
-
-/// The offset of a gated `Address` simplified for the values of its ranges the gate allows
-/// (each narrowed range stands in as a variable with those bounds while the symbolic rules
-/// run, then is put back), or `None` when nothing narrows or nothing simplifies.
-fn offset_given_gate(address: &UOp) -> Option<UOp> {
-    let (flat, gate) = (address.src().get(1)?, address.src().get(2)?);
-    let mut bounds = HashMap::new();
-    range_bounds(gate, &mut bounds);
-    let flat_ranges: Vec<UOp> = flat
-        .toposort()
-        .into_iter()
-        .filter(|u| u.op() == Op::Range)
-        .collect();
-    let mut to_var = HashMap::new();
-    let mut back = HashMap::new();
-    for (r, (lo, hi)) in bounds {
-        let narrower = lo > r.vmin().as_i64() || hi < r.vmax().as_i64();
-        if !narrower || lo > hi || !flat_ranges.contains(&r) {
-            continue;
-        }
-        let image = if lo == hi {
-            UOp::index(lo)
-        } else {
-            let name = format!("gated_range_{}", to_var.len());
-            let (l, h) = (UOp::index(lo), UOp::index(hi));
-            let var = UOp::new(Op::DefineVar, DType::Index, vec![l, h], Arg::Name(name));
-            back.insert(var.clone(), r.clone());
-            var
-        };
-        to_var.insert(r, image);
-    }
-    if to_var.is_empty() {
-        return None;
-    }
-    let narrowed = graph_rewrite(&substitute(flat, &to_var), symbolic(), &mut ());
-    let simplified = substitute(&narrowed, &back);
-    let size = |u: &UOp| u.toposort().len();
-    (simplified != *flat && size(&simplified) < size(flat)).then(|| {
-        let mut src = address.src().to_vec();
-        src[1] = simplified;
-        address.with_src(src)
-    })
-}
-
 fn merge_constants(m: &Captures, op: Op) -> Option<UOp> {
     let dtype = m.root().dtype();
     let (a, b) = (m["c1"].const_value()?, m["c2"].const_value()?);
@@ -173,47 +101,4 @@ fn merge_constants(m: &Captures, op: Op) -> Option<UOp> {
         op,
         vec![m["x"].clone(), UOp::constant(folded, dtype)],
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::uop::AxisType;
-
-    fn address(flat: UOp, gate: UOp) -> UOp {
-        let dg = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(1));
-        UOp::new(Op::Address, DType::F32, vec![dg, flat, gate], Arg::None)
-    }
-
-    fn alu(op: Op, a: &UOp, b: i64) -> UOp {
-        UOp::alu(op, vec![a.clone(), UOp::index(b)])
-    }
-
-    #[test]
-    fn a_gated_offset_is_simplified_for_the_values_the_gate_allows() {
-        // Column r - 1 of a row of 24 inside a window padded by one (r in 0..26, read where
-        // 0 < r < 25): the remainder is the column itself there.
-        let r = UOp::range(26, 0, AxisType::Loop);
-        let flat = alu(Op::Mod, &alu(Op::Add, &r, -1), 24);
-        let inside = UOp::alu(
-            Op::And,
-            vec![
-                UOp::alu(Op::CmpLt, vec![UOp::index(0), r.clone()]),
-                alu(Op::CmpLt, &r, 25),
-            ],
-        );
-        let simplified = offset_given_gate(&address(flat.clone(), inside.clone()))
-            .expect("the gate narrows r to 1..=24");
-        assert_eq!(simplified.s(1), &alu(Op::Add, &r, -1));
-        assert_eq!(simplified.s(2), &inside, "the gate itself is kept");
-        // A gate that pins a range to one value puts that value in.
-        let k = UOp::range(2, 1, AxisType::Loop);
-        let pinned = UOp::alu(Op::CmpLt, vec![UOp::index(0), k.clone()]);
-        let offset = alu(Op::Idiv, &alu(Op::Add, &k, 1), 2);
-        let one = offset_given_gate(&address(offset, pinned)).expect("k is 1");
-        assert_eq!(one.s(1).const_value().map(|v| v.as_i64()), Some(1));
-        // Without a gate on its ranges nothing changes.
-        let ungated = address(flat, UOp::alu(Op::CmpLt, vec![k.clone(), UOp::index(1)]));
-        assert!(offset_given_gate(&ungated).is_none());
-    }
 }
