@@ -161,6 +161,50 @@ fn a_fused_elementwise_chain_runs_packed_vector_instructions() {
 }
 
 #[test]
+fn the_exp2_chain_runs_whole_vector_registers_without_libm_calls() {
+    // The f32 `exp2` decomposition (`codegen::transcendental`) has float selects (its clamp,
+    // its NaN test); gcc vectorizes the loop only because `-fno-trapping-math` lets it
+    // if-convert them. With AVX2 the square root is a packed `vsqrtps` on ymm/zmm registers.
+    let x = Tensor::rand(&[1 << 16], 1);
+    x.realize().unwrap();
+    let y = ((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5;
+    let packed = assert_vectorized(&y);
+    for (name, source) in kernels(&y) {
+        let asm = assembly(&name, &source);
+        let calls: Vec<&str> = function(&asm, &name)
+            .into_iter()
+            .filter(|l| l.starts_with("call") || l.starts_with("jmp\t") && l.contains('@'))
+            .collect();
+        assert!(calls.is_empty(), "{name} calls out: {calls:?}");
+    }
+    if std::is_x86_feature_detected!("avx2") {
+        assert!(
+            packed
+                .iter()
+                .any(|l| l.starts_with("vsqrtps") && !l.contains("%xmm")),
+            "with AVX2, the chain's square root should be a ymm/zmm vsqrtps: {packed:?}"
+        );
+    }
+}
+
+#[test]
+fn the_f32_transcendentals_built_on_exp2_and_log2_run_packed_vector_instructions() {
+    // `sin` is not here: its Payne-Hanek reduction computes in 64-bit integers and converts
+    // an i64 to a float, which AVX2 has no packed instruction for.
+    let x = Tensor::rand(&[1 << 16], 1);
+    x.realize().unwrap();
+    for y in [
+        x.exp(),
+        (&x + 0.5).log2(),
+        (&x + 0.5).log(),
+        x.tanh(),
+        x.sigmoid(),
+    ] {
+        assert_vectorized(&y);
+    }
+}
+
+#[test]
 fn the_matmul_hot_loop_uses_packed_fused_multiply_adds() {
     assert_matmul_fmas(256);
 }
