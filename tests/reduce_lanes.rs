@@ -1,5 +1,6 @@
 //! Reductions along a contiguous axis get partial accumulators (`codegen::heuristic`'s UNROLL
-//! split of the reduce range, expanded by `codegen::expand`): the kernels have them, and their
+//! split of the reduce range, expanded by `codegen::expand`; a LANE split, an array of partial
+//! maxima, for a float maximum): the kernels have them, and their
 //! results agree with the reference interpreter within the float tolerance (the partial sums
 //! add the terms in another order), exactly for integers and maxima.
 mod common;
@@ -106,4 +107,37 @@ fn an_f64_matmul_with_a_transposed_weight_agrees() {
     let y = x.matmul(&w.transpose(0, 1));
     assert!(sources(&y).join("\n").contains("double acc0[8]"));
     assert_agrees(&y, true, 16.0);
+}
+
+#[test]
+fn a_row_max_has_a_lane_array_of_partial_maxima_and_propagates_nan_and_infinities() {
+    // Rows: plain values; one NaN late in the row; all -inf; one +inf; NaN at both ends;
+    // negative zeros next to zeros.
+    let n = 4096;
+    let mut data: Vec<f32> = (0..6 * n)
+        .map(|i| ((i * 7919) % 1013) as f32 - 500.0)
+        .collect();
+    data[n + 4000] = f32::NAN;
+    data[2 * n..3 * n].fill(f32::NEG_INFINITY);
+    data[3 * n + 17] = f32::INFINITY;
+    data[4 * n] = f32::NAN;
+    data[5 * n - 1] = f32::NAN;
+    for (i, v) in data[5 * n..].iter_mut().enumerate() {
+        *v = if i % 2 == 0 { -0.0 } else { -1.0 };
+    }
+    let x = Tensor::from_vec(data, &[6, n]);
+    for t in [x.max(-1, false), x.cast(DType::F64).max(-1, false)] {
+        let source = sources(&t).join("\n");
+        assert!(source.contains("acc0[16]"), "{source}");
+        let (got, want) = (values(&t), interpreted(&t));
+        let exact = got.len() == want.len()
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()));
+        assert!(exact, "bit for bit: {got:?} vs {want:?}");
+        assert!(got[1].is_nan() && got[4].is_nan(), "{got:?}");
+        assert_eq!(got[2], f64::NEG_INFINITY);
+        assert_eq!(got[3], f64::INFINITY);
+    }
 }

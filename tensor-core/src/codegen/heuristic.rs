@@ -33,6 +33,9 @@
 //!    reduces depend on the upcast output axis (a matmul's reduce: the column upcast already
 //!    gives it 16 accumulators). Where the output upcast of item 1 would gather a load (a row
 //!    sum: the rows are 4096 floats apart) and such a reduce exists, the lanes replace it.
+//!    A range whose reduces are all `f32`/`f64` maxima is LANE-split instead: its partial
+//!    maxima are an array updated in a loop, which gcc vectorizes, where the NaN-propagating
+//!    selects of 16 unrolled scalar maxima stayed scalar.
 //! 6. A dot-form kernel (`x @ w.T`, as every `nn::linear` computes it: both operands advance
 //!    by one element along the reduce, so the output upcast of item 1 gathers the weight rows
 //!    and item 2 upcasts an output axis instead) whose reduces are `f32`/`f64` sums gets a
@@ -192,10 +195,26 @@ fn reduce_lanes(ast: &UOp, candidates: &[(UOp, usize)], upcast: Option<UOp>) -> 
         .map(|(r, lanes)| Opt::Split {
             axis: r.range_id(),
             factor: *lanes,
-            target: AxisType::Unroll,
+            target: if float_maxes_over(&reduces, r) {
+                AxisType::Lane
+            } else {
+                AxisType::Unroll
+            },
             top: false,
         })
         .collect()
+}
+
+/// True when every reduce over `range` is an `f32`/`f64` maximum: its partial accumulators
+/// are a LANE array (`render::c`), whose loop gcc vectorizes, where 16 unrolled scalar
+/// maxima (NaN-propagating selects) stayed scalar.
+fn float_maxes_over(reduces: &[&UOp], range: &UOp) -> bool {
+    reduces
+        .iter()
+        .filter(|red| red.src()[1..].contains(range))
+        .all(|red| {
+            red.reduce_op() == ReduceOp::Max && matches!(red.dtype(), DType::F32 | DType::F64)
+        })
 }
 
 /// The partial accumulators of one reduce of a dot-form kernel (one 8-wide vector register).

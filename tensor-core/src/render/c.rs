@@ -5,10 +5,11 @@
 //!   `gidx<id>` (output axes), `ridx<id>` (reduce axes) and `lane<id>` (LANE axes); `val<n>`
 //!   loaded values, `alu<n>` computed values, `acc<n>` accumulators. A computed value used once
 //!   in the same loop body is written inline into its user.
-//! - The accumulator of a Reduce with a LANE range is an array, one partial sum per lane,
-//!   updated in the lane loop (`acc3[lane6] += ...`) and folded pairwise where it is read: a
-//!   plain loop of independent updates, which gcc vectorizes even at `-O2` (it does not
-//!   reassociate a float sum itself, nor pack scalar accumulators updated in a loop).
+//! - The accumulator of a Reduce with a LANE range is an array, one partial sum (product,
+//!   maximum) per lane, updated in the lane loop (`acc3[lane6] += ...`,
+//!   `acc3[lane6] = max_f32(acc3[lane6], ...)`) and folded pairwise where it is read: a plain
+//!   loop of independent updates, which gcc vectorizes even at `-O2` (it does not reassociate
+//!   a float sum itself, nor pack scalar accumulators updated in a loop).
 //! - Every value means what `uop::alu` says: integer arithmetic wraps (through unsigned types
 //!   where C would overflow), integer division by zero gives 0, `Max` propagates NaN, float
 //!   transcendentals are computed in double and rounded once, like `alu` does; a float
@@ -154,8 +155,8 @@ struct CRenderer<'a> {
     exprs: HashMap<usize, String>,
     loads: usize,
     alus: usize,
-    /// The accumulators of Reduces with a LANE range: their lane range and reduce op.
-    lane_accs: HashMap<usize, (UOp, ReduceOp)>,
+    /// The accumulators of Reduces with a LANE range: their lane range, reduce op and dtype.
+    lane_accs: HashMap<usize, (UOp, ReduceOp, DType)>,
 }
 
 impl<'a> CRenderer<'a> {
@@ -333,7 +334,7 @@ impl<'a> CRenderer<'a> {
     }
 
     /// The declaration of an accumulator: a scalar, or an array of one partial accumulator
-    /// per value of the Reduce's LANE range (native float sums and products only).
+    /// per value of the Reduce's LANE range (`f32`/`f64` sums, products and maxima).
     fn define_acc(&mut self, acc: usize, reduce: &UOp) -> String {
         let (ct, dtype) = (self.ctype(reduce.dtype()), reduce.dtype());
         let identity = self.identity(reduce.reduce_op(), dtype);
@@ -342,11 +343,14 @@ impl<'a> CRenderer<'a> {
         };
         let op = reduce.reduce_op();
         assert!(
-            matches!(dtype, DType::F32 | DType::F64) && matches!(op, ReduceOp::Add | ReduceOp::Mul),
-            "C renderer: LANE accumulators hold f32/f64 sums and products, not {op:?} on {dtype}"
+            matches!(dtype, DType::F32 | DType::F64),
+            "C renderer: LANE accumulators hold f32/f64 values, not {dtype}"
         );
         let lanes = lane.range_size().expect("a LANE range has a constant size");
-        self.lane_accs.insert(acc, (lane, op));
+        if op == ReduceOp::Max {
+            self.helper(&format!("max_{}", tag(dtype)), helpers::max(dtype, ct));
+        }
+        self.lane_accs.insert(acc, (lane, op, dtype));
         format!(
             "{ct} acc{acc}[{lanes}] = {{{}}};",
             vec![identity; lanes].join(", ")
@@ -355,10 +359,14 @@ impl<'a> CRenderer<'a> {
 
     /// An accumulator read after its loops: a LANE accumulator's elements folded pairwise.
     fn acc_value(&self, acc: usize) -> String {
-        let Some((lane, op)) = self.lane_accs.get(&acc) else {
+        let Some((lane, op, dtype)) = self.lane_accs.get(&acc) else {
             return format!("acc{acc}");
         };
-        let symbol = if *op == ReduceOp::Mul { "*" } else { "+" };
+        let fold = |a: &str, b: &str| match op {
+            ReduceOp::Add => format!("({a} + {b})"),
+            ReduceOp::Mul => format!("({a} * {b})"),
+            ReduceOp::Max => format!("max_{}({a}, {b})", tag(*dtype)),
+        };
         let mut terms: Vec<String> = (0..lane.range_size().unwrap_or(1))
             .map(|l| format!("acc{acc}[{l}]"))
             .collect();
@@ -366,7 +374,7 @@ impl<'a> CRenderer<'a> {
             terms = terms
                 .chunks(2)
                 .map(|p| match p {
-                    [a, b] => format!("({a} {symbol} {b})"),
+                    [a, b] => fold(a, b),
                     [a] => a.clone(),
                     _ => unreachable!("chunks of two"),
                 })
@@ -377,11 +385,15 @@ impl<'a> CRenderer<'a> {
 
     fn accumulate(&mut self, acc: usize, op: ReduceOp, dtype: DType, value: &Value) -> String {
         let name = match self.lane_accs.get(&acc) {
-            Some((lane, _)) => format!("acc{acc}[{}]", range_name(lane)),
+            Some((lane, _, _)) => format!("acc{acc}[{}]", range_name(lane)),
             None => format!("acc{acc}"),
         };
         let native = matches!(dtype, DType::F32 | DType::F64 | DType::U32 | DType::U64);
         match op {
+            ReduceOp::Max if self.lane_accs.contains_key(&acc) => {
+                let value = self.bare(value);
+                format!("{name} = max_{}({name}, {value});", tag(dtype))
+            }
             ReduceOp::Add if native => format!("{name} += {};", self.bare(value)),
             ReduceOp::Mul if native => format!("{name} *= {};", self.bare(value)),
             _ => {
