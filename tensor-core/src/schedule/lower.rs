@@ -195,6 +195,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         reads: HashMap::new(),
         sliding: 0,
         within: vec![root.clone()],
+        epilogue: None,
     };
     // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
     let ambient = builder.ctx.ambient_of(root);
@@ -302,6 +303,8 @@ struct KernelBuilder<'a> {
     /// The kernel's root, then the optional nodes (reduces, costly values) being lowered
     /// inline around the current request, outermost first.
     within: Vec<UOp>,
+    /// The kernel's epilogue cost, once asked for (see `epilogue_cost`).
+    epilogue: Option<u64>,
 }
 
 impl KernelBuilder<'_> {
@@ -764,6 +767,19 @@ impl KernelBuilder<'_> {
         self.ctx.costs.cost(x, &|u| realized.contains_key(u)) >= MIN_VALUE_COST
     }
 
+    /// The elementwise cost per element of this kernel's root around its reduces
+    /// ([`CostModel::epilogue`]), computed once per kernel.
+    fn epilogue_cost(&mut self) -> u64 {
+        if let Some(c) = self.epilogue {
+            return c;
+        }
+        let realized = &self.ctx.realized;
+        let root = &self.within[0];
+        let c = CostModel::epilogue(root, &|u| u != root && realized.contains_key(u));
+        self.epilogue = Some(c);
+        c
+    }
+
     /// The realization cost model for a reduce or a costly value requested at `idx`: how
     /// many times would computing it inline repeat its work? Realizes it when the rule table
     /// says so (and returns true), else records why it stays fused.
@@ -817,6 +833,10 @@ impl KernelBuilder<'_> {
             redundancy,
             requests,
             gated: gate.is_some() && self.sliding == 0 && ambient.is_empty(),
+            epilogue: match reduce && self.enclosing.is_empty() {
+                true => self.epilogue_cost(),
+                false => 0,
+            },
         };
         let rule = decide(&facts);
         if rule.realizes() {

@@ -83,6 +83,16 @@ impl CostModel {
     }
 }
 
+impl CostModel {
+    /// The per-element cost of `root` with every `Reduce` and every node `is_realized`
+    /// accepts counted as one load: the elementwise work a kernel computing `root` does
+    /// around its reduces.
+    pub fn epilogue(root: &UOp, is_realized: &dyn Fn(&UOp) -> bool) -> u64 {
+        let mut model = CostModel::default();
+        model.cost(root, &|u| u.op() == Op::Reduce || is_realized(u))
+    }
+}
+
 /// What the cost model knows about one request of an optional node inside a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Facts {
@@ -105,6 +115,10 @@ pub struct Facts {
     /// It is requested under a gate (read through a `Pad`, outside any sliding window): the
     /// consuming kernel runs its loops at every position, the masked ones included.
     pub gated: bool,
+    /// For a reduce not nested in another one: the per-element cost of the consuming
+    /// kernel's output around it, every reduce and realized value counting as one load
+    /// ([`CostModel::epilogue`]); 0 otherwise.
+    pub epilogue: u64,
 }
 
 impl Facts {
@@ -133,6 +147,10 @@ pub enum Rule {
     /// positions too (the gradients of `narrow`s summed into one tensor: three matmuls, each
     /// run over the whole sum).
     GatedReduce,
+    /// Realized: a reduce whose consumer computes a costly epilogue per element (the
+    /// derivative of a GELU after `dy @ W`): fused, the epilogue's scalar, branchy code
+    /// shares the kernel with the reduce loop and keeps the C compiler from vectorizing it.
+    CostlyEpilogue,
     /// Fused: every element is computed once (no enclosing loop it ignores, one index).
     ComputedOnce,
     /// Fused: a value of positions only (it reads no buffer) is left to the kernel rules,
@@ -159,6 +177,7 @@ impl Rule {
             Rule::Output
                 | Rule::Forced
                 | Rule::GatedReduce
+                | Rule::CostlyEpilogue
                 | Rule::RepeatedReduce
                 | Rule::RepeatedValue
         )
@@ -171,6 +190,9 @@ impl Rule {
             Rule::Forced => "contiguous/copy/store/vmapout always end a kernel",
             Rule::ClosedForm => "a reduce of index arithmetic with a closed form",
             Rule::GatedReduce => "a reduce read through a pad would loop at padded positions too",
+            Rule::CostlyEpilogue => {
+                "a reduce loop is kept apart from a costly elementwise epilogue"
+            }
             Rule::ComputedOnce => "each element is computed once inline",
             Rule::PositionsOnly => "a function of positions only, folded by the kernel rules",
             Rule::MaskedProduct => "a product with a mask of positions, collapsed to an index",
@@ -186,13 +208,26 @@ impl Rule {
 /// operand of a matmul would add a kernel per layer.
 pub const MIN_VALUE_COST: u64 = 8;
 
+/// An elementwise epilogue costing at least this (ops and loads per element, its reduces
+/// counted as loads) gets a kernel of its own: a bias, an activation or a normalization
+/// (tens of ops) stays fused with its reduce; the derivative of an `erf`-based GELU (a
+/// polynomial in each of its two branches, well over a hundred ops) does not.
+pub const EPILOGUE_COST: u64 = 96;
+
+/// A reduce whose inline cost per element is at least this is a loop worth vectorizing
+/// apart from its epilogue (a dot product of 32 or more products).
+pub const MIN_LOOP_COST: u64 = 64;
+
 type Predicate = fn(&Facts) -> bool;
 
 /// The realization rule table for optional nodes: the first rule whose predicate holds
 /// decides. Deterministic: it reads only the facts of one request.
-pub const RULES: [(Rule, Predicate); 7] = [
+pub const RULES: [(Rule, Predicate); 8] = [
     (Rule::GatedReduce, |f| {
         f.reduce && f.gated && f.reads_memory && f.cost > BUFFER_COST
+    }),
+    (Rule::CostlyEpilogue, |f| {
+        f.reduce && f.reads_memory && f.cost >= MIN_LOOP_COST && f.epilogue >= EPILOGUE_COST
     }),
     (Rule::ComputedOnce, |f| f.computations() <= 1),
     (Rule::PositionsOnly, |f| !f.reads_memory),
@@ -250,6 +285,9 @@ impl std::fmt::Display for Decision {
                 x.computations(),
                 x.repeated_work()
             )?;
+            if self.rule == Rule::CostlyEpilogue {
+                write!(f, " (epilogue {} per element)", x.epilogue)?;
+            }
         }
         Ok(())
     }
@@ -277,6 +315,7 @@ mod tests {
             redundancy,
             requests,
             gated: false,
+            epilogue: 0,
         }
     }
 
@@ -301,6 +340,13 @@ mod tests {
             ..facts(false, 2000, 256, 1)
         };
         assert_eq!(decide(&masked), Rule::MaskedProduct);
+        let epilogue = |cost, epilogue| Facts {
+            epilogue,
+            ..facts(true, cost, 1, 1)
+        };
+        assert_eq!(decide(&epilogue(193, 474)), Rule::CostlyEpilogue);
+        assert_eq!(decide(&epilogue(193, 20)), Rule::ComputedOnce);
+        assert_eq!(decide(&epilogue(13, 474)), Rule::ComputedOnce);
         for (rule, _) in RULES {
             assert!(!rule.reason().is_empty());
         }

@@ -51,6 +51,40 @@ fn a_reduce_read_once_per_element_is_fused() {
     assert_eq!(check("relu of matmul", &[out]), 1);
 }
 
+/// `x @ w` (a dot product of `k` terms) followed by `steps` affine steps per element.
+fn matmul_then_chain(k: usize, steps: usize) -> (Tensor, Tensor) {
+    let (x, w) = (data(&[3, k], 1), data(&[k, 8], 2));
+    let product = x.matmul(&w);
+    let reduce = Tensor::from_uop(product.uop().src()[0].clone());
+    let out = (0..steps).fold(product, |e, _| e.mul(0.5).add(0.25));
+    (reduce, out)
+}
+
+#[test]
+fn a_matmul_before_a_costly_epilogue_is_realized() {
+    // 40 steps of 4 ops (constants counted as loads) per element after a 32-term dot
+    // product: the epilogue gets a kernel of its own, so the dot's loop is a plain matmul.
+    let (reduce, out) = matmul_then_chain(32, 40);
+    assert_rule(&[&out], &reduce, Rule::CostlyEpilogue);
+    let decision = decision_for(&[&out], &reduce).unwrap();
+    assert!(
+        decision.to_string().contains("epilogue 161 per element"),
+        "{decision}"
+    );
+    assert_eq!(check("matmul then a long chain", &[out]), 2);
+}
+
+#[test]
+fn a_cheap_epilogue_or_a_short_reduce_stays_fused() {
+    let (reduce, out) = matmul_then_chain(32, 4);
+    assert_rule(&[&out], &reduce, Rule::ComputedOnce);
+    assert_eq!(check("matmul then a short chain", &[out]), 1);
+    // A 4-term sum is no loop worth a kernel of its own, whatever follows it.
+    let (reduce, out) = matmul_then_chain(4, 40);
+    assert_rule(&[&out], &reduce, Rule::ComputedOnce);
+    assert_eq!(check("short dot then a long chain", &[out]), 1);
+}
+
 #[test]
 fn a_reduce_read_through_a_pad_is_realized() {
     // Two matmuls written side by side into one [3, 8] result (a `cat`: each padded to the
