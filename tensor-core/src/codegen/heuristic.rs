@@ -49,6 +49,11 @@
 //!    by 16 (or 8) instead of 4, and a short output axis (at most [`SHORT_AXIS`], a kernel
 //!    width) that this load does not depend on is upcast whole. Each step then loads one
 //!    contiguous strip and reuses it across the short axis (a 8 x 3 register tile).
+//! 8. A tiny kernel (fewer than [`TINY_KERNEL_WORK`] loop iterations) gets only the 4-wide
+//!    upcast of item 1 (unless it is dot-form, item 6, whose lanes stay a loop), and a kernel whose reduces are all shorter than 16 steps no reuse
+//!    upcast (item 2): their run time hardly changes, while the unrolled C they would get (up
+//!    to 64 accumulators) is what `cc` spends most of a cold start on (the per-sample gradient
+//!    example's 10 kernels: 1.8 s -> 0.9 s of compiler time, serial).
 //!
 //! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers and fuses
 //! the multiply-adds (`-mprefer-vector-width=256 -ffp-contract=fast`, see the runtime's
@@ -75,7 +80,24 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         .into_iter()
         .filter(|r| r.range_axis_type() == AxisType::Loop)
         .collect();
+    // An upper bound: sibling loops (a kernel may hold dozens of fused reduces) multiply as
+    // if nested, so the product saturates instead of overflowing.
+    let work: usize = kernel_ranges(ast)
+        .iter()
+        .map(|r| r.range_size().unwrap_or(1))
+        .fold(1, usize::saturating_mul);
     let lane_ranges = contiguous_reduce_ranges(ast);
+    if work < TINY_KERNEL_WORK && !dot_lanes_fit(ast, &lane_ranges) {
+        return upcastable_axis(ast, &outputs)
+            .map(|(axis, _)| Opt::Split {
+                axis: axis.range_id(),
+                factor: UPCAST_WIDTH,
+                target: AxisType::Upcast,
+                top: false,
+            })
+            .into_iter()
+            .collect();
+    }
     let upcast = upcastable_axis(ast, &outputs)
         .filter(|(axis, _)| lane_ranges.is_empty() || !gathers(ast, axis));
     if let Some((axis, factor)) = &upcast {
@@ -87,7 +109,8 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         });
     }
     let upcast_first = opts.first().cloned();
-    let reuse_range = reuse_axis(ast, &outputs, upcast_first.as_ref());
+    let reuse_range =
+        reuse_axis(ast, &outputs, upcast_first.as_ref()).filter(|_| !reduces_are_short(ast));
     let strip = match (&upcast, &reuse_range) {
         (None, Some(axis)) if lane_ranges.is_empty() => contiguous_strip(ast, &outputs, axis),
         _ => Vec::new(),
@@ -116,12 +139,6 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             ));
         }
     }
-    // An upper bound: sibling loops (a kernel may hold dozens of fused reduces) multiply as
-    // if nested, so the product saturates instead of overflowing.
-    let work: usize = kernel_ranges(ast)
-        .iter()
-        .map(|r| r.range_size().unwrap_or(1))
-        .fold(1, usize::saturating_mul);
     if threads > 1
         && work >= MIN_WORK_PER_THREADED_KERNEL
         && let Some(axis) = thread_axis(ast, &outputs, &opts, threads)
@@ -134,6 +151,25 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         });
     }
     opts
+}
+
+/// Below this many loop iterations (all ranges multiplied) a kernel that is not dot-form gets
+/// only the 4-wide upcast of item 1: it runs in microseconds however it is unrolled, while a 16-wide upcast
+/// multiplies its C, and `cc` spends 100-500 ms on such a kernel (a row max over 10 classes of
+/// 256 samples) where it spends 60-100 ms on the plain loop: the cold start of a program is
+/// mostly compiling its kernels.
+pub const TINY_KERNEL_WORK: usize = 4096;
+
+/// True when the kernel reduces and every reduce range is shorter than
+/// [`REDUCE_UPCAST_WIDTH`]: item 2's reuse upcast would then multiply the accumulators (64 for
+/// a 4 x 16 tile) for a loop of a few steps, four times the C for little reuse.
+fn reduces_are_short(ast: &UOp) -> bool {
+    let reduces: Vec<usize> = kernel_ranges(ast)
+        .iter()
+        .filter(|r| r.range_axis_type() == AxisType::Reduce)
+        .map(|r| r.range_size().unwrap_or(usize::MAX))
+        .collect();
+    !reduces.is_empty() && reduces.iter().all(|&n| n < REDUCE_UPCAST_WIDTH)
 }
 
 /// The partial accumulators of a reduce along a contiguous axis (two 8-wide vector registers).
@@ -512,6 +548,32 @@ mod tests {
                 (1024, 2, AxisType::Thread),
             ]
         );
+    }
+
+    #[test]
+    fn a_tiny_kernel_gets_only_a_four_wide_upcast() {
+        // A row max over 10 classes of 256 samples: 2560 iterations.
+        let ast = kernel_ast(&matrix(256, 10).max(-1, false));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![(256, UPCAST_WIDTH, AxisType::Upcast)]
+        );
+    }
+
+    #[test]
+    fn a_matmul_with_a_short_reduce_gets_no_reuse_upcast() {
+        let (a, b) = (matrix(256, 10), matrix(10, 128));
+        let ast = kernel_ast(&a.matmul(&b));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![(128, 16, AxisType::Upcast), (128, 2, AxisType::Thread)]
+        );
+        let (a, b) = (matrix(256, 16), matrix(16, 128));
+        let ast = kernel_ast(&a.matmul(&b));
+        let long = described(&ast, &hand_coded_optimizations(&ast, 2));
+        assert!(long.contains(&(256, 4, AxisType::Upcast)), "{long:?}");
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! can look up in O(1) after one walk. A buffer read twice (`f(x, x)`) is one placeholder,
 //! two distinct buffers are two, so aliasing is part of the key.
 
+use crate::uop::fast_hash::FastMap;
 use crate::uop::{Arg, BufferArg, Op, UOp, rebuild};
-use std::collections::HashMap;
 
 /// A graph with its buffers abstracted: `roots` over placeholders, and the buffers they stand
 /// for, `inputs[k]` for placeholder `k`.
@@ -25,7 +25,7 @@ pub struct Abstracted {
 /// function) costs nothing here however often it is called.
 pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
     let sink = UOp::sink(roots.to_vec());
-    let mut images: HashMap<UOp, UOp> = HashMap::new();
+    let mut images: FastMap<UOp, UOp> = FastMap::default();
     let mut inputs = Vec::new();
     for node in sink.toposort_where(UOp::reads_buffers) {
         let image = match node.arg() {
