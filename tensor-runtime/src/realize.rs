@@ -176,6 +176,13 @@ pub(crate) fn compile_all<'k, D: Device>(
 /// kernels.
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
     let with_siblings = with_lazy_siblings(tensors);
+    if with_siblings
+        .iter()
+        .all(|t| as_contiguous_buffer(&t.uop()).is_some())
+    {
+        // Nothing to compute: every tensor already is (a view of) a buffer.
+        return Ok(());
+    }
     let all: Vec<&Tensor> = with_siblings.iter().collect();
     on_selected_device!(|device, plans| realize_on(device, plans, &all))
 }

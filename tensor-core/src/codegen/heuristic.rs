@@ -64,8 +64,11 @@ use super::opt::{Opt, OptimizedKernel, kernel_ranges};
 use crate::uop::{AxisType, DType, Op, ReduceOp, Scalar, UOp, alu};
 use std::collections::HashMap;
 
-/// Below this many loop iterations (all ranges multiplied) a kernel runs on one core.
-pub const MIN_WORK_PER_THREADED_KERNEL: usize = 1 << 16;
+/// Below this many loop iterations (all ranges multiplied) a kernel runs on one core. Waking
+/// a worker costs microseconds when the other core is idle and up to milliseconds when it is
+/// busy: a 784 x 128 outer product (a single-sample weight gradient) took 13.7 us on one core
+/// and 12-107 us (some 1.5 ms) on two of a loaded 2-core machine, so 1 << 16 was too low.
+pub const MIN_WORK_PER_THREADED_KERNEL: usize = 1 << 18;
 
 /// The width of an upcast.
 pub const UPCAST_WIDTH: usize = 4;
@@ -656,9 +659,9 @@ mod tests {
     fn a_conv_input_gradient_gets_a_contiguous_strip_times_the_kernel_width() {
         // dx_unfolded[b, c, y, x, ky, kx] = sum_o g[b, o, y, x] * w[o, c, ky, kx]: the stores
         // walk kx (3 long), g advances by one element along x and does not depend on kx.
-        let g = Tensor::from_vec(vec![0.5f32; 2 * 16 * 8 * 24], &[2, 16, 8, 24]);
+        let g = Tensor::from_vec(vec![0.5f32; 4 * 16 * 8 * 24], &[4, 16, 8, 24]);
         let w = Tensor::from_vec(vec![0.5f32; 16 * 4 * 3 * 3], &[16, 4, 3, 3]);
-        let g = g.permute(&[0, 2, 3, 1]).reshape(&[2, 1, 8, 24, 1, 1, 16]);
+        let g = g.permute(&[0, 2, 3, 1]).reshape(&[4, 1, 8, 24, 1, 1, 16]);
         let w = w.permute(&[1, 2, 3, 0]).reshape(&[1, 4, 1, 1, 3, 3, 16]);
         let ast = kernel_ast(&g.mul(&w).sum(-1, false));
         let opts = hand_coded_optimizations(&ast, 2);
@@ -667,7 +670,7 @@ mod tests {
             vec![
                 (24, 8, AxisType::Upcast),
                 (3, 3, AxisType::Upcast),
-                (2, 2, AxisType::Thread),
+                (4, 2, AxisType::Thread),
             ]
         );
     }
