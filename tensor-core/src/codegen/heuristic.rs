@@ -554,6 +554,25 @@ mod tests {
     }
 
     #[test]
+    fn only_kernels_of_at_least_two_to_the_eighteen_iterations_are_threaded() {
+        // A single-sample weight gradient: the 784 x 128 outer product.
+        let (x, g) = (matrix(784, 1), matrix(1, 128));
+        let outer = kernel_ast(&(x.expand(&[784, 128]) * g.expand(&[784, 128])));
+        let threaded = |ast: &UOp| {
+            hand_coded_optimizations(ast, 2)
+                .iter()
+                .any(|Opt::Split { target, .. }| *target == AxisType::Thread)
+        };
+        assert!(!threaded(&outer), "100352 iterations run on one core");
+        let (x, g) = (matrix(2048, 1), matrix(1, 128));
+        let large = kernel_ast(&(x.expand(&[2048, 128]) * g.expand(&[2048, 128])));
+        assert!(
+            threaded(&large),
+            "262144 iterations are spread over the cores"
+        );
+    }
+
+    #[test]
     fn a_tiny_kernel_gets_only_a_four_wide_upcast() {
         // A row max over 10 classes of 256 samples: 2560 iterations.
         let ast = kernel_ast(&matrix(256, 10).max(-1, false));

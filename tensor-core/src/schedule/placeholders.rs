@@ -24,10 +24,14 @@ pub struct Abstracted {
 /// nodes that read a buffer are visited, so a large captured body over `Param`s (a traced
 /// function) costs nothing here however often it is called.
 pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
-    let sink = UOp::sink(roots.to_vec());
+    // One root is walked as it is: a sink made only to be walked would be interned and freed.
+    let walked = match roots {
+        [root] => root.clone(),
+        _ => UOp::sink(roots.to_vec()),
+    };
     let mut images: FastMap<UOp, UOp> = FastMap::default();
     let mut inputs = Vec::new();
-    for node in sink.toposort_where(UOp::reads_buffers) {
+    for node in walked.toposort_where(UOp::reads_buffers) {
         let image = match node.arg() {
             Arg::Buffer(b) if node.op() == Op::Buffer => {
                 let number = inputs.len();
@@ -38,9 +42,10 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
         };
         images.insert(node, image);
     }
-    let roots = match images.get(&sink) {
-        Some(sink) => sink.src().to_vec(),
-        None => roots.to_vec(),
+    let roots = match (images.get(&walked), roots.len()) {
+        (Some(image), 1) => vec![image.clone()],
+        (Some(sink), _) => sink.src().to_vec(),
+        (None, _) => roots.to_vec(),
     };
     Abstracted { roots, inputs }
 }
