@@ -304,3 +304,21 @@ fn reading_one_gradient_computes_its_siblings_in_the_same_pass() {
         }
     }
 }
+
+#[test]
+fn realizing_what_is_already_buffers_looks_nothing_up() {
+    let _serial = serial();
+    let x = floats(&[1.0, 2.0, 3.0, 4.0]);
+    let y = &x * 3.0;
+    y.realize().unwrap();
+    let before = pipeline_counts();
+    let view = y.reshape(&[2, 2]);
+    for _ in 0..3 {
+        tensor::runtime::realize::realize(&[&x, &y, &view]).unwrap();
+    }
+    let after = pipeline_counts();
+    assert_eq!(after.plan_hits, before.plan_hits, "no plan looked up");
+    assert_eq!(after.schedules, before.schedules, "nothing scheduled");
+    assert_eq!(view.to_vec::<f32>().unwrap(), vec![3.0, 6.0, 9.0, 12.0]);
+    assert_eq!(pipeline_counts().plan_hits, before.plan_hits);
+}

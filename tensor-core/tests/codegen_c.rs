@@ -210,7 +210,9 @@ fn matmul_shaped_reduce_matches_the_triple_loop_with_and_without_opts() {
 
 #[test]
 fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
-    let (m, k, n) = (8, 6, 12);
+    // Large enough for the tile: at least 4096 iterations and a reduce of 16 steps
+    // (`codegen::heuristic` item 8).
+    let (m, k, n) = (32, 16, 12);
     let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.37).sin()).collect();
     let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.11).cos()).collect();
     let kern = render_c(&matmul(m, k, n), &[m * n, m * k, k * n], &opt(1));
@@ -230,7 +232,8 @@ fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
 
 #[test]
 fn a_wide_matmul_gets_a_four_by_sixteen_register_tile_with_the_same_result() {
-    let (m, k, n) = (8, 6, 32);
+    // At least 2^18 iterations, so that two threads are used, and a 16-step reduce.
+    let (m, k, n) = (64, 16, 256);
     let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.29).sin()).collect();
     let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.13).cos()).collect();
     for threads in [1, 2] {
@@ -705,7 +708,8 @@ fn thread_split_gives_identical_results_for_any_core_count() {
 
 #[test]
 fn heuristic_threads_and_upcasts_a_big_kernel_with_the_same_results() {
-    let (rows, cols) = (1001, 68);
+    // At least `MIN_WORK_PER_THREADED_KERNEL` (2^18) elements.
+    let (rows, cols) = (4001, 68);
     let n = rows * cols;
     let a: Vec<f64> = (0..n).map(|v| (v % 97) as f64).collect();
     let b: Vec<f64> = (0..n).map(|v| (v % 13) as f64 * 0.25).collect();
@@ -769,9 +773,9 @@ fn folded_constant_renders_as_one_literal_add() {
 
 #[test]
 fn noopt_renders_no_thread_split_and_no_upcast() {
-    let n = 1001 * 68;
+    let n = 4001 * 68;
     let k = render_c(
-        &elementwise_add(1001, 68),
+        &elementwise_add(4001, 68),
         &[n, n, n],
         &CodegenOptions {
             optimize: false,
@@ -781,7 +785,7 @@ fn noopt_renders_no_thread_split_and_no_upcast() {
     assert_eq!(k.threads, 1);
     assert!(!k.source.contains("core_id *"), "{}", k.source);
     assert_eq!(k.source.matches("data0[").count(), 1, "{}", k.source);
-    let optimized = render_c(&elementwise_add(1001, 68), &[n, n, n], &opt(4));
+    let optimized = render_c(&elementwise_add(4001, 68), &[n, n, n], &opt(4));
     assert_eq!(optimized.threads, 4);
     assert_eq!(optimized.source.matches("data0[").count(), 4);
 }

@@ -64,6 +64,9 @@ pub fn run_host_calls(roots: &[UOp]) -> Result<Option<Vec<UOp>>> {
 
 /// True when the graphs of `roots` call an external function.
 pub fn has_call(roots: &[UOp]) -> bool {
+    if !roots.iter().any(UOp::reaches_call) {
+        return false;
+    }
     UOp::sink(roots.to_vec())
         .toposort()
         .iter()

@@ -30,6 +30,7 @@ use tensor_core::render::{Kernel, c::render_kernel};
 use tensor_core::schedule::placeholders::placeholder_number;
 use tensor_core::schedule::{Schedule, create_schedule};
 use tensor_core::uop::BufferArg;
+use tensor_core::uop::fast_hash::FastMap;
 use tensor_core::{UOp, uop::substitute};
 
 /// Where a kernel argument's buffer comes from when a plan runs.
@@ -71,14 +72,26 @@ impl<D: Device> Plan<D> {
     /// Schedules `roots` (a graph over placeholders), generates and compiles its kernels.
     pub fn build(device: &D, roots: &[UOp], options: &CodegenOptions) -> Result<Plan<D>> {
         crate::stats::record_schedule();
+        let started = std::time::Instant::now();
         let schedule = create_schedule(roots);
+        let scheduled = started.elapsed();
         if crate::realize::debug_level() >= 3 {
             for decision in &schedule.decisions {
                 eprintln!("schedule: {decision}");
             }
         }
         let kernels = generate_kernels_for(device, &schedule, options);
+        let generated = started.elapsed();
         let programs = compile_all(device, kernels.iter())?;
+        if debug_level() >= 1 {
+            eprintln!(
+                "plan: {} kernels scheduled in {scheduled:.3?}, generated in {:.3?}, compiled in \
+                 {:.3?}",
+                kernels.len(),
+                generated - scheduled,
+                started.elapsed() - generated
+            );
+        }
         let mut temps: Vec<UOp> = Vec::new();
         let mut slot_of = |buffer: &UOp| match placeholder_number(buffer) {
             Some(k) => Slot::Input(k),
@@ -179,7 +192,13 @@ impl<D: Device> Plan<D> {
         }
     }
 
+    /// The outputs over this run's buffers: a temporary that is an output is its new buffer
+    /// as is; any other output (a view of a buffer) is rebuilt over the run's buffers.
     fn bind_outputs(&self, inputs: &[UOp], temps: &[UOp]) -> Vec<UOp> {
+        let direct = |o: &UOp| self.temps.iter().position(|t| t == o);
+        if let Some(all) = self.outputs.iter().map(direct).collect::<Option<Vec<_>>>() {
+            return all.into_iter().map(|j| temps[j].clone()).collect();
+        }
         let mut bound: HashMap<UOp, UOp> = self.temps.iter().cloned().zip(temps.to_vec()).collect();
         for output in &self.outputs {
             for node in output.toposort() {
@@ -287,7 +306,7 @@ pub struct PlanCache<D: Device> {
 }
 
 struct CacheState<D: Device> {
-    plans: HashMap<PlanKey, (Arc<Plan<D>>, u64)>,
+    plans: FastMap<PlanKey, (Arc<Plan<D>>, u64)>,
     clock: u64,
 }
 
@@ -300,7 +319,7 @@ impl<D: Device> PlanCache<D> {
         PlanCache {
             capacity: capacity.max(1),
             state: Mutex::new(CacheState {
-                plans: HashMap::new(),
+                plans: FastMap::default(),
                 clock: 0,
             }),
         }

@@ -54,20 +54,36 @@ macro_rules! on_selected_device {
     };
 }
 
-/// The verbosity `DEBUG` asks for (0 when unset or not a number).
-pub fn debug_level() -> u32 {
-    std::env::var("DEBUG")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// The settings a realize reads from the environment, read once per process: `std::env::var`
+/// takes a lock and allocates, which a plan replay of a few microseconds cannot afford.
+struct EnvSettings {
+    debug: u32,
+    noopt: bool,
+    device: Option<String>,
 }
 
-/// Codegen options for kernels run on `device`: optimised unless `NOOPT=1`, split across the
-/// device's threads.
+fn env_settings() -> &'static EnvSettings {
+    static SETTINGS: OnceLock<EnvSettings> = OnceLock::new();
+    SETTINGS.get_or_init(|| EnvSettings {
+        debug: std::env::var("DEBUG")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0),
+        noopt: std::env::var("NOOPT").is_ok_and(|v| v.trim() == "1"),
+        device: std::env::var("DEVICE").ok(),
+    })
+}
+
+/// The verbosity `DEBUG` asks for (0 when unset or not a number), as the process started.
+pub fn debug_level() -> u32 {
+    env_settings().debug
+}
+
+/// Codegen options for kernels run on `device`: optimised unless `NOOPT=1` (as the process
+/// started), split across the device's threads.
 pub fn codegen_options<D: Device>(device: &D) -> CodegenOptions {
-    let noopt = std::env::var("NOOPT").is_ok_and(|v| v.trim() == "1");
     CodegenOptions {
-        optimize: !noopt,
+        optimize: !env_settings().noopt,
         threads: device.default_threads(),
     }
 }
@@ -121,10 +137,10 @@ pub(crate) fn launch_kernel<D: Device>(
         })
         .collect::<Result<Vec<_>>>()?;
     check_arguments(device, kernel, &memory)?;
-    let launch_started = Instant::now();
+    let launch_started = (debug >= 2).then(Instant::now);
     let refs: Vec<&D::Buffer> = memory.iter().map(|b| b.as_ref()).collect();
     device.launch(program, &refs, kernel.threads)?;
-    if debug >= 2 {
+    if let Some(launch_started) = launch_started {
         eprintln!(
             "kernel {:<24} threads {:>2}  run {:>9.3?}",
             kernel.name,
@@ -160,6 +176,13 @@ pub(crate) fn compile_all<'k, D: Device>(
 /// kernels.
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
     let with_siblings = with_lazy_siblings(tensors);
+    if with_siblings
+        .iter()
+        .all(|t| as_contiguous_buffer(&t.uop()).is_some())
+    {
+        // Nothing to compute: every tensor already is (a view of) a buffer.
+        return Ok(());
+    }
     let all: Vec<&Tensor> = with_siblings.iter().collect();
     on_selected_device!(|device, plans| realize_on(device, plans, &all))
 }
@@ -182,7 +205,8 @@ fn with_lazy_siblings(tensors: &[&Tensor]) -> Vec<Tensor> {
 
 /// [`realize`] on `device` with its plan cache `plans`.
 pub fn realize_on<D: Device>(device: &D, plans: &PlanCache<D>, tensors: &[&Tensor]) -> Result<()> {
-    let started = Instant::now();
+    let debug = debug_level();
+    let started = (debug >= 1).then(Instant::now);
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
     let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
     let abstracted = abstract_buffers(&roots);
@@ -193,7 +217,7 @@ pub fn realize_on<D: Device>(device: &D, plans: &PlanCache<D>, tensors: &[&Tenso
     for (tensor, out) in tensors.iter().zip(outputs) {
         tensor.replace_uop(out);
     }
-    if debug_level() >= 1 {
+    if let Some(started) = started {
         let built = crate::stats::pipeline_counts().schedules > builds_before;
         eprintln!(
             "realize: {} kernels on {} in {:.3?} ({}; process: {} compiler runs, {} disk \
@@ -281,9 +305,13 @@ pub fn set_device(name: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// The device graphs run on now: [`set_device`]'s choice, else `DEVICE`'s.
+/// The device graphs run on now: [`set_device`]'s choice, else `DEVICE`'s (as the process
+/// started).
 pub fn selected_device() -> Result<SelectedDevice> {
-    parse_device_setting(device_setting().as_deref())
+    let chosen = DEVICE_OVERRIDE
+        .read()
+        .unwrap_or_else(PoisonError::into_inner);
+    parse_device_setting(chosen.as_deref().or(env_settings().device.as_deref()))
 }
 
 fn device_setting() -> Option<String> {
@@ -291,7 +319,7 @@ fn device_setting() -> Option<String> {
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    chosen.or_else(|| std::env::var("DEVICE").ok())
+    chosen.or_else(|| env_settings().device.clone())
 }
 
 fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice> {

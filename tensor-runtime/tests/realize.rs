@@ -76,7 +76,7 @@ fn to_vec_computes_on_the_shared_device_and_checks_the_element_type() {
 #[test]
 fn kernel_split_across_threads_matches_the_interpreter() {
     let device = device("cc", None, 2);
-    let (rows, cols) = (256, 300);
+    let (rows, cols) = (1024, 300);
     let x = Tensor::from_vec(data(rows * cols, 0.01), &[rows, cols]);
     let y = x.mul(&x).add(0.5f32).sum(1, false);
     let schedule = create_schedule(&[y.uop()]);

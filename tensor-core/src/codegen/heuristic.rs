@@ -52,6 +52,11 @@
 //!    by 16 (or 8) instead of 4, and a short output axis (at most [`SHORT_AXIS`], a kernel
 //!    width) that this load does not depend on is upcast whole. Each step then loads one
 //!    contiguous strip and reuses it across the short axis (a 8 x 3 register tile).
+//! 8. A tiny kernel (fewer than [`TINY_KERNEL_WORK`] loop iterations) gets only the 4-wide
+//!    upcast of item 1 (unless it is dot-form, item 6, whose lanes stay a loop), and a kernel whose reduces are all shorter than 16 steps no reuse
+//!    upcast (item 2): their run time hardly changes, while the unrolled C they would get (up
+//!    to 64 accumulators) is what `cc` spends most of a cold start on (the per-sample gradient
+//!    example's 10 kernels: 1.8 s -> 0.9 s of compiler time, serial).
 //!
 //! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers and fuses
 //! the multiply-adds (`-mprefer-vector-width=256 -ffp-contract=fast`, see the runtime's
@@ -62,8 +67,11 @@ use super::opt::{Opt, OptimizedKernel, kernel_ranges};
 use crate::uop::{AxisType, DType, Op, ReduceOp, Scalar, UOp, alu};
 use std::collections::HashMap;
 
-/// Below this many loop iterations (all ranges multiplied) a kernel runs on one core.
-pub const MIN_WORK_PER_THREADED_KERNEL: usize = 1 << 16;
+/// Below this many loop iterations (all ranges multiplied) a kernel runs on one core. Waking
+/// a worker costs microseconds when the other core is idle and up to milliseconds when it is
+/// busy: a 784 x 128 outer product (a single-sample weight gradient) took 13.7 us on one core
+/// and 12-107 us (some 1.5 ms) on two of a loaded 2-core machine, so 1 << 16 was too low.
+pub const MIN_WORK_PER_THREADED_KERNEL: usize = 1 << 18;
 
 /// The width of an upcast.
 pub const UPCAST_WIDTH: usize = 4;
@@ -78,7 +86,24 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         .into_iter()
         .filter(|r| r.range_axis_type() == AxisType::Loop)
         .collect();
+    // An upper bound: sibling loops (a kernel may hold dozens of fused reduces) multiply as
+    // if nested, so the product saturates instead of overflowing.
+    let work: usize = kernel_ranges(ast)
+        .iter()
+        .map(|r| r.range_size().unwrap_or(1))
+        .fold(1, usize::saturating_mul);
     let lane_ranges = contiguous_reduce_ranges(ast);
+    if work < TINY_KERNEL_WORK && !dot_lanes_fit(ast, &lane_ranges) {
+        return upcastable_axis(ast, &outputs)
+            .map(|(axis, _)| Opt::Split {
+                axis: axis.range_id(),
+                factor: UPCAST_WIDTH,
+                target: AxisType::Upcast,
+                top: false,
+            })
+            .into_iter()
+            .collect();
+    }
     let upcast = upcastable_axis(ast, &outputs)
         .filter(|(axis, _)| lane_ranges.is_empty() || !gathers(ast, axis));
     if let Some((axis, factor)) = &upcast {
@@ -90,7 +115,8 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         });
     }
     let upcast_first = opts.first().cloned();
-    let reuse_range = reuse_axis(ast, &outputs, upcast_first.as_ref());
+    let reuse_range =
+        reuse_axis(ast, &outputs, upcast_first.as_ref()).filter(|_| !reduces_are_short(ast));
     let strip = match (&upcast, &reuse_range) {
         (None, Some(axis)) if lane_ranges.is_empty() => contiguous_strip(ast, &outputs, axis),
         _ => Vec::new(),
@@ -119,12 +145,6 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             ));
         }
     }
-    // An upper bound: sibling loops (a kernel may hold dozens of fused reduces) multiply as
-    // if nested, so the product saturates instead of overflowing.
-    let work: usize = kernel_ranges(ast)
-        .iter()
-        .map(|r| r.range_size().unwrap_or(1))
-        .fold(1, usize::saturating_mul);
     if threads > 1
         && work >= MIN_WORK_PER_THREADED_KERNEL
         && let Some(axis) = thread_axis(ast, &outputs, &opts, threads)
@@ -137,6 +157,25 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         });
     }
     opts
+}
+
+/// Below this many loop iterations (all ranges multiplied) a kernel that is not dot-form gets
+/// only the 4-wide upcast of item 1: it runs in microseconds however it is unrolled, while a 16-wide upcast
+/// multiplies its C, and `cc` spends 100-500 ms on such a kernel (a row max over 10 classes of
+/// 256 samples) where it spends 60-100 ms on the plain loop: the cold start of a program is
+/// mostly compiling its kernels.
+pub const TINY_KERNEL_WORK: usize = 4096;
+
+/// True when the kernel reduces and every reduce range is shorter than
+/// [`REDUCE_UPCAST_WIDTH`]: item 2's reuse upcast would then multiply the accumulators (64 for
+/// a 4 x 16 tile) for a loop of a few steps, four times the C for little reuse.
+fn reduces_are_short(ast: &UOp) -> bool {
+    let reduces: Vec<usize> = kernel_ranges(ast)
+        .iter()
+        .filter(|r| r.range_axis_type() == AxisType::Reduce)
+        .map(|r| r.range_size().unwrap_or(usize::MAX))
+        .collect();
+    !reduces.is_empty() && reduces.iter().all(|&n| n < REDUCE_UPCAST_WIDTH)
 }
 
 /// The partial accumulators of a reduce along a contiguous axis (two 8-wide vector registers).
@@ -534,6 +573,51 @@ mod tests {
     }
 
     #[test]
+    fn only_kernels_of_at_least_two_to_the_eighteen_iterations_are_threaded() {
+        // A single-sample weight gradient: the 784 x 128 outer product.
+        let (x, g) = (matrix(784, 1), matrix(1, 128));
+        let outer = kernel_ast(&(x.expand(&[784, 128]) * g.expand(&[784, 128])));
+        let threaded = |ast: &UOp| {
+            hand_coded_optimizations(ast, 2)
+                .iter()
+                .any(|Opt::Split { target, .. }| *target == AxisType::Thread)
+        };
+        assert!(!threaded(&outer), "100352 iterations run on one core");
+        let (x, g) = (matrix(2048, 1), matrix(1, 128));
+        let large = kernel_ast(&(x.expand(&[2048, 128]) * g.expand(&[2048, 128])));
+        assert!(
+            threaded(&large),
+            "262144 iterations are spread over the cores"
+        );
+    }
+
+    #[test]
+    fn a_tiny_kernel_gets_only_a_four_wide_upcast() {
+        // A row max over 10 classes of 256 samples: 2560 iterations.
+        let ast = kernel_ast(&matrix(256, 10).max(-1, false));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![(256, UPCAST_WIDTH, AxisType::Upcast)]
+        );
+    }
+
+    #[test]
+    fn a_matmul_with_a_short_reduce_gets_no_reuse_upcast() {
+        let (a, b) = (matrix(256, 10), matrix(10, 128));
+        let ast = kernel_ast(&a.matmul(&b));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![(128, 16, AxisType::Upcast), (128, 2, AxisType::Thread)]
+        );
+        let (a, b) = (matrix(256, 16), matrix(16, 128));
+        let ast = kernel_ast(&a.matmul(&b));
+        let long = described(&ast, &hand_coded_optimizations(&ast, 2));
+        assert!(long.contains(&(256, 4, AxisType::Upcast)), "{long:?}");
+    }
+
+    #[test]
     fn a_matmul_with_a_long_reduce_is_cache_blocked() {
         // 1536 columns: rows 6 KiB apart, so no staggered copy (a second kernel).
         let (a, b) = (matrix(1024, 1024), matrix(1024, 1536));
@@ -613,9 +697,9 @@ mod tests {
     fn a_conv_input_gradient_gets_a_contiguous_strip_times_the_kernel_width() {
         // dx_unfolded[b, c, y, x, ky, kx] = sum_o g[b, o, y, x] * w[o, c, ky, kx]: the stores
         // walk kx (3 long), g advances by one element along x and does not depend on kx.
-        let g = Tensor::from_vec(vec![0.5f32; 2 * 16 * 8 * 24], &[2, 16, 8, 24]);
+        let g = Tensor::from_vec(vec![0.5f32; 4 * 16 * 8 * 24], &[4, 16, 8, 24]);
         let w = Tensor::from_vec(vec![0.5f32; 16 * 4 * 3 * 3], &[16, 4, 3, 3]);
-        let g = g.permute(&[0, 2, 3, 1]).reshape(&[2, 1, 8, 24, 1, 1, 16]);
+        let g = g.permute(&[0, 2, 3, 1]).reshape(&[4, 1, 8, 24, 1, 1, 16]);
         let w = w.permute(&[1, 2, 3, 0]).reshape(&[1, 4, 1, 1, 3, 3, 16]);
         let ast = kernel_ast(&g.mul(&w).sum(-1, false));
         let opts = hand_coded_optimizations(&ast, 2);
@@ -624,7 +708,7 @@ mod tests {
             vec![
                 (24, 8, AxisType::Upcast),
                 (3, 3, AxisType::Upcast),
-                (2, 2, AxisType::Thread),
+                (4, 2, AxisType::Thread),
             ]
         );
     }

@@ -7,8 +7,8 @@
 //! can look up in O(1) after one walk. A buffer read twice (`f(x, x)`) is one placeholder,
 //! two distinct buffers are two, so aliasing is part of the key.
 
+use crate::uop::fast_hash::FastMap;
 use crate::uop::{Arg, BufferArg, Op, UOp, rebuild};
-use std::collections::HashMap;
 
 /// A graph with its buffers abstracted: `roots` over placeholders, and the buffers they stand
 /// for, `inputs[k]` for placeholder `k`.
@@ -24,10 +24,14 @@ pub struct Abstracted {
 /// nodes that read a buffer are visited, so a large captured body over `Param`s (a traced
 /// function) costs nothing here however often it is called.
 pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
-    let sink = UOp::sink(roots.to_vec());
-    let mut images: HashMap<UOp, UOp> = HashMap::new();
+    // One root is walked as it is: a sink made only to be walked would be interned and freed.
+    let walked = match roots {
+        [root] => root.clone(),
+        _ => UOp::sink(roots.to_vec()),
+    };
+    let mut images: FastMap<UOp, UOp> = FastMap::default();
     let mut inputs = Vec::new();
-    for node in sink.toposort_where(UOp::reads_buffers) {
+    for node in walked.toposort_where(UOp::reads_buffers) {
         let image = match node.arg() {
             Arg::Buffer(b) if node.op() == Op::Buffer => {
                 let number = inputs.len();
@@ -38,9 +42,10 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
         };
         images.insert(node, image);
     }
-    let roots = match images.get(&sink) {
-        Some(sink) => sink.src().to_vec(),
-        None => roots.to_vec(),
+    let roots = match (images.get(&walked), roots.len()) {
+        (Some(image), 1) => vec![image.clone()],
+        (Some(sink), _) => sink.src().to_vec(),
+        (None, _) => roots.to_vec(),
     };
     Abstracted { roots, inputs }
 }

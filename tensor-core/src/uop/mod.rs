@@ -9,6 +9,7 @@ pub mod alu;
 pub mod arg;
 pub mod axis;
 pub mod dtype;
+pub mod fast_hash;
 pub mod minmax;
 pub mod op;
 pub mod scope;
@@ -21,9 +22,9 @@ pub use arg::{
 pub use dtype::{DType, Element, Scalar};
 pub use op::{AxisType, Op, ReduceOp};
 
+use fast_hash::{FastMap, FastSet};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -37,7 +38,7 @@ pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
     if map.is_empty() {
         return root.clone();
     }
-    let mut images: HashMap<UOp, UOp> = HashMap::new();
+    let mut images: FastMap<UOp, UOp> = FastMap::default();
     for node in root.toposort() {
         let image = match map.get(&node) {
             Some(image) => image.clone(),
@@ -52,7 +53,7 @@ pub fn substitute(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
 /// `root` calls: a `Function`'s body (its first operand) has `Param`s of its own, which an
 /// enclosing substitution must leave alone.
 pub fn substitute_in_scope(root: &UOp, map: &HashMap<UOp, UOp>) -> UOp {
-    let mut images: HashMap<UOp, UOp> = HashMap::new();
+    let mut images: FastMap<UOp, UOp> = FastMap::default();
     for node in root.toposort_along(outside_bodies, |_| true) {
         let image = match map.get(&node) {
             Some(image) => image.clone(),
@@ -71,7 +72,7 @@ pub fn outside_bodies(node: &UOp) -> &[UOp] {
 
 /// `node` over the images of its operands (an operand without an image stays; `node` itself
 /// when none changed).
-pub fn rebuild(node: &UOp, images: &HashMap<UOp, UOp>) -> UOp {
+pub fn rebuild<S: std::hash::BuildHasher>(node: &UOp, images: &HashMap<UOp, UOp, S>) -> UOp {
     let src: Vec<UOp> = node
         .src()
         .iter()
@@ -110,35 +111,30 @@ pub struct UOpNode {
     src: Vec<UOp>,
     arg: Arg,
     tag: Option<u32>,
-    hash: u64,
     content_key: u64,
     shape: OnceLock<Option<Shape>>,
     min_max: OnceLock<(Scalar, Scalar)>,
     /// Whether a `Buffer` is among this node and its operands (transitively): set when the
     /// node is made, from its operands', so a walk looking for buffers skips what has none.
     reads_buffers: bool,
+    /// Whether a `Call` is among this node and its operands (transitively), likewise.
+    reaches_call: bool,
 }
 
 type Bucket = Vec<Weak<UOpNode>>;
 
-fn intern_table() -> &'static Mutex<HashMap<u64, Bucket>> {
-    static TABLE: OnceLock<Mutex<HashMap<u64, Bucket>>> = OnceLock::new();
-    TABLE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-fn structural_hash(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -> u64 {
-    let mut h = DefaultHasher::new();
-    (op, dtype, arg, tag).hash(&mut h);
-    for s in src {
-        (Arc::as_ptr(&s.0) as usize).hash(&mut h);
-    }
-    h.finish()
+/// The intern table, keyed by content key: structurally equal nodes have equal operands,
+/// hence equal content keys, and a collision is told apart by `same_structure`.
+fn intern_table() -> &'static Mutex<FastMap<u64, Bucket>> {
+    static TABLE: OnceLock<Mutex<FastMap<u64, Bucket>>> = OnceLock::new();
+    TABLE.get_or_init(|| Mutex::new(FastMap::default()))
 }
 
 /// A hash of the whole graph under a node built from the operands' keys (not their
-/// addresses), so it is the same for the same graph in every run.
+/// addresses), so it is the same for the same graph in every run. Computed for every node
+/// made, so with the fast hasher; a collision only costs a longer intern bucket.
 fn content_key(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = fast_hash::FastHasher::default();
     (op, dtype, arg, tag).hash(&mut h);
     for s in src {
         s.0.content_key.hash(&mut h);
@@ -174,10 +170,10 @@ impl Drop for UOpNode {
     fn drop(&mut self) {
         {
             let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(bucket) = table.get_mut(&self.hash) {
+            if let Some(bucket) = table.get_mut(&self.content_key) {
                 bucket.retain(|w| w.strong_count() > 0);
                 if bucket.is_empty() {
-                    table.remove(&self.hash);
+                    table.remove(&self.content_key);
                 }
             }
         }
@@ -222,11 +218,11 @@ impl UOp {
 
     /// The interned node `(op, dtype, src, arg, tag)`.
     pub fn new_tagged(op: Op, dtype: DType, src: Vec<UOp>, arg: Arg, tag: Option<u32>) -> UOp {
-        let hash = structural_hash(op, dtype, &src, &arg, tag);
         let reads_buffers = op == Op::Buffer || src.iter().any(|s| s.0.reads_buffers);
+        let reaches_call = op == Op::Call || src.iter().any(|s| s.0.reaches_call);
         let content_key = content_key(op, dtype, &src, &arg, tag);
         let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = table.entry(hash).or_default();
+        let bucket = table.entry(content_key).or_default();
         for weak in bucket.iter() {
             if let Some(node) = weak.upgrade()
                 && node.same_structure(op, dtype, &src, &arg, tag)
@@ -240,11 +236,11 @@ impl UOp {
             src,
             arg,
             tag,
-            hash,
             content_key,
             shape: OnceLock::new(),
             min_max: OnceLock::new(),
             reads_buffers,
+            reaches_call,
         });
         bucket.push(Arc::downgrade(&node));
         UOp(node)
@@ -328,6 +324,11 @@ impl UOp {
     /// Whether this node or any node it is computed from is a `Buffer` (known without a walk).
     pub fn reads_buffers(&self) -> bool {
         self.0.reads_buffers
+    }
+
+    /// Whether this node or any node it is computed from is a `Call` (known without a walk).
+    pub fn reaches_call(&self) -> bool {
+        self.0.reaches_call
     }
 
     /// The derived shape: `None` for nodes without one (void ops, tuples) or malformed nodes
@@ -471,7 +472,7 @@ impl UOp {
         mut enter: impl FnMut(&UOp) -> bool,
     ) -> Vec<UOp> {
         let mut order = Vec::new();
-        let mut visited = std::collections::HashSet::new();
+        let mut visited = FastSet::default();
         let mut stack = vec![(self.clone(), false)];
         while let Some((node, expanded)) = stack.pop() {
             if expanded {
@@ -768,6 +769,43 @@ mod tests {
         assert_ne!(
             UOp::constant(3.0, DType::F32),
             UOp::constant(3.0, DType::F64)
+        );
+    }
+
+    #[test]
+    fn whether_a_graph_reaches_a_call_is_known_at_every_node() {
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let plain = UOp::alu(Op::Mul, vec![x.clone(), UOp::constant(2.0, DType::F32)]);
+        assert!(!plain.reaches_call() && !x.reaches_call());
+        let call = UOp::new(Op::Call, DType::Void, vec![x.clone()], Arg::None);
+        let user = UOp::new(
+            Op::Sink,
+            DType::Void,
+            vec![plain.clone(), call.clone()],
+            Arg::None,
+        );
+        assert!(call.reaches_call() && user.reaches_call());
+        assert!(
+            !plain.reaches_call(),
+            "an operand is unchanged by its users"
+        );
+    }
+
+    #[test]
+    fn structurally_equal_nodes_share_a_content_key_across_buffers_of_one_structure() {
+        let (x, y) = (
+            UOp::new_buffer(4, DType::F32, Device::cpu()),
+            UOp::new_buffer(4, DType::F32, Device::cpu()),
+        );
+        let two = UOp::constant(2.0, DType::F32);
+        let x2 = UOp::alu(Op::Mul, vec![x.clone(), two.clone()]);
+        assert_eq!(
+            x2.content_key(),
+            UOp::alu(Op::Mul, vec![x, two.clone()]).content_key()
+        );
+        assert_ne!(
+            x2.content_key(),
+            UOp::alu(Op::Mul, vec![y, two]).content_key()
         );
     }
 
