@@ -139,10 +139,17 @@ impl Linearizer {
         );
     }
 
-    /// Places `u` and everything it needs, returning where its value lives.
+    /// Places `u` and everything it needs, returning where its value lives. Reduces go
+    /// first: a loop-invariant value combined with a reduce's result (the output an
+    /// accumulating matmul adds to) is then read after the reduce loop instead of before it,
+    /// where it would stay live across the loop and cost the C compiler a register.
     fn place(&mut self, u: &UOp) -> (Pos, Value) {
-        for node in self.unplaced_nodes(u) {
-            self.place_one(&node);
+        let (reduces, rest): (Vec<UOp>, Vec<UOp>) = self
+            .unplaced_nodes(u)
+            .into_iter()
+            .partition(is_kernel_reduce);
+        for node in reduces.iter().chain(&rest) {
+            self.place_one(node);
         }
         self.visible(u).expect("placed above")
     }

@@ -13,9 +13,11 @@
 //! cast(cast(x, T1), T2)  =>  cast(x, T2)     when T1 holds every value x can take
 //! ```
 //!
-//! The operand order of a commutative op is the order of `UOp::content_key`, a hash of the
-//! operand's whole graph that is the same in every run, so `a + b` and `b + a` are one node
+//! The operand order of a commutative op is the order of `UOp::order_key`, hashes of the
+//! operand's whole graph that are the same in every run, so `a + b` and `b + a` are one node
 //! (and one C expression); constants stay on the right (the symbolic table moves them there).
+//! The key first hashes the graph without the values of its constants, so the lanes of an
+//! upcast axis (which differ only in index constants) order their operands alike.
 //! Float `x * 0` is not here: it is NaN for infinite `x` (README, "Limits and numerics").
 
 use super::{cap, row, truth};
@@ -85,12 +87,10 @@ pub(crate) fn canonical_order() -> PatternMatcher<()> {
     })
 }
 
-/// `a ⊕ b` as `b ⊕ a` when `b`'s content key is the smaller (and neither is a constant).
+/// `a ⊕ b` as `b ⊕ a` when `b`'s order key is the smaller (and neither is a constant).
 fn in_key_order(u: &UOp) -> Option<UOp> {
     match u.src() {
-        [a, b]
-            if a.op() != Op::Const && b.op() != Op::Const && b.content_key() < a.content_key() =>
-        {
+        [a, b] if a.op() != Op::Const && b.op() != Op::Const && b.order_key() < a.order_key() => {
             Some(u.with_src(vec![b.clone(), a.clone()]))
         }
         _ => None,
@@ -161,6 +161,16 @@ mod tests {
         let buf = UOp::new(Op::DefineGlobal, dtype, vec![], Arg::Int(slot));
         let idx = UOp::new(Op::Address, dtype, vec![buf, UOp::index(0)], Arg::None);
         UOp::new(Op::Load, dtype, vec![idx], Arg::None)
+    }
+    fn load_at(slot: i64, index: i64) -> UOp {
+        let buf = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(slot));
+        let idx = UOp::new(
+            Op::Address,
+            DType::F32,
+            vec![buf, UOp::index(index)],
+            Arg::None,
+        );
+        UOp::new(Op::Load, DType::F32, vec![idx], Arg::None)
     }
     fn f32c(v: f32) -> UOp {
         UOp::constant(v, DType::F32)
@@ -245,11 +255,28 @@ mod tests {
             let ab = simplify(&alu(op, &a, &b));
             let ba = simplify(&alu(op, &b, &a));
             assert_eq!(ab, ba, "{op}: a ⊕ b and b ⊕ a are one node");
-            assert!(ab.s(0).content_key() <= ab.s(1).content_key());
+            assert!(ab.s(0).order_key() <= ab.s(1).order_key());
         }
         // A constant stays on the right whatever its key.
         let with_const = simplify(&alu(Op::Mul, &f32c(3.0), &a));
         assert_eq!(with_const.s(1), &f32c(3.0));
+    }
+
+    #[test]
+    fn the_lanes_of_an_upcast_order_their_operands_alike() {
+        // Lane k multiplies a[k] by w[k]: the lanes differ only in index constants, so every
+        // lane puts the same buffer first (the C compiler packs isomorphic lanes).
+        let first_slots: Vec<UOp> = (0..16)
+            .map(|k| {
+                let (a, w) = (load_at(0, k), load_at(1, 100 + k));
+                let product = simplify(&alu(Op::Mul, &w, &a));
+                product.s(0).s(0).s(0).clone()
+            })
+            .collect();
+        assert!(
+            first_slots.windows(2).all(|p| p[0] == p[1]),
+            "{first_slots:?}"
+        );
     }
 
     #[test]

@@ -112,6 +112,7 @@ pub struct UOpNode {
     arg: Arg,
     tag: Option<u32>,
     content_key: u64,
+    form_key: u64,
     shape: OnceLock<Option<Shape>>,
     min_max: OnceLock<(Scalar, Scalar)>,
     /// Whether a `Buffer` is among this node and its operands (transitively): set when the
@@ -138,6 +139,21 @@ fn content_key(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -
     (op, dtype, arg, tag).hash(&mut h);
     for s in src {
         s.0.content_key.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// [`content_key`] with the values of constants left out: the lanes of an upcast axis differ
+/// only in index constants, so their nodes share a form key (and a commutative op orders its
+/// operands alike in every lane, which lets the C compiler pack the lanes into vectors).
+fn form_key(op: Op, dtype: DType, src: &[UOp], arg: &Arg, tag: Option<u32>) -> u64 {
+    let mut h = fast_hash::FastHasher::default();
+    (op, dtype, tag).hash(&mut h);
+    if op != Op::Const {
+        arg.hash(&mut h);
+    }
+    for s in src {
+        s.0.form_key.hash(&mut h);
     }
     h.finish()
 }
@@ -221,6 +237,7 @@ impl UOp {
         let reads_buffers = op == Op::Buffer || src.iter().any(|s| s.0.reads_buffers);
         let reaches_call = op == Op::Call || src.iter().any(|s| s.0.reaches_call);
         let content_key = content_key(op, dtype, &src, &arg, tag);
+        let form_key = form_key(op, dtype, &src, &arg, tag);
         let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
         let bucket = table.entry(content_key).or_default();
         for weak in bucket.iter() {
@@ -237,6 +254,7 @@ impl UOp {
             arg,
             tag,
             content_key,
+            form_key,
             shape: OnceLock::new(),
             min_max: OnceLock::new(),
             reads_buffers,
@@ -285,10 +303,16 @@ impl UOp {
         WeakUOp(Arc::downgrade(&self.0))
     }
     /// A hash of the graph under this node that does not depend on where nodes live in
-    /// memory: equal graphs have equal keys in every run. The canonical operand order of
-    /// commutative ops sorts by it.
+    /// memory: equal graphs have equal keys in every run.
     pub fn content_key(&self) -> u64 {
         self.0.content_key
+    }
+
+    /// The content key with the values of constants left out (equal for graphs that differ
+    /// only in constants, as the lanes of an upcast do), then the content key: the canonical
+    /// operand order of commutative ops sorts by it.
+    pub fn order_key(&self) -> (u64, u64) {
+        (self.0.form_key, self.0.content_key)
     }
 
     /// A stable identity for the lifetime of the node (its address).
