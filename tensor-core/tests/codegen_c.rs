@@ -232,7 +232,7 @@ fn matmul_gets_a_four_by_four_register_tile_with_the_same_result() {
 
 #[test]
 fn a_wide_matmul_gets_a_four_by_sixteen_register_tile_with_the_same_result() {
-    // At least 2^18 iterations, so that two threads are used, and a 16-step reduce.
+    // At least 2^17 iterations, so that two threads are used, and a 16-step reduce.
     let (m, k, n) = (64, 16, 256);
     let a: Vec<f64> = (0..m * k).map(|v| (v as f64 * 0.29).sin()).collect();
     let b: Vec<f64> = (0..k * n).map(|v| (v as f64 * 0.13).cos()).collect();
@@ -708,7 +708,7 @@ fn thread_split_gives_identical_results_for_any_core_count() {
 
 #[test]
 fn heuristic_threads_and_upcasts_a_big_kernel_with_the_same_results() {
-    // At least `MIN_WORK_PER_THREADED_KERNEL` (2^18) elements.
+    // At least `MIN_WORK_PER_THREADED_KERNEL` (2^17) elements.
     let (rows, cols) = (4001, 68);
     let n = rows * cols;
     let a: Vec<f64> = (0..n).map(|v| (v % 97) as f64).collect();
