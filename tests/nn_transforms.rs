@@ -384,15 +384,15 @@ fn conv_bias_relu_is_im2col_then_one_fused_kernel() {
     let b = Tensor::from_vec(vec![0.1f32, -0.2, 0.3, 0.0], &[4]);
     let y = nn::conv2d(&x, &w, Some(&b), &Conv::default().padding(1)).relu();
     let schedule = tensor::core::schedule::create_schedule(&[y.uop()]);
-    // The 4 output channels would recompute each window: the windows are realized once
-    // (im2col columns [2, 3, 8, 8, 3, 3]) ...
+    // The 4 output channels would recompute each window: the windows are realized once, as
+    // im2col columns with the 9 taps ahead of the 8x8 positions (each tap's row contiguous) ...
     let realized: Vec<_> = schedule
         .decisions
         .iter()
         .filter(|d| d.rule == Rule::RepeatedValue)
         .map(|d| d.node.shape().map(|s| s.to_vec()))
         .collect();
-    assert_eq!(realized, vec![Some(vec![2, 3, 8, 8, 3, 3])]);
+    assert_eq!(realized, vec![Some(vec![2, 3, 9, 8, 8])]);
     // ... and the products, the sum, the bias and the relu are one kernel after it.
     assert_eq!(
         schedule.items.len(),

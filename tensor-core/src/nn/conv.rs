@@ -2,7 +2,7 @@
 //! groups, bias), their transposes (an input dilated by the stride, convolved with the flipped
 //! kernel), and `unfold` (im2col).
 
-use super::windows::{Padding, Spatial, pad_trailing, windows};
+use super::windows::{Padding, Spatial, pad_trailing, windows_taps_first};
 use crate::tensor::Tensor;
 use crate::uop::Scalar;
 
@@ -117,8 +117,9 @@ fn check_conv_operands(op: &str, dims: usize, x: &Tensor, weight: &Tensor, group
 }
 
 /// The cross-correlation of a padded `x` `[N, C, *in]` with `weight` `[O, C/g, *k]`:
-/// `[N, O, *out]`, as windows `[N, g, 1, C/g, *out, *k]` times weights `[1, g, O/g, C/g, 1.., *k]`
-/// summed over `(C/g, *k)`.
+/// `[N, O, *out]`, as windows `[N, g, 1, C/g, *k, *out]` times weights `[1, g, O/g, C/g, *k, 1..]`
+/// summed over `(C/g, *k)`. With the positions last, the realized columns and their gradient
+/// run along the output's rows.
 #[track_caller]
 fn correlate(
     x: &Tensor,
@@ -130,19 +131,18 @@ fn correlate(
     let (xs, ws) = (x.shape(), weight.shape());
     let dims = ws.len() - 2;
     let kernel = &ws[2..];
-    let win = windows(x, kernel, stride, dilation); // [N, C, *out, *k]
-    let out: Vec<usize> = win.shape()[2..2 + dims].to_vec();
+    let win = windows_taps_first(x, kernel, stride, dilation); // [N, C, *k, *out]
+    let out: Vec<usize> = win.shape()[2 + dims..].to_vec();
     let (n, c, o) = (xs[0], xs[1], ws[0]);
     let (cg, og) = (c / groups, o / groups);
     let mut win_shape = vec![n, groups, 1, cg];
-    win_shape.extend(&out);
     win_shape.extend(kernel);
+    win_shape.extend(&out);
     let mut w_shape = vec![1, groups, og, cg];
-    w_shape.extend(std::iter::repeat_n(1, dims));
     w_shape.extend(kernel);
+    w_shape.extend(std::iter::repeat_n(1, dims));
     let product = win.reshape(&win_shape).mul(weight.reshape(&w_shape));
-    let mut summed: Vec<isize> = vec![3];
-    summed.extend((4 + dims..4 + 2 * dims).map(|a| a as isize));
+    let summed: Vec<isize> = (3..4 + dims).map(|a| a as isize).collect();
     let mut result_shape = vec![n, o];
     result_shape.extend(&out);
     product.sum(&summed, false).reshape(&result_shape)
@@ -373,17 +373,15 @@ pub fn unfold(
     let padding = padding.into().expand("unfold", "padding", dims);
     let stride = stride.into().expand("unfold", "stride", dims);
     let pads: Vec<(usize, usize)> = padding.iter().map(|&p| (p, p)).collect();
-    let win = windows(
+    let win = windows_taps_first(
         &pad_trailing(x, &pads, Scalar::Float(0.0)),
         &kernel,
         &stride,
         &dilation,
     );
     let (n, c) = (x.shape()[0], x.shape()[1]);
-    let positions: usize = win.shape()[2..2 + dims].iter().product();
+    let positions: usize = win.shape()[2 + dims..].iter().product();
     let taps: usize = kernel.iter().product();
-    // [N, C, *out, *k] -> [N, C, L, K] -> [N, C, K, L] -> [N, C*K, L]
-    win.reshape(&[n, c, positions, taps])
-        .transpose(2, 3)
-        .reshape(&[n, c * taps, positions])
+    // [N, C, *k, *out] -> [N, C*K, L]
+    win.reshape(&[n, c * taps, positions])
 }

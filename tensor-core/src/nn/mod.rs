@@ -34,4 +34,4 @@ pub use loss::*;
 pub use norm::*;
 pub use pool::*;
 pub use resample::*;
-pub use windows::{Padding, Spatial, windows};
+pub use windows::{Padding, Spatial, windows, windows_taps_first};

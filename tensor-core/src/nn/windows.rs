@@ -116,10 +116,32 @@ impl Padding {
 /// padded) becomes `[..., *out, *kernel]`, where element `[..., o, k]` is `x[..., o * stride +
 /// k * dilation]` and `out = (in - dilation * (kernel - 1) - 1) / stride + 1` per axis.
 ///
-/// Each axis is one stack of `kernel` strided views (a shrink, and for a stride above 1 a
-/// reshape that keeps every `stride`-th element), so the result is a view of `x`.
+/// A permuted view of [`windows_taps_first`].
 #[track_caller]
 pub fn windows(x: &Tensor, kernel: &[usize], stride: &[usize], dilation: &[usize]) -> Tensor {
+    let taps_first = windows_taps_first(x, kernel, stride, dilation);
+    let (lead, dims) = (x.ndim() - kernel.len(), kernel.len());
+    let mut order: Vec<usize> = (0..lead).collect();
+    order.extend(lead + dims..lead + 2 * dims);
+    order.extend(lead..lead + dims);
+    taps_first.permute(&order)
+}
+
+/// The windows of `x` with the kernel axes ahead of the window positions: `[..., *kernel,
+/// *out]`, element `[..., k, o]` being `x[..., o * stride + k * dilation]`.
+///
+/// Every tap (one offset per spatial axis) is a strided view of `x` (a shrink, and for a stride
+/// above 1 a reshape that keeps every `stride`-th element), and the taps are stacked into one
+/// axis. Taps first, a realized window buffer (the im2col columns) and its gradient keep the last
+/// spatial axis contiguous, so the products that read them and the gradients that write them run
+/// along unit strides.
+#[track_caller]
+pub fn windows_taps_first(
+    x: &Tensor,
+    kernel: &[usize],
+    stride: &[usize],
+    dilation: &[usize],
+) -> Tensor {
     let dims = kernel.len();
     let lead = x.ndim().checked_sub(dims).unwrap_or_else(|| {
         panic!(
@@ -127,40 +149,57 @@ pub fn windows(x: &Tensor, kernel: &[usize], stride: &[usize], dilation: &[usize
             x.shape()
         )
     });
-    let mut out = x.clone();
-    for axis in 0..dims {
-        // The spatial axis `axis` sits at `lead + axis` while the window axes of the earlier
-        // spatial axes trail at the end.
-        // Spatial axis `axis` is still at `lead + axis`; its window axis goes last, behind
-        // those of the earlier axes.
-        out = windows_along(
-            &out,
-            lead + axis,
-            kernel[axis],
-            stride[axis],
-            dilation[axis],
-        );
-    }
-    out
+    let out: Vec<usize> = (0..dims)
+        .map(|axis| window_count(x, lead + axis, kernel[axis], stride[axis], dilation[axis]))
+        .collect();
+    let taps: Vec<Tensor> = tap_offsets(kernel)
+        .iter()
+        .map(|offset| {
+            (0..dims).fold(x.clone(), |view, axis| {
+                every_nth(
+                    &view,
+                    lead + axis,
+                    offset[axis] * dilation[axis],
+                    out[axis],
+                    stride[axis],
+                )
+            })
+        })
+        .collect();
+    let mut shape = x.shape()[..lead].to_vec();
+    shape.extend(kernel);
+    shape.extend(&out);
+    Tensor::stack(&taps, lead as isize).reshape(&shape)
 }
 
-/// One spatial axis: `[.., in, ..rest]` to `[.., out, ..rest, k]`.
+/// The number of windows along `axis`; panics when the kernel does not fit.
 #[track_caller]
-fn windows_along(x: &Tensor, axis: usize, k: usize, stride: usize, dilation: usize) -> Tensor {
+fn window_count(x: &Tensor, axis: usize, k: usize, stride: usize, dilation: usize) -> usize {
     let size = x.shape()[axis];
-    let span = dilation * (k - 1) + 1;
-    if k == 0 || stride == 0 || dilation == 0 || span > size {
+    if k == 0 || stride == 0 || dilation == 0 || dilation * (k - 1) + 1 > size {
         panic!(
             "windows: a kernel of {k} (dilation {dilation}, stride {stride}) does not fit axis \
              {axis} of shape {:?}",
             x.shape()
         );
     }
-    let out = (size - span) / stride + 1;
-    let views: Vec<Tensor> = (0..k)
-        .map(|j| every_nth(x, axis, j * dilation, out, stride))
-        .collect();
-    Tensor::stack(&views, -1)
+    (size - dilation * (k - 1) - 1) / stride + 1
+}
+
+/// Every tap of a kernel, in row-major order: `[0, 0], [0, 1], .., [k0 - 1, k1 - 1]`.
+fn tap_offsets(kernel: &[usize]) -> Vec<Vec<usize>> {
+    kernel.iter().fold(vec![vec![]], |prefixes, &k| {
+        prefixes
+            .iter()
+            .flat_map(|p| {
+                (0..k).map(move |j| {
+                    let mut tap = p.clone();
+                    tap.push(j);
+                    tap
+                })
+            })
+            .collect()
+    })
 }
 
 /// `count` elements of `axis` starting at `start`, every `step`-th: `x[start::step][:count]`.
