@@ -46,8 +46,9 @@
 //!    in a 4-output tile) were left scalar and shuffled (the transformer's `fc2`, 1024 x 64 x
 //!    256: 20 ms -> 1.3 ms).
 //! 7. A kernel with a reduce whose stores walk no upcastable axis contiguously and whose
-//!    reduces walk no load contiguously (a convolution's input gradient: the output is the
-//!    unfolded `[b, c, y, x, ky, kx]` buffer, the reduce runs over the output channels), where
+//!    reduces walk no load contiguously (a convolution's input gradient into a positions-first
+//!    `[b, c, y, x, ky, kx]` buffer, the reduce over the output channels; `nn` now unfolds
+//!    taps first, whose gradient is a plain matmul tile), where
 //!    some load advances by one element along the reuse axis of item 2: that axis is upcast
 //!    by 16 (or 8) instead of 4, and a short output axis (at most [`SHORT_AXIS`], a kernel
 //!    width) that this load does not depend on is upcast whole. Each step then loads one
@@ -696,20 +697,22 @@ mod tests {
     }
 
     #[test]
-    fn a_conv_input_gradient_gets_a_contiguous_strip_times_the_kernel_width() {
-        // dx_unfolded[b, c, y, x, ky, kx] = sum_o g[b, o, y, x] * w[o, c, ky, kx]: the stores
-        // walk kx (3 long), g advances by one element along x and does not depend on kx.
+    fn a_taps_first_conv_input_gradient_is_a_matmul_tile_over_the_merged_positions() {
+        // cols_grad[b, c, t, y, x] = sum_o g[b, o, y, x] * w[o, c, t]: the 8 x 24 positions are
+        // one contiguous range of 192 and so are the 4 x 9 (channel, tap) pairs (schedule::merge);
+        // the positions are upcast 16 wide and g does not depend on the pairs: a 4 x 16
+        // register tile, as a matmul gets.
         let g = Tensor::from_vec(vec![0.5f32; 4 * 16 * 8 * 24], &[4, 16, 8, 24]);
-        let w = Tensor::from_vec(vec![0.5f32; 16 * 4 * 3 * 3], &[16, 4, 3, 3]);
-        let g = g.permute(&[0, 2, 3, 1]).reshape(&[4, 1, 8, 24, 1, 1, 16]);
-        let w = w.permute(&[1, 2, 3, 0]).reshape(&[1, 4, 1, 1, 3, 3, 16]);
+        let w = Tensor::from_vec(vec![0.5f32; 16 * 4 * 9], &[16, 4, 9]);
+        let g = g.permute(&[0, 2, 3, 1]).reshape(&[4, 1, 1, 8, 24, 16]);
+        let w = w.permute(&[1, 2, 0]).reshape(&[1, 4, 9, 1, 1, 16]);
         let ast = kernel_ast(&g.mul(&w).sum(-1, false));
         let opts = hand_coded_optimizations(&ast, 2);
         assert_eq!(
             described(&ast, &opts),
             vec![
-                (24, 8, AxisType::Upcast),
-                (3, 3, AxisType::Upcast),
+                (192, REDUCE_UPCAST_WIDTH, AxisType::Upcast),
+                (36, UPCAST_WIDTH, AxisType::Upcast),
                 (4, 2, AxisType::Thread),
             ]
         );

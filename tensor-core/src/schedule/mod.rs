@@ -21,7 +21,10 @@
 //!    `Address(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
 //!    ([`index`]) and every finished AST goes through the kernel rule table ([`simplify`]:
 //!    the `symbolic` rules plus float constant reassociation).
-//! 4. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Address(DefineGlobal 0,
+//! 4. **Range merging** ([`merge`]): in each final kernel, two nested ranges that every index
+//!    walks as one flat range (`B·a + b`) become one range, so a convolution's `24 x 24`
+//!    positions are one axis of 576 and its `(c, ky, kx)` reduce one of 288.
+//! 5. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Address(DefineGlobal 0,
 //!    flat), value))`, ordered so producers run before consumers. Range ids count from 0 in the
 //!    order axes appear (output loops first) and slots are numbered output first, then inputs in
 //!    the order the lowering first reads them; both depend only on the graph's structure, so
@@ -69,6 +72,7 @@ pub mod callify;
 pub mod collapse;
 pub mod index;
 pub mod lower;
+pub mod merge;
 pub mod placeholders;
 pub mod realize;
 pub mod simplify;
@@ -178,7 +182,14 @@ fn schedule_graph(outputs: &[UOp]) -> Schedule {
             break kernels;
         }
     };
-    let items = producers_first(&ctx, &kernels, &roots);
+    // Ranges are merged once the kernels are final (the rounds rebuild every kernel).
+    let items = producers_first(&ctx, &kernels, &roots)
+        .into_iter()
+        .map(|item| ScheduleItem {
+            ast: merge::merge_ranges(&item.ast),
+            ..item
+        })
+        .collect();
     let outputs = graph
         .iter()
         .map(|o| match ctx.realized.get(o) {

@@ -102,3 +102,9 @@ fn merge_constants(m: &Captures, op: Op) -> Option<UOp> {
         vec![m["x"].clone(), UOp::constant(folded, dtype)],
     ))
 }
+
+/// `expression` rewritten to a fixpoint with the kernel rule table (no renumbering): how an
+/// index expression of a kernel simplifies, for passes that try a substitution first.
+pub(super) fn simplify_expression(expression: &UOp) -> UOp {
+    graph_rewrite(expression, kernel_rules(), &mut ())
+}
