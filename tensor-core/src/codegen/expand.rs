@@ -12,19 +12,67 @@
 //!   the tolerance policy allows). Without remaining ranges the `k` values are folded at once.
 //! - A range of size 1 is the constant 0.
 //!
-//! The result is simplified with the `symbolic` rules (substituted constants fold away).
+//! The result is simplified with the `symbolic` rules (substituted constants fold away) and
+//! three rules for what a copy's constant gates leave behind:
+//!
+//! ```text
+//! Address(buf, flat, true)          =>  Address(buf, flat)
+//! Load(Address(buf, flat, false))   =>  0
+//! (x + 0.0) + 0.0                   =>  x + 0.0        floats; exact, -0.0 included
+//! ```
 
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
-use crate::symbolic::simplify;
+use crate::symbolic::symbolic;
 use crate::uop::substitute;
-use crate::uop::{AxisType, Op, UOp};
+use crate::uop::{AxisType, DType, Op, UOp};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The kernel with UPCAST and UNROLL ranges expanded and size-1 ranges removed.
 pub fn expand(ast: &UOp) -> UOp {
-    simplify(&graph_rewrite(ast, expand_rules(), &mut ()))
+    graph_rewrite(
+        &graph_rewrite(ast, expand_rules(), &mut ()),
+        cleanup_rules(),
+        &mut (),
+    )
 }
+
+/// The `symbolic` rules and the constant-gate rules of the module doc.
+fn cleanup_rules() -> &'static PatternMatcher<()> {
+    static TABLE: OnceLock<PatternMatcher<()>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut rules = symbolic().clone();
+        rules.extend(
+            &PatternMatcher::new()
+                .rule(UPat::op(Op::Address), |m, _| {
+                    let gate = m.root().src().get(2)?;
+                    (gate.const_value()?.as_bool())
+                        .then(|| m.root().with_src(m.root().src()[..2].to_vec()))
+                })
+                .rule(UPat::op(Op::Load), |m, _| {
+                    let gate = m.root().s(0).src().get(2)?;
+                    let load = m.root();
+                    (!gate.const_value()?.as_bool()).then(|| UOp::constant(0.0, load.dtype()))
+                })
+                .rule(
+                    (UPat::var("x") + UPat::cvar("a")) + UPat::cvar("b"),
+                    |m, _| {
+                        let sum = m.root();
+                        let zero = |c: &UOp| {
+                            c.const_value().is_some_and(|v| {
+                                v.as_f64() == 0.0 && !v.as_f64().is_sign_negative()
+                            })
+                        };
+                        (FLOATS.contains(&sum.dtype()) && zero(&m["a"]) && zero(&m["b"]))
+                            .then(|| sum.s(0).clone())
+                    },
+                ),
+        );
+        rules
+    })
+}
+
+const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];
 
 /// The rule table of the pass, one row per fact.
 fn expand_rules() -> &'static PatternMatcher<()> {
