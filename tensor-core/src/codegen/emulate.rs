@@ -159,6 +159,10 @@ impl Thread {
                     }
                     i = end;
                 }
+                Line::If(cond) if !self.value(cond).as_bool() => {
+                    i += matching_end_if(&lines[i..]);
+                }
+                Line::If(_) | Line::EndIf => {}
                 Line::EndLoop => panic!("emulator: an EndLoop without its Loop"),
                 Line::Barrier => panic!("emulator: a barrier inside a loop"),
                 Line::DefineLocal {
@@ -285,6 +289,24 @@ fn matching_end(lines: &[Line]) -> usize {
     panic!("emulator: a Loop without its EndLoop")
 }
 
+/// The offset of the `EndIf` closing the `If` at `lines[0]`.
+fn matching_end_if(lines: &[Line]) -> usize {
+    let mut depth = 0usize;
+    for (i, line) in lines.iter().enumerate() {
+        match line {
+            Line::If(_) => depth += 1,
+            Line::EndIf => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("emulator: an If without its EndIf")
+}
+
 fn identity(reduce: &UOp) -> Scalar {
     let dtype = reduce.dtype();
     match reduce.reduce_op() {
@@ -386,6 +408,23 @@ mod tests {
             .map(|i| ((i as f32 + 1.0) * (0.61 + seed as f32 * 0.13)).sin() * 2.0)
             .collect();
         Tensor::from_vec(values, shape)
+    }
+
+    #[test]
+    fn a_one_hot_contraction_branches_on_the_grid_and_equals_the_cpu() {
+        let ids: Vec<i64> = (0..24).map(|i| i * 5 % 11).collect();
+        let tok = Tensor::from_vec(ids, &[24, 1]);
+        let hot = tok.eq(Tensor::arange(16i64).reshape(&[1, 16]));
+        let dy = data(&[24, 1, 8], 3);
+        let rows = hot.unsqueeze(2).where_(&dy, 0.0).sum([0], false);
+        let schedule = create_schedule(&[rows.uop()]);
+        let item = &schedule.items[schedule.items.len() - 1];
+        let sizes = item.buffer_sizes();
+        let kernel = lower_kernel_gpu(&item.ast, &sizes, &CodegenOptions::default(), "k");
+        let ifs = kernel.body.lines.iter();
+        assert!(ifs.filter(|l| matches!(l, Line::If(_))).count() >= 1);
+        // The first rows have matches (a gate that holds), the last rows none.
+        check("gated row sums", &[rows]);
     }
 
     #[test]

@@ -117,7 +117,7 @@ fn order_free(lines: &[Line]) -> bool {
     let reads_outer = |v: &Value| matches!(v, Value::Acc(a) if !inner.contains(a));
     matches!(lines[0], Line::Loop(_))
         && lines.iter().all(|l| match l {
-            Line::Accumulate { value, .. } => !reads_outer(value),
+            Line::Accumulate { value, .. } | Line::If(value) => !reads_outer(value),
             Line::Assign { operands, .. } => !operands.iter().any(reads_outer),
             Line::Store {
                 index, gate, value, ..
@@ -315,6 +315,7 @@ fn rename(line: &Line, renamed: &[(usize, usize)]) -> Line {
             gate: gate.as_ref().map(swap),
             value: swap(value),
         },
+        Line::If(cond) => Line::If(swap(cond)),
         other => other.clone(),
     }
 }

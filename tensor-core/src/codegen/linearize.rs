@@ -9,10 +9,18 @@
 //! accumulator read after the loops. Independent Reduces over the same ranges (the lanes of an
 //! upcast, or a sum and a sum of squares) share one loop. A LANE range is always the innermost
 //! loop of its Reduce: the renderer gives the accumulator one element per lane.
+//!
+//! A Reduce whose value is `Where(a == b, x, identity)` (a one-hot contraction such as an
+//! embedding's gradient, a diagonal, the ties of a maximum's backward) folds `x` only where the
+//! equality holds, which is rare: its updates are placed in an `If` block on the gate, one
+//! block per distinct gate, and `x` with everything it needs inside the reduce loop is computed
+//! in the block (so a row of loads runs only where the gate holds). An equality is a
+//! well-predicted branch; the select it replaces kept every load and a dependent add per
+//! iteration. Reduces with a LANE range (vectorized by the C compiler) keep the select.
 
 use super::expand::is_kernel_reduce;
 use super::program::{Line, Program, Value};
-use crate::uop::{AxisType, Op, UOp};
+use crate::uop::{AxisType, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
 
 /// The loop nest of an expanded kernel AST (a `Sink` of `Store`s).
@@ -39,6 +47,8 @@ struct Scope {
     levels: Vec<Vec<Item>>,
     /// Where a Reduce scope sits in its parent.
     parent: Option<Pos>,
+    /// The condition of an `If` block (a scope with no loops).
+    guard: Option<Value>,
 }
 
 enum Item {
@@ -61,6 +71,10 @@ struct Linearizer {
     next_scope: usize,
     next_temp: usize,
     next_acc: usize,
+    /// While the updates of a gated reduce are placed: the depth of the reduce's scope and
+    /// the position of the open `If` block, where every value computed inside the reduce's
+    /// loops goes.
+    branch: Option<(usize, Pos)>,
 }
 
 impl Linearizer {
@@ -82,6 +96,7 @@ impl Linearizer {
             next_scope: 0,
             next_temp: 0,
             next_acc: 0,
+            branch: None,
         };
         lz.push_scope(outputs, None);
         lz
@@ -99,6 +114,7 @@ impl Linearizer {
             levels: (0..=loops.len()).map(|_| Vec::new()).collect(),
             loops,
             parent,
+            guard: None,
         });
         self.next_scope += 1;
         saved
@@ -194,6 +210,11 @@ impl Linearizer {
             pos = pos.max(p);
             values.push(v);
         }
+        if let Some((depth, block)) = self.branch
+            && pos >= (depth, 1)
+        {
+            pos = block;
+        }
         let temp = self.next_temp;
         self.next_temp += 1;
         self.emit(
@@ -242,20 +263,42 @@ impl Linearizer {
         ranges.sort_by_key(|r| r.range_axis_type() == AxisType::Lane);
         let inner = (self.stack.len(), ranges.len());
         let saved = self.push_scope(ranges, Some(pos));
+        let mut branches: Vec<(UOp, Vec<(UOp, usize)>)> = Vec::new();
         for (r, &acc) in group.iter().zip(&accs) {
+            if let Some(gate) = branch_gate(r) {
+                match branches.iter_mut().find(|(g, _)| *g == gate) {
+                    Some((_, members)) => members.push((r.clone(), acc)),
+                    None => branches.push((gate, vec![(r.clone(), acc)])),
+                }
+                continue;
+            }
             let (_, value) = self.place(r.s(0));
-            let line = Line::Accumulate {
-                acc,
-                op: r.reduce_op(),
-                reduce: r.clone(),
-                value,
-            };
-            self.emit(inner, line);
+            self.emit(inner, accumulate(r, acc, value));
+        }
+        for (gate, members) in branches {
+            self.place_branch(inner, &gate, &members);
         }
         self.pop_scope(saved);
         for (r, acc) in group.iter().zip(accs) {
             self.record(r, pos, Value::Acc(acc));
         }
+    }
+
+    /// The updates of `members` (gated Reduces and their accumulators) in an `If` block on
+    /// `gate` at `inner`, the innermost loop of their reduce scope: each folds the value its
+    /// Where selects where `gate` holds.
+    fn place_branch(&mut self, inner: Pos, gate: &UOp, members: &[(UOp, usize)]) {
+        let (_, cond) = self.place(gate);
+        let block = (self.stack.len(), 0);
+        let saved = self.push_scope(Vec::new(), Some(inner));
+        self.stack[block.0].guard = Some(cond);
+        self.branch = Some((inner.0, block));
+        for (r, acc) in members {
+            let (_, value) = self.place(r.s(0).s(1));
+            self.emit(block, accumulate(r, *acc, value));
+        }
+        self.branch = None;
+        self.pop_scope(saved);
     }
 
     fn place_store(&mut self, store: &UOp) {
@@ -281,6 +324,44 @@ impl Linearizer {
                 value,
             },
         );
+    }
+}
+
+fn accumulate(reduce: &UOp, acc: usize, value: Value) -> Line {
+    Line::Accumulate {
+        acc,
+        op: reduce.reduce_op(),
+        reduce: reduce.clone(),
+        value,
+    }
+}
+
+/// The gate `a == b` of a Reduce that folds `Where(a == b, x, identity)`, when its update goes
+/// in an `If` block: the Reduce has no LANE range and `x` contains no Reduce of the kernel.
+fn branch_gate(reduce: &UOp) -> Option<UOp> {
+    let value = reduce.s(0);
+    let lanes = reduce.src()[1..]
+        .iter()
+        .any(|r| r.range_axis_type() == AxisType::Lane);
+    let gated = value.op() == Op::Where
+        && value.s(0).op() == Op::CmpEq
+        && is_identity(value.s(2), reduce.reduce_op());
+    if lanes || !gated || value.s(1).toposort().iter().any(is_kernel_reduce) {
+        return None;
+    }
+    Some(value.s(0).clone())
+}
+
+/// True when folding the constant `c` leaves any accumulator of `op` unchanged (an Add
+/// accumulator starts at +0 and is never -0, so adding either zero is a no-op).
+fn is_identity(c: &UOp, op: ReduceOp) -> bool {
+    let Some(v) = c.const_value() else {
+        return false;
+    };
+    match op {
+        ReduceOp::Add => v.as_f64() == 0.0,
+        ReduceOp::Mul => v.as_f64() == 1.0,
+        ReduceOp::Max => v == c.dtype().min_value(),
     }
 }
 
@@ -365,7 +446,16 @@ fn group_reduces(
 }
 
 fn flatten(scope: Scope, out: &mut Vec<Line>) {
-    let Scope { loops, levels, .. } = scope;
+    let Scope {
+        loops,
+        levels,
+        guard,
+        ..
+    } = scope;
+    let guarded = guard.is_some();
+    if let Some(cond) = guard {
+        out.push(Line::If(cond));
+    }
     for (depth, level) in levels.into_iter().enumerate() {
         if depth > 0 {
             out.push(Line::Loop(loops[depth - 1].clone()));
@@ -378,4 +468,7 @@ fn flatten(scope: Scope, out: &mut Vec<Line>) {
         }
     }
     out.extend(loops.iter().map(|_| Line::EndLoop));
+    if guarded {
+        out.push(Line::EndIf);
+    }
 }

@@ -122,6 +122,12 @@ pub enum Line {
         /// The element read.
         index: Value,
     },
+    /// Opens a block whose lines run only where the bool `Value` holds, closed by the next
+    /// unmatched `EndIf` (`codegen::linearize` puts the updates of a reduce that are gated by
+    /// an equality in one).
+    If(Value),
+    /// Closes the innermost open `If` block.
+    EndIf,
     /// Waits until every thread of the block reached it, and makes their shared-memory writes
     /// visible (tinyspec's BARRIER, CUDA's `__syncthreads()`).
     Barrier,

@@ -178,13 +178,13 @@ impl<'a> CRenderer<'a> {
         let mut out = String::new();
         let mut depth = 1;
         for line in &self.program.lines {
-            if matches!(line, Line::EndLoop) {
+            if matches!(line, Line::EndLoop | Line::EndIf) {
                 depth -= 1;
             }
             if let Some(text) = self.line(line) {
                 let _ = writeln!(out, "{}{text}", "  ".repeat(depth));
             }
-            if line.opens_loop() {
+            if line.opens_loop() || matches!(line, Line::If(_)) {
                 depth += 1;
             }
         }
@@ -194,7 +194,8 @@ impl<'a> CRenderer<'a> {
     fn line(&mut self, line: &Line) -> Option<String> {
         Some(match line {
             Line::Loop(r) => self.loop_header(r),
-            Line::EndLoop => "}".to_string(),
+            Line::EndLoop | Line::EndIf => "}".to_string(),
+            Line::If(cond) => format!("if ({}) {{", self.bare(cond)),
             Line::DefineAcc { acc, reduce } => self.define_acc(*acc, reduce),
             Line::Accumulate {
                 acc,
@@ -898,9 +899,13 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
     let mut loop_marks = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let operands: Vec<&Value> = match line {
-            Line::Loop(_) | Line::StridedLoop { .. } | Line::EndLoop => {
+            Line::Loop(_) | Line::StridedLoop { .. } | Line::EndLoop | Line::EndIf => {
                 loop_marks.push(i);
                 continue;
+            }
+            Line::If(cond) => {
+                loop_marks.push(i);
+                vec![cond]
             }
             Line::DefineAcc { .. } | Line::DefineLocal { .. } | Line::Barrier => continue,
             Line::LocalStore { index, value, .. } => vec![index, value],
