@@ -180,7 +180,10 @@ fn dp_sgd(mut params: Cnn) -> Result<(), Box<dyn std::error::Error>> {
             shape.extend(std::iter::repeat_n(1, g.ndim() - 1));
             let clipped = (g * scale.reshape(&shape)).sum(0, false);
             seed += 1;
-            let noise = Tensor::randn(&p.shape(), seed) * (NOISE * CLIP);
+            // The key is a buffer, not a constant: every step has the same graph structure
+            // and replays one compiled plan.
+            let key = Tensor::from_vec(vec![seed], &[]);
+            let noise = Tensor::randn_with_key(&p.shape(), &key) * (NOISE * CLIP);
             p - (clipped + noise) * (LR / B as f64)
         });
         realize_tree(&params)?;

@@ -131,3 +131,17 @@ fn randn_has_zero_mean_and_unit_variance() {
     assert!(x.iter().all(|v| v.is_finite()));
     assert_eq!(Tensor::randn(&[2, 3], 1).shape(), vec![2, 3]);
 }
+
+#[test]
+fn randn_with_a_key_tensor_draws_what_randn_draws_with_that_seed() {
+    let keyed = values(&Tensor::randn_with_key(&[4, 256], &Tensor::scalar(9u64)));
+    assert_eq!(keyed, values(&Tensor::randn(&[4, 256], 9)));
+    let other = values(&Tensor::randn_with_key(&[4, 256], &Tensor::scalar(10u64)));
+    assert_ne!(keyed, other);
+}
+
+#[test]
+#[should_panic(expected = "randn_with_key: the key must be a 0-d u64 tensor")]
+fn randn_with_key_rejects_a_key_that_is_not_a_u64_scalar() {
+    Tensor::randn_with_key(&[3], &Tensor::scalar(1.0f32));
+}

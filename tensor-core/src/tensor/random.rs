@@ -34,12 +34,7 @@ impl Tensor {
     pub fn randn<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
         let shape = sizes("randn", shape);
         let n: usize = shape.iter().product();
-        let u = Tensor::from_uop(uniform_uop(2 * n, seed)).reshape(&[2, n]);
-        let u1 = u.narrow(0, 0, 1).reshape(&[n]);
-        let u2 = u.narrow(0, 1, 1).reshape(&[n]);
-        let radius = u1.neg().add(1.0).log().mul(-2.0).sqrt();
-        let angle = u2.mul(2.0 * std::f64::consts::PI).cos();
-        radius.mul(angle).reshape(&shape)
+        box_muller(&Tensor::from_uop(uniform_uop(2 * n, seed)), &shape)
     }
 }
 
@@ -55,17 +50,55 @@ impl Tensor {
     #[track_caller]
     pub fn rand_with_key<D: Dims + ?Sized>(shape: &D, key: &Tensor) -> Tensor {
         let shape = sizes("rand_with_key", shape);
-        if !key.shape().is_empty() || key.dtype() != DType::U64 {
-            panic!(
-                "rand_with_key: the key must be a 0-d u64 tensor, got {}{:?}",
-                key.dtype(),
-                key.shape()
-            );
-        }
+        check_key("rand_with_key", key);
         let n: usize = shape.iter().product();
-        let key = key.reshape(&[1]).expand(&[n]).uop();
-        Tensor::from_uop(uniform_bits_uop(n, key).reshape(&shape))
+        Tensor::from_uop(keyed_uniform_uop(n, key).reshape(&shape))
     }
+
+    /// Standard normal `f32` samples drawn with a key that is a tensor (a 0-d `u64`), as JAX's
+    /// `random.normal(key, shape)`: Box-Muller over [`Tensor::rand_with_key`]'s uniform draws.
+    /// A key that changes between calls changes no graph structure, so a training loop that
+    /// draws fresh noise with a new key each step replays one compiled plan.
+    ///
+    /// # Panics
+    ///
+    /// On a negative size or a key that is not a 0-d `u64` tensor.
+    #[track_caller]
+    pub fn randn_with_key<D: Dims + ?Sized>(shape: &D, key: &Tensor) -> Tensor {
+        let shape = sizes("randn_with_key", shape);
+        check_key("randn_with_key", key);
+        let n: usize = shape.iter().product();
+        box_muller(&Tensor::from_uop(keyed_uniform_uop(2 * n, key)), &shape)
+    }
+}
+
+/// Panics (naming `op`) unless `key` is a 0-d `u64` tensor.
+#[track_caller]
+fn check_key(op: &str, key: &Tensor) {
+    if !key.shape().is_empty() || key.dtype() != DType::U64 {
+        panic!(
+            "{op}: the key must be a 0-d u64 tensor, got {}{:?}",
+            key.dtype(),
+            key.shape()
+        );
+    }
+}
+
+/// `n` uniform `f32` samples in `[0, 1)` for the 0-d `u64` tensor `key` (shape `[n]`).
+fn keyed_uniform_uop(n: usize, key: &Tensor) -> UOp {
+    uniform_bits_uop(n, key.reshape(&[1]).expand(&[n]).uop())
+}
+
+/// Standard normal samples of `shape` from `2 * prod(shape)` uniform ones in `[0, 1)`:
+/// `sqrt(-2 ln(1 - u1)) * cos(2 pi u2)` (`1 - u1` keeps the logarithm finite).
+fn box_muller(uniform: &Tensor, shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    let u = uniform.reshape(&[2, n]);
+    let u1 = u.narrow(0, 0, 1).reshape(&[n]);
+    let u2 = u.narrow(0, 1, 1).reshape(&[n]);
+    let radius = u1.neg().add(1.0).log().mul(-2.0).sqrt();
+    let angle = u2.mul(2.0 * std::f64::consts::PI).cos();
+    radius.mul(angle).reshape(shape)
 }
 
 /// `n` uniform `f32` samples in `[0, 1)` for `seed` (shape `[n]`).
