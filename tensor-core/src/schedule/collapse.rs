@@ -176,10 +176,14 @@ fn pinned_sum(value: &UOp, r: &UOp, at: &UOp, pinning: &[UOp]) -> UOp {
     }
 }
 
-/// `u` with `valid` added to the gate of every memory address computed from `at`.
+/// `u` with `valid` added to the gate of every memory address whose offset or gate is
+/// computed from `at`.
 ///
 /// Built bottom-up, so an address that reads memory at `at` (a gather of a gather) has its
 /// inner loads gated too: otherwise the outer load's gate or index would read out of bounds.
+/// An address whose gate alone mentions `at` is gated as well: its offset may have been
+/// simplified for the values its gate allows while `r` still ran over `0..n` only (a gate
+/// `r < 1` pins `r` to 0 there, not at `at = -1`; `simplify::offset_within_gate`).
 fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
     let mut image: HashMap<UOp, UOp> = HashMap::new();
     for n in u.toposort() {
@@ -193,7 +197,7 @@ fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
         } else {
             n.with_src(src)
         };
-        if n.op() == Op::Address && n.src().len() >= 2 && n.s(1).toposort().contains(at) {
+        if n.op() == Op::Address && n.src()[1..].iter().any(|s| s.toposort().contains(at)) {
             let gate = and(m.src().get(2).cloned(), Some(valid.clone()));
             let mut src = m.src()[..2].to_vec();
             src.extend(gate);
