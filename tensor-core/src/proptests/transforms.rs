@@ -336,8 +336,9 @@ fn vmapped_gradients_equal_a_loop_of_gradients() {
 #[test]
 fn a_take_of_a_stacked_padded_split_vmaps_in_bounds() {
     // The recorded failure of a gate-aware offset simplification (regressions/transforms.txt):
-    // the gather's index load sat inside a gated load's offset, and narrowing the gate's
-    // ranges there moved the (ungated) index load out of its buffer.
+    // a gate `r < 1` pinned a reduce range to 0 in a load's offset; the take's collapse then
+    // put the gathered index for `r` and did not gate that load (its offset no longer
+    // mentioned `r`), so at index -1 the offset left the buffer.
     use super::recipe::Step;
     let case = VmapCase {
         sample: Graph {

@@ -424,6 +424,38 @@ mod tests {
     }
 
     #[test]
+    fn a_load_whose_gate_alone_mentions_the_range_is_gated_too() {
+        // Σ_{r<3} where(r == g, x[5] if r < 1, 0), g = k - 1 in -1..=3: the offset `5` is
+        // right for `r` in 0..3 only (a gate-aware simplification may have pinned `r` to 0
+        // in it), so the load must not run at g = -1 although `g < 1` holds there.
+        let k = UOp::range(5, 0, AxisType::Loop);
+        let g = UOp::alu(Op::Add, vec![k.clone(), int(-1)]);
+        let r = UOp::range(3, 1, AxisType::Reduce);
+        let dg = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(1));
+        let address = UOp::new(
+            Op::Address,
+            DType::F32,
+            vec![dg, int(5), less(&r, &int(1))],
+            Arg::None,
+        );
+        let load = UOp::new(Op::Load, DType::F32, vec![address], Arg::None);
+        let equal = UOp::alu(Op::CmpEq, vec![r.clone(), g]);
+        let value = UOp::alu(
+            Op::Where,
+            vec![equal, load, UOp::constant(0i64, DType::F32)],
+        );
+        let collapsed = collapse_reduce(&sum_over(value, &r)).expect("collapses");
+        let address = collapsed
+            .toposort()
+            .into_iter()
+            .find(|u| u.op() == Op::Address)
+            .expect("the load stays");
+        let gate = address.s(2);
+        let open: Vec<i64> = (0..5).map(|v| at(gate, &k, v)).collect();
+        assert_eq!(open, [0, 1, 0, 0, 0], "{gate:?}");
+    }
+
+    #[test]
     fn a_prefix_count_becomes_its_closed_form() {
         // Σ_{r<5} where(r <= g, 1, 0) = g + 1 for g in 0..5 (an arange's prefix sum).
         let g = UOp::range(5, 0, AxisType::Loop);
