@@ -34,13 +34,22 @@ use std::collections::HashMap;
 /// `flat`, `flat` loads memory, or the result is no smaller.
 pub fn offset_within_gate(address: &UOp) -> Option<UOp> {
     let (flat, gate) = (address.src().get(1)?, address.src().get(2)?);
+    // In range order, so the stand-in variables (and the AST) are the same on every run.
+    let mut bounds: Vec<_> = gate_bounds(gate).into_iter().collect();
+    bounds.sort_by_key(|(r, _)| match r.arg() {
+        Arg::Range { id, .. } => *id,
+        _ => usize::MAX,
+    });
+    if bounds.is_empty() {
+        return None;
+    }
     let nodes = flat.toposort();
     if nodes.iter().any(|u| u.op() == Op::Load) {
         return None;
     }
     let mut narrowed = HashMap::new();
     let mut back = HashMap::new();
-    for (r, (lo, hi)) in gate_bounds(gate) {
+    for (r, (lo, hi)) in bounds {
         let (n_lo, n_hi) = (r.vmin().as_i64(), r.vmax().as_i64());
         let (lo, hi) = (lo.max(n_lo), hi.min(n_hi));
         if (lo, hi) == (n_lo, n_hi) || lo > hi || !nodes.contains(&r) {
