@@ -332,3 +332,43 @@ fn vmapped_gradients_equal_a_loop_of_gradients() {
         vmap_of_grad_equals_loop,
     );
 }
+
+#[test]
+fn a_take_of_a_stacked_padded_split_vmaps_in_bounds() {
+    // The recorded failure of a gate-aware offset simplification (regressions/transforms.txt):
+    // a gate `r < 1` pinned a reduce range to 0 in a load's offset; the take's collapse then
+    // put the gathered index for `r` and did not gate that load (its offset no longer
+    // mentioned `r`), so at index -1 the offset left the buffer.
+    use super::recipe::Step;
+    let case = VmapCase {
+        sample: Graph {
+            shape: vec![1],
+            int: false,
+            seed: 0,
+            steps: vec![
+                Step::Pad {
+                    axis: 0,
+                    before: 1,
+                    after: 0,
+                    value: 0,
+                },
+                Step::Split { axis: 0 },
+                Step::Stack {
+                    axis: 221,
+                    flip: false,
+                },
+                Step::Take {
+                    axis: 32,
+                    seed: 199,
+                    len: 0,
+                },
+            ],
+            also: None,
+        },
+        batch: 7,
+        in_axis: 0,
+        out_axis: 0,
+        method: VmapMethod::Rewrite,
+    };
+    vmap_equals_loop(&case).unwrap();
+}

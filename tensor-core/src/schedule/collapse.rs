@@ -176,10 +176,14 @@ fn pinned_sum(value: &UOp, r: &UOp, at: &UOp, pinning: &[UOp]) -> UOp {
     }
 }
 
-/// `u` with `valid` added to the gate of every memory address computed from `at`.
+/// `u` with `valid` added to the gate of every memory address whose offset or gate is
+/// computed from `at`.
 ///
 /// Built bottom-up, so an address that reads memory at `at` (a gather of a gather) has its
 /// inner loads gated too: otherwise the outer load's gate or index would read out of bounds.
+/// An address whose gate alone mentions `at` is gated as well: its offset may have been
+/// simplified for the values its gate allows while `r` still ran over `0..n` only (a gate
+/// `r < 1` pins `r` to 0 there, not at `at = -1`; `simplify::offset_within_gate`).
 fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
     let mut image: HashMap<UOp, UOp> = HashMap::new();
     for n in u.toposort() {
@@ -193,7 +197,7 @@ fn gate_loads_at(u: &UOp, at: &UOp, valid: &UOp) -> UOp {
         } else {
             n.with_src(src)
         };
-        if n.op() == Op::Address && n.src().len() >= 2 && n.s(1).toposort().contains(at) {
+        if n.op() == Op::Address && n.src()[1..].iter().any(|s| s.toposort().contains(at)) {
             let gate = and(m.src().get(2).cloned(), Some(valid.clone()));
             let mut src = m.src()[..2].to_vec();
             src.extend(gate);
@@ -417,6 +421,38 @@ mod tests {
     fn at(u: &UOp, g: &UOp, v: i64) -> i64 {
         let fixed = substitute(u, &HashMap::from([(g.clone(), int(v))]));
         simplify(&fixed).const_value().expect("a constant").as_i64()
+    }
+
+    #[test]
+    fn a_load_whose_gate_alone_mentions_the_range_is_gated_too() {
+        // Σ_{r<3} where(r == g, x[5] if r < 1, 0), g = k - 1 in -1..=3: the offset `5` is
+        // right for `r` in 0..3 only (a gate-aware simplification may have pinned `r` to 0
+        // in it), so the load must not run at g = -1 although `g < 1` holds there.
+        let k = UOp::range(5, 0, AxisType::Loop);
+        let g = UOp::alu(Op::Add, vec![k.clone(), int(-1)]);
+        let r = UOp::range(3, 1, AxisType::Reduce);
+        let dg = UOp::new(Op::DefineGlobal, DType::F32, vec![], Arg::Int(1));
+        let address = UOp::new(
+            Op::Address,
+            DType::F32,
+            vec![dg, int(5), less(&r, &int(1))],
+            Arg::None,
+        );
+        let load = UOp::new(Op::Load, DType::F32, vec![address], Arg::None);
+        let equal = UOp::alu(Op::CmpEq, vec![r.clone(), g]);
+        let value = UOp::alu(
+            Op::Where,
+            vec![equal, load, UOp::constant(0i64, DType::F32)],
+        );
+        let collapsed = collapse_reduce(&sum_over(value, &r)).expect("collapses");
+        let address = collapsed
+            .toposort()
+            .into_iter()
+            .find(|u| u.op() == Op::Address)
+            .expect("the load stays");
+        let gate = address.s(2);
+        let open: Vec<i64> = (0..5).map(|v| at(gate, &k, v)).collect();
+        assert_eq!(open, [0, 1, 0, 0, 0], "{gate:?}");
     }
 
     #[test]

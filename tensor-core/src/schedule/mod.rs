@@ -70,6 +70,7 @@
 
 pub mod callify;
 pub mod collapse;
+pub mod gated_offset;
 pub mod index;
 pub mod lower;
 pub mod merge;

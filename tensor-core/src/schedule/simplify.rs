@@ -1,18 +1,21 @@
 //! The rule table applied to every kernel AST: the `symbolic` rules, the reassociation of
-//! chained float constants that `symbolic` leaves alone because it is not exact, and the
-//! collapse of a sum over a range that only one value of the range contributes to.
+//! chained float constants that `symbolic` leaves alone because it is not exact, the
+//! collapse of a sum over a range that only one value of the range contributes to, and a
+//! gated load's offset simplified for the range values its gate allows.
 //!
 //! ```text
 //! (x + c1) + c2  =>  x + (c1 + c2)      float dtypes
 //! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes
 //! Σ_r where(r == g, v(r), 0)  =>  where(0 <= g < n, v(g), 0)      (see `collapse`)
 //! Address(buf, flat, true)  =>  Address(buf, flat)
+//! Address(buf, flat(r), c < r ∧ ..)  =>  Address(buf, flat simplified for r > c)   (see `gated_offset`)
 //! ```
 //!
 //! Like tinygrad's scheduler (and C compilers under fast-math), a kernel folds `(a + 4) + 3`
 //! into `a + 7`; the result may differ from the unfused graph in the last bit.
 
 use super::collapse::collapse_reduce;
+use super::gated_offset::offset_within_gate;
 use crate::rewrite::{Captures, PatternMatcher, UPat, graph_rewrite};
 use crate::symbolic::symbolic;
 use crate::uop::alu::exec;
@@ -79,7 +82,8 @@ fn kernel_rules() -> &'static PatternMatcher<()> {
                     merge_constants(m, Op::Mul)
                 })
                 .rule(UPat::op(Op::Reduce), |m, _| collapse_reduce(m.root()))
-                .rule(UPat::op(Op::Address), |m, _| drop_true_gate(m.root())),
+                .rule(UPat::op(Op::Address), |m, _| drop_true_gate(m.root()))
+                .rule(UPat::op(Op::Address), |m, _| offset_within_gate(m.root())),
         );
         rules
     })
