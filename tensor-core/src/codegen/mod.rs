@@ -104,7 +104,7 @@ pub fn lower_kernel_gpu(
 
 /// The hand-coded OptOps for a GPU: the CPU heuristic's first upcast (never its cache blocks or
 /// partial accumulators, which `codegen::group` replaces on a GPU), at most
-/// [`heuristic::UPCAST_WIDTH`] wide (a thread keeps that many outputs in registers, and the
+/// [`heuristic::UPCAST_WIDTH`] wide, dividing the CPU's (a thread keeps that many outputs in registers, and the
 /// grid keeps the rest of the parallelism), no THREAD split (the grid is the parallelism).
 pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
     heuristic::hand_coded_optimizations(ast, 1)
@@ -119,17 +119,24 @@ pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
             )
         })
         .take(1)
-        .map(
+        .filter_map(
             |Opt::Split {
                  axis,
                  factor,
                  target,
                  top,
-             }| Opt::Split {
-                axis,
-                factor: factor.min(heuristic::UPCAST_WIDTH),
-                target,
-                top,
+             }| {
+                // The widest split of at most UPCAST_WIDTH that divides the CPU's (a whole
+                // stack axis of 10 becomes 2).
+                let width = (2..=factor.min(heuristic::UPCAST_WIDTH))
+                    .rev()
+                    .find(|w| factor.is_multiple_of(*w))?;
+                Some(Opt::Split {
+                    axis,
+                    factor: width,
+                    target,
+                    top,
+                })
             },
         )
         .collect()
