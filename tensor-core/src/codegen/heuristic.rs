@@ -58,12 +58,13 @@
 //!    upcast (item 2): their run time hardly changes, while the unrolled C they would get (up
 //!    to 64 accumulators) is what `cc` spends most of a cold start on (the per-sample gradient
 //!    example's 10 kernels: 1.8 s -> 0.9 s of compiler time, serial).
-//! 9. In a kernel without a reduce, a short output axis (at most [`STACK_AXIS`]) that a
-//!    comparison reads against a constant (the axis of a `stack` or `cat`: each element picks
-//!    one of the joined views through gates) is upcast whole: in each copy the gates are
-//!    constants and fold away, so the copy is a plain read of its own view, where the loop
-//!    evaluated every view's select per element (the CNN's im2col columns, 9 taps stacked:
-//!    13 -> 3 ms at B=64).
+//! 9. In a kernel without a reduce, an output axis that comparisons read against constants
+//!    that cut it into at most [`STACK_AXIS`] equal parts (the axis of a `stack`, or of a `cat`
+//!    of equal parts: each element picks one of the joined views through gates) has its parts
+//!    upcast (a top split): in each copy the gates are constants and fold away, so the copy is
+//!    a plain read of its own view, where the loop evaluated every view's select per element
+//!    (the CNN's im2col columns, 9 taps stacked: 13 -> 3 ms at B=64; the transformer's qkv
+//!    gradient, three 64-wide parts).
 //!
 //! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers and fuses
 //! the multiply-adds (`-mprefer-vector-width=256 -ffp-contract=fast`, see the runtime's
@@ -123,12 +124,14 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             top: false,
         });
     }
-    opts.extend(stack_axis(ast, &outputs, &opts).map(|axis| Opt::Split {
-        axis: axis.range_id(),
-        factor: axis.range_size().expect("stack axes have constant sizes"),
-        target: AxisType::Upcast,
-        top: false,
-    }));
+    opts.extend(
+        stack_axis(ast, &outputs, &opts).map(|(axis, parts)| Opt::Split {
+            axis: axis.range_id(),
+            factor: parts,
+            target: AxisType::Upcast,
+            top: true,
+        }),
+    );
     let upcast_first = opts.first().cloned();
     let reuse_range =
         reuse_axis(ast, &outputs, upcast_first.as_ref()).filter(|_| !reduces_are_short(ast));
@@ -477,34 +480,56 @@ fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<(UOp, usize)> {
 /// The most elements of a stack axis that item 9 upcasts whole.
 pub const STACK_AXIS: usize = 16;
 
-/// Item 9 of the module doc: in a kernel without a reduce, an output range of at most
-/// [`STACK_AXIS`] elements (not split yet) that some comparison reads against a constant.
-fn stack_axis(ast: &UOp, outputs: &[UOp], opts: &[Opt]) -> Option<UOp> {
+/// Item 9 of the module doc: in a kernel without a reduce, an output range that comparisons
+/// read against constants, all multiples of a part size `d` with at most [`STACK_AXIS`] parts
+/// (a stack's axis: `d = 1`; a `cat` of equal parts: `d` the part size), and the number of
+/// parts, when it divides what the opts so far left of the range.
+fn stack_axis(ast: &UOp, outputs: &[UOp], opts: &[Opt]) -> Option<(UOp, usize)> {
     let nodes = ast.toposort();
     if nodes.iter().any(is_kernel_reduce) {
         return None;
     }
-    let split = |r: &UOp| {
+    let left = |r: &UOp| {
         opts.iter()
-            .any(|Opt::Split { axis, .. }| *axis == r.range_id())
+            .filter(|Opt::Split { axis, .. }| *axis == r.range_id())
+            .fold(
+                r.range_size().unwrap_or(0),
+                |n, Opt::Split { factor, .. }| n / factor,
+            )
     };
-    let compared = |r: &UOp| {
-        nodes.iter().any(|u| {
-            matches!(u.op(), Op::CmpLt | Op::CmpNe | Op::CmpEq)
-                && u.src().contains(r)
-                && u.src().iter().any(|s| s.const_value().is_some())
-        })
+    // Where the comparisons of `r` with constants cut its axis: `r < c` at `c`, `c < r` at
+    // `c + 1`, `r == c` and `r != c` at both.
+    let cuts = |r: &UOp| -> Vec<i64> {
+        nodes
+            .iter()
+            .filter(|u| matches!(u.op(), Op::CmpLt | Op::CmpNe | Op::CmpEq) && u.src().contains(r))
+            .flat_map(|u| {
+                let constant = |k: usize| u.s(k).const_value().map(|c| c.as_i64());
+                match (u.op(), constant(0), constant(1)) {
+                    (Op::CmpLt, None, Some(c)) => vec![c],
+                    (Op::CmpLt, Some(c), None) => vec![c + 1],
+                    (_, Some(c), None) | (_, None, Some(c)) => vec![c, c + 1],
+                    _ => vec![],
+                }
+            })
+            .collect()
     };
-    outputs
-        .iter()
-        .rev()
-        .find(|r| {
-            r.range_size()
-                .is_some_and(|n| (2..=STACK_AXIS).contains(&n))
-                && !split(r)
-                && compared(r)
-        })
-        .cloned()
+    outputs.iter().rev().find_map(|r| {
+        let n = r.range_size()? as i64;
+        let cuts: Vec<i64> = cuts(r).into_iter().filter(|&c| c > 0 && c < n).collect();
+        if cuts.is_empty() {
+            return None;
+        }
+        let part = cuts.into_iter().fold(n, gcd);
+        let parts = (n / part) as usize;
+        ((2..=STACK_AXIS).contains(&parts) && left(r).is_multiple_of(parts))
+            .then(|| (r.clone(), parts))
+    })
+}
+
+/// The greatest common divisor.
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// An output range (other than the one already upcast) of size divisible by the upcast width
@@ -782,5 +807,33 @@ mod tests {
             .filter(|u| u.op() == Op::Where || (u.op() == Op::Address && u.src().len() > 2))
             .count();
         assert_eq!(selects, 0, "every copy reads its own view without a select");
+    }
+
+    #[test]
+    fn a_cat_of_equal_parts_upcasts_its_parts_and_their_gates_fold() {
+        // [64, 3 x 64]: the cat's gates cut the last axis at 64 and 128.
+        let parts: Vec<Tensor> = (0..3).map(|_| matrix(64, 64)).collect();
+        let ast = kernel_ast(&Tensor::cat(&parts, 1));
+        let opts = hand_coded_optimizations(&ast, 2);
+        assert!(
+            opts.contains(&Opt::Split {
+                axis: 1,
+                factor: 3,
+                target: AxisType::Upcast,
+                top: true
+            }),
+            "{opts:?}"
+        );
+        let expanded =
+            super::super::expand::expand(&OptimizedKernel::new(&ast).apply_all(&opts).ast);
+        let selects = expanded
+            .toposort()
+            .iter()
+            .filter(|u| u.op() == Op::Where || (u.op() == Op::Address && u.src().len() > 2))
+            .count();
+        assert_eq!(
+            selects, 0,
+            "every part reads its own input without a select"
+        );
     }
 }
