@@ -594,6 +594,16 @@ mod tests {
         Tensor::from_vec(vec![0.5f32; rows * cols], &[rows, cols])
     }
 
+    /// The selects (`Where`s and gated loads) left in `ast` after `opts` and expand.
+    fn selects_after_expand(ast: &UOp, opts: &[Opt]) -> usize {
+        let expanded = super::super::expand::expand(&OptimizedKernel::new(ast).apply_all(opts).ast);
+        expanded
+            .toposort()
+            .iter()
+            .filter(|u| u.op() == Op::Where || (u.op() == Op::Address && u.src().len() > 2))
+            .count()
+    }
+
     /// The opts' (range size before the opts, factor, target) per opt, for readable asserts.
     fn described(ast: &UOp, opts: &[Opt]) -> Vec<(usize, usize, AxisType)> {
         let size = |id: usize| {
@@ -799,13 +809,7 @@ mod tests {
             described(&ast, &opts).contains(&(3, 3, AxisType::Upcast)),
             "{opts:?}"
         );
-        let expanded =
-            super::super::expand::expand(&OptimizedKernel::new(&ast).apply_all(&opts).ast);
-        let selects = expanded
-            .toposort()
-            .iter()
-            .filter(|u| u.op() == Op::Where || (u.op() == Op::Address && u.src().len() > 2))
-            .count();
+        let selects = selects_after_expand(&ast, &opts);
         assert_eq!(selects, 0, "every copy reads its own view without a select");
     }
 
@@ -824,13 +828,7 @@ mod tests {
             }),
             "{opts:?}"
         );
-        let expanded =
-            super::super::expand::expand(&OptimizedKernel::new(&ast).apply_all(&opts).ast);
-        let selects = expanded
-            .toposort()
-            .iter()
-            .filter(|u| u.op() == Op::Where || (u.op() == Op::Address && u.src().len() > 2))
-            .count();
+        let selects = selects_after_expand(&ast, &opts);
         assert_eq!(
             selects, 0,
             "every part reads its own input without a select"
