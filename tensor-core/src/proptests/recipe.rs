@@ -41,6 +41,8 @@ pub enum Unary {
     Sin,
     /// `cos(x)`.
     Cos,
+    /// `erf(x)`.
+    Erf,
     /// `tanh(x)`.
     Tanh,
     /// `sigmoid(x)`.
@@ -312,7 +314,7 @@ fn rhs() -> impl Strategy<Value = Rhs> {
 fn unary() -> impl Strategy<Value = Unary> {
     use Unary::*;
     proptest::sample::select(vec![
-        Neg, Abs, Sin, Cos, Tanh, Sigmoid, Relu, Exp, Log, Sqrt, Square, Recip, Pow,
+        Neg, Abs, Sin, Cos, Erf, Tanh, Sigmoid, Relu, Exp, Log, Sqrt, Square, Recip, Pow,
     ])
 }
 
@@ -652,6 +654,7 @@ impl Builder {
                     Unary::Abs => v(shifted.abs(), b + slack),
                     Unary::Sin => v(t.sin(), b.min(1.0)),
                     Unary::Cos => v(t.cos(), 1.0),
+                    Unary::Erf => v(t.erf(), b.min(1.0)),
                     Unary::Tanh => v(t.tanh(), b.min(1.0)),
                     Unary::Sigmoid => v(t.sigmoid(), 1.0),
                     Unary::Relu => v(shifted.relu(), b + slack),

@@ -552,6 +552,7 @@ impl<'a> CRenderer<'a> {
                 Op::Log2 => math("log2"),
                 Op::Sin => math("sin"),
                 Op::Cos => math("cos"),
+                Op::Erf => math("erf"),
                 op => panic!("C renderer: {op} is not a unary float op"),
             };
         }
@@ -566,7 +567,7 @@ impl<'a> CRenderer<'a> {
                 let one = Value::Const(UOp::constant(1, dtype));
                 self.binary(Op::Idiv, dtype, dtype, &one, a, None)
             }
-            Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Sqrt => {
+            Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Erf | Op::Sqrt => {
                 let name = format!("{op:?}").to_lowercase();
                 let operand = if dtype == DType::U64 {
                     format!("(double)(unsigned long long){x}")

@@ -29,7 +29,7 @@ use super::realize::{CostModel, Decision, Facts, MIN_VALUE_COST, Rule, decide};
 use super::simplify::simplify_kernel;
 use crate::uop::scope::free_ranges;
 use crate::uop::shape::operand_exprs;
-use crate::uop::{Arg, AxisType, DType, Device, Op, UOp};
+use crate::uop::{Arg, AxisType, DType, Device, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
 
 /// A request for one element of a node: the node, its per-axis index, its validity gate.
@@ -662,6 +662,19 @@ impl KernelBuilder<'_> {
         x.op() == Op::Mul && self.has_mask_factor(x)
     }
 
+    /// True for a sum of products of two values read from memory (a matmul, a convolution):
+    /// the kernel rules tile it, so its epilogue runs lane by lane over the tile.
+    fn is_contraction(&mut self, x: &UOp) -> bool {
+        if !matches!(x.arg(), Arg::Reduce(ReduceOp::Add, _)) {
+            return false;
+        }
+        let mut body = x.s(0).clone();
+        while body.op() == Op::Cast || body.op().is_movement() {
+            body = body.s(0).clone();
+        }
+        body.op() == Op::Mul && body.src().iter().all(|f| self.reads_memory(f))
+    }
+
     fn has_mask_factor(&mut self, u: &UOp) -> bool {
         let mut core = u.clone();
         while core.op() == Op::Cast || core.op().is_movement() {
@@ -829,6 +842,7 @@ impl KernelBuilder<'_> {
             reduce,
             reads_memory: self.reads_memory(x),
             masked: self.is_masked_product(x),
+            contraction: self.is_contraction(x),
             cost,
             redundancy,
             requests,

@@ -39,11 +39,28 @@ pub fn as_contiguous_buffer(u: &UOp) -> Option<UOp> {
     }
 }
 
+/// The scalar ops one lane of `op` runs once lowered: 1, except the transcendentals that
+/// `codegen::transcendental` decomposes into range reductions and polynomials. Only
+/// epilogues are weighed this way ([`CostModel::epilogue`]): their ops run lane by lane after
+/// a tiled reduce. Elsewhere every op counts one, the scale the realization bounds were set on.
+pub fn lowered_op_cost(op: Op) -> u64 {
+    match op {
+        Op::Exp2 => 24,
+        Op::Log2 => 32,
+        Op::Sin | Op::Cos => 40,
+        // Two polynomials (7 and 10 terms) and an `exp2`.
+        Op::Erf => 64,
+        _ => 1,
+    }
+}
+
 /// Per-element cost of computing nodes inline: the number of scalar ops, with loads of
 /// realized values counting one and a reduce counting its inner cost once per reduced element.
 #[derive(Default)]
 pub struct CostModel {
     memo: HashMap<UOp, u64>,
+    /// Transcendentals cost their lowered ops ([`lowered_op_cost`]) rather than one.
+    lowered: bool,
 }
 
 impl CostModel {
@@ -72,10 +89,13 @@ impl CostModel {
                     .iter()
                     .map(|s| self.cost(s, is_realized))
                     .fold(0, u64::saturating_add),
-                _ => data_sources(u)
-                    .iter()
-                    .map(|s| self.cost(s, is_realized))
-                    .fold(1, u64::saturating_add),
+                (op, _) => {
+                    let own = self.op_cost(op);
+                    data_sources(u)
+                        .iter()
+                        .map(|s| self.cost(s, is_realized))
+                        .fold(own, u64::saturating_add)
+                }
             }
         };
         self.memo.insert(u.clone(), c);
@@ -84,11 +104,21 @@ impl CostModel {
 }
 
 impl CostModel {
+    fn op_cost(&self, op: Op) -> u64 {
+        match self.lowered {
+            true => lowered_op_cost(op),
+            false => 1,
+        }
+    }
+
     /// The per-element cost of `root` with every `Reduce` and every node `is_realized`
     /// accepts counted as one load: the elementwise work a kernel computing `root` does
     /// around its reduces.
     pub fn epilogue(root: &UOp, is_realized: &dyn Fn(&UOp) -> bool) -> u64 {
-        let mut model = CostModel::default();
+        let mut model = CostModel {
+            lowered: true,
+            ..CostModel::default()
+        };
         model.cost(root, &|u| u.op() == Op::Reduce || is_realized(u))
     }
 }
@@ -105,6 +135,9 @@ pub struct Facts {
     /// the one-hot bases of `jacfwd`/`jacrev`): a reduce over the masked axis collapses to
     /// an index, so fused it costs a load whatever its redundancy.
     pub masked: bool,
+    /// It is a sum of products of two values read from memory (a matmul, a convolution),
+    /// which the kernel rules tile: its epilogue runs once per lane of the tile, unvectorized.
+    pub contraction: bool,
     /// Its inline cost per element ([`CostModel`]).
     pub cost: u64,
     /// How many times the consuming kernel computes each element at one index: the product
@@ -210,9 +243,13 @@ pub const MIN_VALUE_COST: u64 = 8;
 
 /// An elementwise epilogue costing at least this (ops and loads per element, its reduces
 /// counted as loads) gets a kernel of its own: a bias, an activation or a normalization
-/// (tens of ops) stays fused with its reduce; the derivative of an `erf`-based GELU (a
-/// polynomial in each of its two branches, well over a hundred ops) does not.
+/// (tens of ops) stays fused with its reduce.
 pub const EPILOGUE_COST: u64 = 96;
+
+/// The same bound after a contraction, whose tiled kernel runs the epilogue lane by lane
+/// where an elementwise kernel would vectorize it: a bias and a ReLU stay fused with their
+/// matmul; the GELU derivative after `dy @ W` (an exponential) does not.
+pub const TILE_EPILOGUE_COST: u64 = 40;
 
 /// A reduce whose inline cost per element is at least this is a loop worth vectorizing
 /// apart from its epilogue (a dot product of 32 or more products).
@@ -227,7 +264,11 @@ pub const RULES: [(Rule, Predicate); 8] = [
         f.reduce && f.gated && f.reads_memory && f.cost > BUFFER_COST
     }),
     (Rule::CostlyEpilogue, |f| {
-        f.reduce && f.reads_memory && f.cost >= MIN_LOOP_COST && f.epilogue >= EPILOGUE_COST
+        let bound = match f.contraction {
+            true => TILE_EPILOGUE_COST,
+            false => EPILOGUE_COST,
+        };
+        f.reduce && f.reads_memory && f.cost >= MIN_LOOP_COST && f.epilogue >= bound
     }),
     (Rule::ComputedOnce, |f| f.computations() <= 1),
     (Rule::PositionsOnly, |f| !f.reads_memory),
@@ -311,6 +352,7 @@ mod tests {
             reduce,
             reads_memory: true,
             masked: false,
+            contraction: false,
             cost,
             redundancy,
             requests,
@@ -347,6 +389,17 @@ mod tests {
         assert_eq!(decide(&epilogue(193, 474)), Rule::CostlyEpilogue);
         assert_eq!(decide(&epilogue(193, 20)), Rule::ComputedOnce);
         assert_eq!(decide(&epilogue(13, 474)), Rule::ComputedOnce);
+        // After a matmul, whose tile runs the epilogue lane by lane, an exponential is costly.
+        let tiled = |epilogue| Facts {
+            contraction: true,
+            ..Facts {
+                epilogue,
+                ..facts(true, 129, 1, 1)
+            }
+        };
+        assert_eq!(decide(&tiled(43)), Rule::CostlyEpilogue);
+        assert_eq!(decide(&tiled(8)), Rule::ComputedOnce, "a bias and a relu");
+        assert_eq!(decide(&epilogue(129, 40)), Rule::ComputedOnce);
         for (rule, _) in RULES {
             assert!(!rule.reason().is_empty());
         }

@@ -85,6 +85,45 @@ fn a_cheap_epilogue_or_a_short_reduce_stays_fused() {
     assert_eq!(check("short dot then a long chain", &[out]), 1);
 }
 
+/// `y (Φ + h φ(h))` with `φ(h) = e^(-h²/2) / √(2π)` and `Φ` loaded: the GELU derivative
+/// after `dy @ W` once the forward pass has realized `Φ(h)`. An exponential (24 lowered
+/// ops) and a few more per element.
+fn gelu_derivative_epilogue(y: Tensor, h: &Tensor, cdf: &Tensor) -> Tensor {
+    let density = h.mul(std::f64::consts::FRAC_1_SQRT_2).square().neg().exp();
+    let density =
+        density.mul(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2);
+    y.mul(cdf.add(h.mul(density)))
+}
+
+#[test]
+fn an_exponential_after_a_matmul_gets_a_kernel_of_its_own() {
+    // The matmul's kernel is tiled, and would run the exponential lane by lane.
+    let (x, w) = (data(&[3, 32], 1), data(&[32, 8], 2));
+    let (h, cdf) = (data(&[3, 8], 3), data(&[3, 8], 5));
+    let product = x.matmul(&w);
+    let reduce = Tensor::from_uop(product.uop().src()[0].clone());
+    let out = gelu_derivative_epilogue(product, &h, &cdf);
+    assert_rule(&[&out], &reduce, Rule::CostlyEpilogue);
+    let decision = decision_for(&[&out], &reduce).unwrap();
+    assert!(
+        decision.to_string().contains("epilogue 43 per element"),
+        "{decision}"
+    );
+    assert_eq!(check("matmul then an exponential", &[out]), 2);
+    // After a plain sum (no tile) the same epilogue stays fused.
+    let wide = data(&[3, 8, 128], 4);
+    let total = wide.sum(2, false);
+    let reduce = total
+        .uop()
+        .toposort()
+        .into_iter()
+        .find(|u| u.op() == Op::Reduce);
+    let reduce = Tensor::from_uop(reduce.expect("a reduce"));
+    let out = gelu_derivative_epilogue(total, &h, &cdf);
+    assert_rule(&[&out], &reduce, Rule::ComputedOnce);
+    assert_eq!(check("sum then an exponential", &[out]), 1);
+}
+
 #[test]
 fn a_reduce_read_through_a_pad_is_realized() {
     // Two matmuls written side by side into one [3, 8] result (a `cat`: each padded to the

@@ -1,8 +1,9 @@
 //! Elementwise ops, decomposed into tinyspec's primitives: `Neg = Mul(x, -1)`,
 //! `Sub = Add(a, Neg b)`, `Div = Mul(a, Recip b)`, `CmpGt = CmpLt(b, a)`,
 //! `CmpEq = CmpNe(CmpNe(a, b), true)`, `exp = Exp2(x * log2 e)`, `log = Log2(x) * ln 2`,
-//! and so on (`cos` is its own op `Cos`, lowered with `Sin`). Operands broadcast as in NumPy and meet at one dtype
-//! (see [`super::broadcast::result_dtype`]); float-only math lifts ints and bools to `f32`.
+//! and so on (`cos` and `erf` are ops of their own, lowered with `Sin`). Operands broadcast as in
+//! NumPy and meet at one dtype (see [`super::broadcast::result_dtype`]); float-only math lifts
+//! ints and bools to `f32`.
 
 use super::Tensor;
 use super::broadcast::{
@@ -578,6 +579,12 @@ impl Tensor {
     /// accuracy of `cos` for large `x`).
     pub fn cos(&self) -> Tensor {
         Tensor::from_uop(UOp::alu(Op::Cos, vec![self.float_uop()]))
+    }
+
+    /// The error function `erf x = 2/√π ∫₀ˣ e^(-t²) dt`, its own op `Erf`: its derivative is
+    /// `2/√π e^(-x²)`, not the derivative of the polynomials it is computed with.
+    pub fn erf(&self) -> Tensor {
+        Tensor::from_uop(UOp::alu(Op::Erf, vec![self.float_uop()]))
     }
 
     /// `tan x` as `sin x / cos x`.

@@ -19,7 +19,7 @@ use crate::transform::trace::{placeholder_like, substitute, trace};
 use crate::transform::zero::Tangent;
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::HashMap;
-use std::f64::consts::LN_2;
+use std::f64::consts::{FRAC_2_SQRT_PI, LN_2};
 use std::sync::OnceLock;
 
 /// The value of `f` at `primals` and its directional derivative along `tangents`, as
@@ -236,6 +236,10 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             .rule(UPat::op(Op::Sqrt), |m, c| {
                 let s = t(m.root());
                 rule1(m, c, move |_, dx| dx / (&s * 2.0))
+            })
+            // d(erf x) = 2/√π e^(-x²) dx
+            .rule(UPat::op(Op::Erf), |m, c| {
+                rule1(m, c, |x, dx| dx * (x.square().neg().exp() * FRAC_2_SQRT_PI))
             })
             // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
             .rule(UPat::op(Op::Pow), |m, c| {

@@ -23,7 +23,7 @@ use crate::transform::zero::Tangent;
 use crate::uop::shape::{operand_exprs, operand_values};
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
-use std::f64::consts::LN_2;
+use std::f64::consts::{FRAC_2_SQRT_PI, LN_2};
 use std::sync::{Arc, OnceLock};
 
 /// The results of `f` at `primals` and its pullback, as `jax.vjp`: calling the pullback with
@@ -461,6 +461,10 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
             .rule(UPat::op(Op::Sqrt), |m, c| {
                 let s = t(m.root());
                 first(c, |ct| ct / (&s * 2.0))
+            })
+            // erf x: ct 2/√π e^(-x²)
+            .rule(UPat::op(Op::Erf), |m, c| {
+                unary(m, c, |ct, x| ct * (x.square().neg().exp() * FRAC_2_SQRT_PI))
             })
             // x^y: ct y x^(y-1), ct x^y ln x
             .rule(UPat::op(Op::Pow), |m, c| {

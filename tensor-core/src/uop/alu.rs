@@ -19,8 +19,8 @@
 //!   floats is IEEE `pow` (a negative base with an integral exponent is fine, unlike in the
 //!   `Exp2(Log2(a) * b)` decomposition).
 //! - On integer dtypes, `Recip(x)` is `Idiv(1, x)`, `Pow` is exact wrapping integer power
-//!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Cos`/`Sqrt`
-//!   are computed in f64 and converted to the dtype like a C cast.
+//!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Cos`/
+//!   `Erf`/`Sqrt` are computed in f64 and converted to the dtype like a C cast.
 //! - Bools take part in integer arithmetic as 0 and 1; a bool result is "non-zero".
 //! - `Threefry(x, key)` is Threefry-2x32-20 (see [`threefry2x32`]) of the 64-bit counter `x`
 //!   under the 64-bit `key`. Each u64 is split into words `(lo, hi) = (bits 0..32, bits
@@ -118,7 +118,8 @@ fn check_arity(op: Op, args: &[Scalar]) {
     // A match rather than `Op::is_unary` and friends: this runs once per lane.
     use Op::*;
     let expected = match op {
-        Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Cos | Sqrt => 1,
+        Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Cos | Erf
+        | Sqrt => 1,
         Add | Mul | Max | Mod | Idiv | CmpLt | CmpNe | Xor | Or | And | Shr | Shl | Sub | Div
         | CmpGt | CmpGe | CmpLe | CmpEq | Pow | Threefry => 2,
         Where | Mulacc => 3,
@@ -228,6 +229,7 @@ fn float_op(op: Op, args: &[Scalar]) -> f64 {
         Op::Log2 => a.log2(),
         Op::Sin => a.sin(),
         Op::Cos => a.cos(),
+        Op::Erf => erf(a),
         Op::Sqrt => a.sqrt(),
         Op::Add => a + b(),
         Op::Sub => a - b(),
@@ -239,6 +241,26 @@ fn float_op(op: Op, args: &[Scalar]) -> f64 {
         Op::Max => float_max(a, b()),
         _ => panic!("alu: {op} is not defined on floats"),
     }
+}
+
+/// The error function in `f64`, to a few ulp: `2/√π x e^(-x²) Σ (2x²)^n / (1·3·…·(2n+1))`,
+/// a series of positive terms (no cancellation) that converges for every `x`; `|x| >= 6`
+/// gives `±1` (`erfc(6)` is below half an ulp of 1).
+pub fn erf(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    if x.abs() >= 6.0 {
+        return x.signum();
+    }
+    let two_x2 = 2.0 * x * x;
+    let (mut term, mut sum, mut n) = (1.0_f64, 1.0_f64, 0.0_f64);
+    while term > sum * 1e-18 {
+        n += 1.0;
+        term *= two_x2 / (2.0 * n + 1.0);
+        sum += term;
+    }
+    std::f64::consts::FRAC_2_SQRT_PI * x * (-x * x).exp() * sum
 }
 
 fn float_max(a: f64, b: f64) -> f64 {
@@ -259,7 +281,7 @@ fn int_op(op: Op, dtype: DType, args: &[Scalar]) -> Scalar {
         Op::Recip => int_div(1, a, unsigned),
         Op::Trunc => a,
         Op::Neg => a.wrapping_neg(),
-        Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Sqrt => {
+        Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Erf | Op::Sqrt => {
             let x = as_f64_of(args[0], dtype);
             return Scalar::Float(float_op(op, &[Scalar::Float(x)])).cast(dtype);
         }
@@ -504,8 +526,32 @@ mod tests {
             f(1f64.sin() as f32 as f64)
         );
         assert_eq!(exec(Op::Pow, DType::F32, &[f(2.0), f(-2.0)]), f(0.25));
+        assert_eq!(exec(Op::Erf, DType::F32, &[f(-6.5)]), f(-1.0));
         assert!(exec(Op::Log2, DType::F32, &[f(-1.0)]).as_f64().is_nan());
         assert_eq!(exec(Op::Sqrt, DType::I32, &[Int(17)]), Int(4));
+    }
+
+    #[test]
+    fn erf_matches_tabulated_values() {
+        // Correctly rounded values (C's `erf`, as Python's `math.erf` prints them).
+        let table = [
+            (1e-8, 1.128_379_167_095_512_6e-8),
+            (0.1, 0.112_462_916_018_284_9),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (3.0, 0.999_977_909_503_001_4),
+            (5.0, 0.999_999_999_998_462_6),
+        ];
+        for (x, want) in table {
+            assert!(
+                (erf(x) - want).abs() <= 4.0 * f64::EPSILON * want,
+                "erf({x})"
+            );
+            assert_eq!(erf(-x), -erf(x));
+        }
+        assert!(erf(f64::NAN).is_nan());
+        assert_eq!(erf(f64::INFINITY), 1.0);
     }
 
     #[test]

@@ -171,6 +171,10 @@ pub enum Op {
     /// rounded argument loses the accuracy of `cos` for large `x`); lowered with `Sin` by the
     /// same range reduction.
     Cos,
+    /// `erf x`, the error function: a primitive so that its derivative is `2/√π e^(-x²)`
+    /// rather than the derivative of an approximation's polynomials; lowered by
+    /// `codegen::transcendental` like `Sin`.
+    Erf,
 }
 
 impl Op {
@@ -187,6 +191,7 @@ impl Op {
         Op::Log2,
         Op::Sin,
         Op::Cos,
+        Op::Erf,
         Op::Sqrt,
     ];
     /// Binary elementwise ops.
@@ -273,6 +278,7 @@ impl Op {
         Op::Log2,
         Op::Sin,
         Op::Cos,
+        Op::Erf,
         Op::Sqrt,
         Op::Pow,
         Op::Mulacc,

@@ -280,6 +280,16 @@ fn transcendental_sin_cos_beyond_1e4() {
     }
 }
 
+#[test]
+fn transcendental_erf_within_4_ulp() {
+    let f = Program::of(Op::Erf);
+    let mut rng = Random(5);
+    let core = sweep(&mut rng, |r| r.uniform(-4.0, 4.0));
+    Histogram::of("erf |x| <= 4 uniform", core.into_iter(), &f, alu::erf).assert_within(4.0);
+    let binades = short_sweep(&mut rng, |r| r.bits_up_to(f32::MAX));
+    Histogram::of("erf all binades", binades.into_iter(), &f, alu::erf).assert_within(4.0);
+}
+
 /// The bound `sin`/`cos` keep beyond `1e4` (Payne–Hanek reduction).
 const LARGE_ARGUMENT_ULPS: f64 = 3.0;
 
@@ -321,6 +331,19 @@ fn transcendental_edge_values() {
             (-149.5, tiny),
             (-151.0, 0.0),
             (-1000.0, 0.0),
+        ],
+    );
+    check(
+        Op::Erf,
+        &[
+            (nan, nan),
+            (inf, 1.0),
+            (-inf, -1.0),
+            (0.0, 0.0),
+            (-0.0, -0.0),
+            (10.0, 1.0),
+            (-1e30, -1.0),
+            (f32::MAX, 1.0),
         ],
     );
     check(
