@@ -116,6 +116,40 @@ fn elementwise_add_computes_the_sum_of_every_element() {
 }
 
 #[test]
+fn the_arms_of_a_select_are_computed_before_it_so_the_select_is_a_blend() {
+    // `a < 0.5 ? a * a : a + 2`: arms written inline would be evaluated only when chosen,
+    // and the C compiler would branch on data.
+    let i = loop_range(8, 0);
+    let a = load(address(&global(1, DType::F32), i.clone()));
+    let half = UOp::constant(0.5, DType::F32);
+    let two = UOp::constant(2.0, DType::F32);
+    let cond = UOp::alu(Op::CmpLt, vec![a.clone(), half]);
+    let select = UOp::alu(
+        Op::Where,
+        vec![cond, mul(a.clone(), a.clone()), add(a, two)],
+    );
+    let k = render_c(
+        &kernel(vec![(address(&global(0, DType::F32), i), select)]),
+        &[8, 8],
+        &noopt(),
+    );
+    let store = k.source.lines().find(|l| l.contains("data0[")).unwrap();
+    assert!(
+        store.contains("? alu") && !store.contains('*') && !store.contains('+'),
+        "{}",
+        k.source
+    );
+    let x = [0.0, 0.25, 0.5, 1.0, -3.0, 0.375, 0.625, 7.0];
+    let mut bufs = vec![zeros(8), floats(&x)];
+    run(&k, &mut bufs);
+    let want: Vec<f64> = x
+        .iter()
+        .map(|&v| if v < 0.5 { v * v } else { v + 2.0 })
+        .collect();
+    assert_eq!(as_f64(&bufs[0]), want, "{}", k.source);
+}
+
+#[test]
 fn sum_of_rows_accumulates_over_the_reduce_range() {
     let (i, j) = (loop_range(3, 0), reduce_range(5, 1));
     let x = load(address(

@@ -893,9 +893,13 @@ fn index_type(program: &Program, args: &[KernelArg]) -> &'static str {
 }
 
 /// Temps written inline into their single user: ALU values (not loads) used exactly once,
-/// in the same loop body as their definition.
+/// in the same loop body as their definition, and not an arm of a select. An arm written
+/// inline would be evaluated only when chosen, so the C compiler branches on the condition
+/// (mispredicted half the time when it depends on the data, as `erf`'s two ranges do) and
+/// vectorizes nothing; named, both arms are computed and the select is a blend.
 fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
     let mut defined_at: HashMap<usize, (usize, bool)> = HashMap::new();
+    let mut select_arms: HashSet<usize> = HashSet::new();
     let mut uses: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut loop_marks = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -918,6 +922,12 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
                 operands,
             } => {
                 defined_at.insert(*temp, (i, node.op() != Op::Load));
+                if node.op() == Op::Where {
+                    select_arms.extend(operands[1..].iter().filter_map(|v| match v {
+                        Value::Temp(t) => Some(*t),
+                        _ => None,
+                    }));
+                }
                 operands.iter().collect()
             }
             Line::Store {
@@ -937,7 +947,10 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
         .into_iter()
         .filter(|(t, (def, is_alu))| {
             let Some(u) = uses.get(t) else { return false };
-            *is_alu && u.len() == 1 && !loop_marks.iter().any(|m| m > def && *m < u[0])
+            *is_alu
+                && u.len() == 1
+                && !select_arms.contains(t)
+                && !loop_marks.iter().any(|m| m > def && *m < u[0])
         })
         .map(|(t, _)| t)
         .collect()
