@@ -221,13 +221,29 @@ impl CCompiler {
             },
             _ => RuntimeError::io(format!("running C compiler `{}`", self.command), e),
         };
-        let child = command.spawn().map_err(failed)?;
+        let child = spawn_when_not_busy(&mut command).map_err(failed)?;
         wait_with_limit(child, self.timeout)
             .map_err(failed)?
             .ok_or_else(|| RuntimeError::CompileTimedOut {
                 compiler: self.command.clone(),
                 limit: self.timeout,
             })
+    }
+}
+
+/// Spawns `command`, retrying for a moment while its program is "text file busy": a compiler
+/// (or wrapper script) written just before is busy while any process forked meanwhile, by
+/// another thread, still holds the writer's descriptor between its fork and its exec.
+fn spawn_when_not_busy(command: &mut Command) -> io::Result<Child> {
+    let mut attempts = 0;
+    loop {
+        match command.spawn() {
+            Err(e) if e.kind() == io::ErrorKind::ExecutableFileBusy && attempts < 50 => {
+                attempts += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => return result,
+        }
     }
 }
 
