@@ -195,7 +195,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         reads: HashMap::new(),
         sliding: 0,
         within: vec![root.clone()],
-        epilogue: None,
+        epilogue: [None; 2],
     };
     // Inside a vmap scope the kernel also loops over the ambient ranges (outermost).
     let ambient = builder.ctx.ambient_of(root);
@@ -303,8 +303,8 @@ struct KernelBuilder<'a> {
     /// The kernel's root, then the optional nodes (reduces, costly values) being lowered
     /// inline around the current request, outermost first.
     within: Vec<UOp>,
-    /// The kernel's epilogue cost, once asked for (see `epilogue_cost`).
-    epilogue: Option<u64>,
+    /// The kernel's epilogue cost as written and lowered, once asked for (`epilogue_cost`).
+    epilogue: [Option<u64>; 2],
 }
 
 impl KernelBuilder<'_> {
@@ -781,15 +781,16 @@ impl KernelBuilder<'_> {
     }
 
     /// The elementwise cost per element of this kernel's root around its reduces
-    /// ([`CostModel::epilogue`]), computed once per kernel.
-    fn epilogue_cost(&mut self) -> u64 {
-        if let Some(c) = self.epilogue {
+    /// ([`CostModel::epilogue`], transcendentals at their `lowered` cost or at one), computed
+    /// once per kernel.
+    fn epilogue_cost(&mut self, lowered: bool) -> u64 {
+        if let Some(c) = self.epilogue[usize::from(lowered)] {
             return c;
         }
         let realized = &self.ctx.realized;
         let root = &self.within[0];
-        let c = CostModel::epilogue(root, &|u| u != root && realized.contains_key(u));
-        self.epilogue = Some(c);
+        let c = CostModel::epilogue(root, &|u| u != root && realized.contains_key(u), lowered);
+        self.epilogue[usize::from(lowered)] = Some(c);
         c
     }
 
@@ -838,17 +839,20 @@ impl KernelBuilder<'_> {
         let requests = requests.len() as u64;
         let realized = &self.ctx.realized;
         let cost = self.ctx.costs.cost(x, &|u| realized.contains_key(u));
+        let contraction = self.is_contraction(x);
         let facts = Facts {
             reduce,
             reads_memory: self.reads_memory(x),
             masked: self.is_masked_product(x),
-            contraction: self.is_contraction(x),
+            contraction,
             cost,
             redundancy,
             requests,
             gated: gate.is_some() && self.sliding == 0 && ambient.is_empty(),
             epilogue: match reduce && self.enclosing.is_empty() {
-                true => self.epilogue_cost(),
+                // Only a contraction's tile runs its epilogue lane by lane, where a lowered
+                // transcendental costs its tens of ops.
+                true => self.epilogue_cost(contraction),
                 false => 0,
             },
         };

@@ -40,9 +40,10 @@ pub fn as_contiguous_buffer(u: &UOp) -> Option<UOp> {
 }
 
 /// The scalar ops one lane of `op` runs once lowered: 1, except the transcendentals that
-/// `codegen::transcendental` decomposes into range reductions and polynomials. Only
-/// epilogues are weighed this way ([`CostModel::epilogue`]): their ops run lane by lane after
-/// a tiled reduce. Elsewhere every op counts one, the scale the realization bounds were set on.
+/// `codegen::transcendental` decomposes into range reductions and polynomials. Only the
+/// epilogues of contractions are weighed this way ([`CostModel::epilogue`]): their ops run
+/// lane by lane after a tiled reduce. Elsewhere every op counts one, the scale the other
+/// realization bounds were set on.
 pub fn lowered_op_cost(op: Op) -> u64 {
     match op {
         Op::Exp2 => 24,
@@ -113,10 +114,11 @@ impl CostModel {
 
     /// The per-element cost of `root` with every `Reduce` and every node `is_realized`
     /// accepts counted as one load: the elementwise work a kernel computing `root` does
-    /// around its reduces.
-    pub fn epilogue(root: &UOp, is_realized: &dyn Fn(&UOp) -> bool) -> u64 {
+    /// around its reduces. `lowered`: transcendentals cost their lowered ops
+    /// ([`lowered_op_cost`]), else one like every op.
+    pub fn epilogue(root: &UOp, is_realized: &dyn Fn(&UOp) -> bool, lowered: bool) -> u64 {
         let mut model = CostModel {
-            lowered: true,
+            lowered,
             ..CostModel::default()
         };
         model.cost(root, &|u| u.op() == Op::Reduce || is_realized(u))
