@@ -94,6 +94,7 @@ fn cases() -> Vec<Case> {
         case("gelu", &[&[7]], |a| nn::gelu(&a[0], Gelu::Exact)),
         case("gelu_tanh", &[&[7]], |a| nn::gelu(&a[0], Gelu::Tanh)),
         case("erf", &[&[7]], |a| nn::erf(&a[0])),
+        case("erfc", &[&[7]], |a| nn::erfc(&a[0])),
         case("mish", &[&[7]], |a| nn::mish(&a[0])),
         case("softplus", &[&[7]], |a| nn::softplus(&a[0], 2.0, 20.0)),
         case("elu", &[&[7]], |a| nn::elu(&a[0], 0.7)),

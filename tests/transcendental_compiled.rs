@@ -1,7 +1,8 @@
 //! The decomposed `f32` transcendentals (`codegen::transcendental`) as the C backend compiles
 //! them: 2^20 inputs per function, compared with the `f64` functions in units in the last place
 //! (the same bounds as the rule-level sweeps in `tensor-core`: 2 ulp for `exp2` and `log2`,
-//! 2 ulp for `sin` and `cos` up to `1e4`, 3 ulp beyond), and the special values.
+//! 2 ulp for `sin` and `cos` up to `1e4`, 3 ulp beyond, 3 for `erf`, 8 for `erfc`), and the
+//! special values.
 
 use tensor::prelude::*;
 use tensor::runtime::realize::to_vec;
@@ -75,6 +76,24 @@ fn compiled_sin_cos_within_2_ulp_up_to_1e4() {
         .collect();
     check("sin |x| > 32768", large.clone(), |t| t.sin(), f64::sin, 3.0);
     check("cos |x| > 32768", large, |t| t.cos(), f64::cos, 3.0);
+}
+
+#[test]
+fn compiled_erf_within_3_ulp_and_erfc_within_8_ulp() {
+    check(
+        "erf",
+        inputs(-5.0, 5.0),
+        |t| t.erf(),
+        tensor::core::uop::alu::erf,
+        3.0,
+    );
+    check(
+        "erfc",
+        inputs(-4.0, 10.05),
+        |t| t.erfc(),
+        tensor::core::uop::alu::erfc,
+        8.0,
+    );
 }
 
 #[test]

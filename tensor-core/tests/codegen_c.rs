@@ -463,6 +463,7 @@ fn unary_ops(dtype: DType) -> Vec<Op> {
             Op::Sin,
             Op::Cos,
             Op::Erf,
+            Op::Erfc,
             Op::Sqrt,
         ]
     } else {
@@ -562,15 +563,18 @@ fn check_every_op(dtype: DType) {
             let ulps = match c.op {
                 Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos => 2.0,
                 Op::Erf => 3.0,
+                Op::Erfc => 8.0,
                 _ => 0.0,
             };
             let decomposed = dtype == DType::F32 && ulps > 0.0;
-            // libm's f64 `erf` and the interpreter's series differ in the last bits.
-            let f64_erf = dtype == DType::F64 && c.op == Op::Erf;
+            // libm's f64 `erf`/`erfc` and the interpreter's series differ in the last bits.
+            let f64_erf = dtype == DType::F64 && matches!(c.op, Op::Erf | Op::Erfc);
+            let close =
+                (want.as_f64() - got.as_f64()).abs() <= 1e-15 * want.as_f64().abs().max(1.0);
             assert!(
                 same_value(want, got)
                     || decomposed && within_ulps(want, got, ulps)
-                    || f64_erf && (want.as_f64() - got.as_f64()).abs() <= 1e-15,
+                    || f64_erf && close,
                 "{} on {dtype} lane {lane} args {args:?}: C gives {got:?}, alu gives {want:?}\n{}",
                 c.op,
                 k.source

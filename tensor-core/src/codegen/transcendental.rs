@@ -21,6 +21,9 @@
 //!   `sin`, so `sin(-0) = -0`) put in with `Xor`. `inf` and NaN give NaN.
 //! - `erf`: its Taylor series below `|x| = 1/2`, above it `1 - erfc(|x|)` from the Chebyshev
 //!   fit `erfc(a) = t e^(-a² + P(t))`, `t = 1 / (1 + a/2)`, the exponential through `exp2`.
+//! - `erfc`: `1 - ` the series below `|x| = 1/2`; above it the same fit with `a²` split exactly
+//!   into `hi + lo` (a fused multiply-add) and `e^(-hi)`, `e^(P - lo)` reduced in steps of
+//!   `ln 2`, so that tiny results keep their relative accuracy.
 //!
 //! The rules run in `codegen::lower` before expansion, on the kernel AST; the interpreter keeps
 //! the exact `f64` functions (`uop::alu`), the oracle these are tested against.
@@ -30,7 +33,8 @@
 //! fold away the rounding steps (`(x + 1.5·2^23) - 1.5·2^23`, the two-sums).
 //!
 //! Accuracy (the sweeps of the tests, 2^20 inputs per function against `f64`): `exp2` within
-//! 1.1 ulp, `log2` 0.8 ulp, `sin` and `cos` 0.8 ulp below `1e4` and 2.6 ulp beyond, `erf` 2.9 ulp.
+//! 1.1 ulp, `log2` 0.8 ulp, `sin` and `cos` 0.8 ulp below `1e4` and 2.6 ulp beyond, `erf` 2.9 ulp,
+//! `erfc` 6.3 ulp (most of it the fit's own error).
 
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::uop::{DType, Op, UOp};
@@ -40,7 +44,8 @@ use std::sync::OnceLock;
 /// Payne–Hanek. `k = round(x * 2/pi)` stays below `2^13` here.
 pub const CODY_WAITE_LIMIT: f32 = 12000.0;
 
-/// `ast` with every `f32`, `f16` and `bf16` `Exp2`, `Log2`, `Sin`, `Cos` and `Erf` decomposed.
+/// `ast` with every `f32`, `f16` and `bf16` `Exp2`, `Log2`, `Sin`, `Cos`, `Erf` and `Erfc`
+/// decomposed.
 pub fn decompose_transcendentals(ast: &UOp) -> UOp {
     graph_rewrite(ast, rules(), &mut ())
 }
@@ -60,6 +65,7 @@ fn rules() -> &'static PatternMatcher<()> {
                 Some(in_f32(m.root(), |x| sin_cos(x, true)))
             })
             .rule(rule(Op::Erf), |m, _| Some(in_f32(m.root(), erf)))
+            .rule(rule(Op::Erfc), |m, _| Some(in_f32(m.root(), erfc)))
     })
 }
 
@@ -410,6 +416,71 @@ fn erf(x: &UOp) -> UOp {
     let erfc = mul(&t, &exp2(&mul(&exponent, &float(std::f64::consts::LOG2_E))));
     let far = from_bits(&or(&bits(&sub(&float(1.0), &erfc)), &sign));
     select(&lt(&a, &float(0.5)), &near, &far)
+}
+
+/// `erfc x`: `1 - erf x` from the Taylor series below `|x| = 1/2`; above it the Chebyshev fit
+/// with every rounding that the tiny results would magnify removed ([`erfc_of_magnitude`]),
+/// and `2 - erfc(|x|)` for negative `x`.
+fn erfc(x: &UOp) -> UOp {
+    let a = from_bits(&and(&bits(x), &int(i32::MAX as i64)));
+    let series: Vec<f64> = ERF_SERIES
+        .iter()
+        .map(|c| c * std::f64::consts::FRAC_2_SQRT_PI)
+        .collect();
+    let near = sub(&float(1.0), &mul(x, &horner(&mul(x, x), &series)));
+    let positive = erfc_of_magnitude(&a);
+    let far = select(&lt(x, &float(0.0)), &sub(&float(2.0), &positive), &positive);
+    let value = select(&lt(&a, &float(0.5)), &near, &far);
+    select(&eq(x, x), &value, x)
+}
+
+/// `erfc(a) = t e^(-a²) e^(P(t))` for `a >= 1/2`. `a² = hi + lo` exactly (`lo` by a fused
+/// multiply-add), and `e^(-hi)` and `e^(P(t) - lo)` are computed apart by [`exp_reduced`], so
+/// no large argument is rounded (in `e^(-a² + P)` the rounding of `a²`, up to `2^-24 a²` in
+/// the exponent, would cost `a²` ulps of the result).
+fn erfc_of_magnitude(a: &UOp) -> UOp {
+    // erfc rounds to 0 from 10.06 on; the clamp keeps `a²` and its error finite.
+    let a = &select(&lt(a, &float(11.0)), a, &float(11.0));
+    let t = bin(
+        Op::Div,
+        &float(1.0),
+        &add(&float(1.0), &mul(a, &float(0.5))),
+    );
+    let hi = mul(a, a);
+    let lo = UOp::alu(Op::Mulacc, vec![a.clone(), a.clone(), neg(&hi)]);
+    let small = exp_reduced(&sub(&horner(&t, &ERFC_FIT), &lo));
+    mul(&mul(&t, &small), &exp_reduced(&neg(&hi)))
+}
+
+/// `ln 2` to 15 significant bits (so `k · LN2_HI` is exact for `|k| < 2^9`), and the rest.
+const LN2_HI: f64 = 0.693_145_751_953_125;
+
+/// `e^y` with the argument reduced in `ln 2` steps (`y = k ln 2 + r`, `k · ln 2` in two
+/// pieces, `|r| <= ln 2 / 2`) rather than multiplied by `log2 e` (which rounds a large `y`):
+/// the Taylor polynomial of `e^r` to degree 7, scaled by `2^k`. `y` is clamped to
+/// `[-104, 89]`, beyond which the result is 0 or `inf`.
+fn exp_reduced(y: &UOp) -> UOp {
+    let ln2_lo = std::f64::consts::LN_2 - LN2_HI;
+    let low = float(-104.0);
+    let high = float(89.0);
+    let clamped = select(&lt(y, &low), &low, &select(&lt(&high, y), &high, y));
+    let (k, k_bits) = round_with_bits(&mul(&clamped, &float(std::f64::consts::LOG2_E)));
+    let r = sub(
+        &sub(&clamped, &mul(&k, &float(LN2_HI))),
+        &mul(&k, &float(ln2_lo)),
+    );
+    let taylor: Vec<f64> = (0..8).map(|n| 1.0 / factorial(n)).collect();
+    let p = horner(&r, &taylor);
+    let k = sub(&and(&k_bits, &int(0x7f_ffff)), &int(1 << 22));
+    let half = shr(&k, &int(1));
+    mul(
+        &mul(&p, &power_of_two(&half)),
+        &power_of_two(&sub(&k, &half)),
+    )
+}
+
+fn neg(x: &UOp) -> UOp {
+    mul(x, &float(-1.0))
 }
 
 #[cfg(test)]

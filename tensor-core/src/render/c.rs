@@ -553,6 +553,7 @@ impl<'a> CRenderer<'a> {
                 Op::Sin => math("sin"),
                 Op::Cos => math("cos"),
                 Op::Erf => math("erf"),
+                Op::Erfc => math("erfc"),
                 op => panic!("C renderer: {op} is not a unary float op"),
             };
         }
@@ -567,7 +568,7 @@ impl<'a> CRenderer<'a> {
                 let one = Value::Const(UOp::constant(1, dtype));
                 self.binary(Op::Idiv, dtype, dtype, &one, a, None)
             }
-            Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Erf | Op::Sqrt => {
+            Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Erf | Op::Erfc | Op::Sqrt => {
                 let name = format!("{op:?}").to_lowercase();
                 let operand = if dtype == DType::U64 {
                     format!("(double)(unsigned long long){x}")

@@ -50,7 +50,7 @@ pub fn lowered_op_cost(op: Op) -> u64 {
         Op::Log2 => 32,
         Op::Sin | Op::Cos => 40,
         // Two polynomials (7 and 10 terms) and an `exp2`.
-        Op::Erf => 64,
+        Op::Erf | Op::Erfc => 64,
         _ => 1,
     }
 }

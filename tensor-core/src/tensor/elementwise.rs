@@ -587,6 +587,12 @@ impl Tensor {
         Tensor::from_uop(UOp::alu(Op::Erf, vec![self.float_uop()]))
     }
 
+    /// The complementary error function `erfc x = 1 - erf x`, its own op `Erfc`: accurate in
+    /// relative terms where it is tiny, as `1 - erf x` is not.
+    pub fn erfc(&self) -> Tensor {
+        Tensor::from_uop(UOp::alu(Op::Erfc, vec![self.float_uop()]))
+    }
+
     /// `tan x` as `sin x / cos x`.
     pub fn tan(&self) -> Tensor {
         let x = Tensor::from_uop(self.float_uop());

@@ -241,6 +241,11 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
             .rule(UPat::op(Op::Erf), |m, c| {
                 rule1(m, c, |x, dx| dx * (x.square().neg().exp() * FRAC_2_SQRT_PI))
             })
+            .rule(UPat::op(Op::Erfc), |m, c| {
+                rule1(m, c, |x, dx| {
+                    dx * (x.square().neg().exp() * -FRAC_2_SQRT_PI)
+                })
+            })
             // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());

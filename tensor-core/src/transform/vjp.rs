@@ -466,6 +466,11 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
             .rule(UPat::op(Op::Erf), |m, c| {
                 unary(m, c, |ct, x| ct * (x.square().neg().exp() * FRAC_2_SQRT_PI))
             })
+            .rule(UPat::op(Op::Erfc), |m, c| {
+                unary(m, c, |ct, x| {
+                    ct * (x.square().neg().exp() * -FRAC_2_SQRT_PI)
+                })
+            })
             // x^y: ct y x^(y-1), ct x^y ln x
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());

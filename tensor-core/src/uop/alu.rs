@@ -20,7 +20,7 @@
 //!   `Exp2(Log2(a) * b)` decomposition).
 //! - On integer dtypes, `Recip(x)` is `Idiv(1, x)`, `Pow` is exact wrapping integer power
 //!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Cos`/
-//!   `Erf`/`Sqrt` are computed in f64 and converted to the dtype like a C cast.
+//!   `Erf`/`Erfc`/`Sqrt` are computed in f64 and converted to the dtype like a C cast.
 //! - Bools take part in integer arithmetic as 0 and 1; a bool result is "non-zero".
 //! - `Threefry(x, key)` is Threefry-2x32-20 (see [`threefry2x32`]) of the 64-bit counter `x`
 //!   under the 64-bit `key`. Each u64 is split into words `(lo, hi) = (bits 0..32, bits
@@ -119,7 +119,7 @@ fn check_arity(op: Op, args: &[Scalar]) {
     use Op::*;
     let expected = match op {
         Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Cos | Erf
-        | Sqrt => 1,
+        | Erfc | Sqrt => 1,
         Add | Mul | Max | Mod | Idiv | CmpLt | CmpNe | Xor | Or | And | Shr | Shl | Sub | Div
         | CmpGt | CmpGe | CmpLe | CmpEq | Pow | Threefry => 2,
         Where | Mulacc => 3,
@@ -230,6 +230,7 @@ fn float_op(op: Op, args: &[Scalar]) -> f64 {
         Op::Sin => a.sin(),
         Op::Cos => a.cos(),
         Op::Erf => erf(a),
+        Op::Erfc => erfc(a),
         Op::Sqrt => a.sqrt(),
         Op::Add => a + b(),
         Op::Sub => a - b(),
@@ -263,6 +264,19 @@ pub fn erf(x: f64) -> f64 {
     std::f64::consts::FRAC_2_SQRT_PI * x * (-x * x).exp() * sum
 }
 
+/// The complementary error function in `f64`: `1 - erf x` below 3 (where `erfc` is at least
+/// `2e-5`, so the subtraction keeps 11 digits), above it the continued fraction
+/// `e^(-x²) / √π / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))))`, accurate to a few ulp.
+pub fn erfc(x: f64) -> f64 {
+    if x.is_nan() || x < 3.0 {
+        return 1.0 - erf(x);
+    }
+    let fraction = (1..200)
+        .rev()
+        .fold(x, |tail, k| x + (k as f64 / 2.0) / tail);
+    (-x * x).exp() / std::f64::consts::PI.sqrt() / fraction
+}
+
 fn float_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
@@ -281,7 +295,7 @@ fn int_op(op: Op, dtype: DType, args: &[Scalar]) -> Scalar {
         Op::Recip => int_div(1, a, unsigned),
         Op::Trunc => a,
         Op::Neg => a.wrapping_neg(),
-        Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Erf | Op::Sqrt => {
+        Op::Exp2 | Op::Log2 | Op::Sin | Op::Cos | Op::Erf | Op::Erfc | Op::Sqrt => {
             let x = as_f64_of(args[0], dtype);
             return Scalar::Float(float_op(op, &[Scalar::Float(x)])).cast(dtype);
         }
@@ -551,6 +565,18 @@ mod tests {
             assert_eq!(erf(-x), -erf(x));
         }
         assert!(erf(f64::NAN).is_nan());
+        // erfc(4) = 1.541725790028002e-8, erfc(10) = 2.088487583762545e-45.
+        for (x, want) in [
+            (4.0, 1.541_725_790_028_002e-8),
+            (10.0, 2.088_487_583_762_545e-45),
+        ] {
+            assert!(
+                (erfc(x) - want).abs() <= 8.0 * f64::EPSILON * want,
+                "erfc({x})"
+            );
+        }
+        assert_eq!(erfc(-1.0), 1.0 + erf(1.0));
+        assert_eq!(erfc(f64::INFINITY), 0.0);
         assert_eq!(erf(f64::INFINITY), 1.0);
     }
 

@@ -175,6 +175,9 @@ pub enum Op {
     /// rather than the derivative of an approximation's polynomials; lowered by
     /// `codegen::transcendental` like `Sin`.
     Erf,
+    /// `erfc x = 1 - erf x`, accurate in relative terms where it is tiny (`erfc(9)` is about
+    /// `4e-37`), which `1 - erf` in `f32` is not.
+    Erfc,
 }
 
 impl Op {
@@ -192,6 +195,7 @@ impl Op {
         Op::Sin,
         Op::Cos,
         Op::Erf,
+        Op::Erfc,
         Op::Sqrt,
     ];
     /// Binary elementwise ops.
@@ -279,6 +283,7 @@ impl Op {
         Op::Sin,
         Op::Cos,
         Op::Erf,
+        Op::Erfc,
         Op::Sqrt,
         Op::Pow,
         Op::Mulacc,

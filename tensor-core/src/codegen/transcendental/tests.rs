@@ -290,6 +290,17 @@ fn transcendental_erf_within_4_ulp() {
     Histogram::of("erf all binades", binades.into_iter(), &f, alu::erf).assert_within(4.0);
 }
 
+#[test]
+fn transcendental_erfc_within_8_ulp() {
+    let f = Program::of(Op::Erfc);
+    let mut rng = Random(6);
+    // Up to 10.05, where erfc leaves the denormals and rounds to 0.
+    let core = sweep(&mut rng, |r| r.uniform(-4.0, 10.05));
+    Histogram::of("erfc [-4, 10.05] uniform", core.into_iter(), &f, alu::erfc).assert_within(8.0);
+    let binades = short_sweep(&mut rng, |r| r.bits_up_to(f32::MAX));
+    Histogram::of("erfc all binades", binades.into_iter(), &f, alu::erfc).assert_within(8.0);
+}
+
 /// The bound `sin`/`cos` keep beyond `1e4` (Payne–Hanek reduction).
 const LARGE_ARGUMENT_ULPS: f64 = 3.0;
 
@@ -344,6 +355,18 @@ fn transcendental_edge_values() {
             (10.0, 1.0),
             (-1e30, -1.0),
             (f32::MAX, 1.0),
+        ],
+    );
+    check(
+        Op::Erfc,
+        &[
+            (nan, nan),
+            (inf, 0.0),
+            (-inf, 2.0),
+            (0.0, 1.0),
+            (-0.0, 1.0),
+            (11.0, 0.0),
+            (-1e30, 2.0),
         ],
     );
     check(
