@@ -370,7 +370,7 @@ fn payne_hanek(a: &UOp) -> (UOp, UOp) {
 
 // ---- erf ----
 
-/// `2/√π` times the Taylor coefficients of `erf(x) / x` in powers of `x²`, to `x^12`.
+/// The Taylor coefficients of `(√π/2) erf(x) / x` in powers of `x²`, to `x^12`.
 const ERF_SERIES: [f64; 7] = [
     1.0,
     -1.0 / 3.0,
@@ -380,6 +380,15 @@ const ERF_SERIES: [f64; 7] = [
     -1.0 / 1320.0,
     1.0 / 9360.0,
 ];
+
+/// `erf x` by its Taylor series, for `|x| < 1/2`.
+fn erf_series(x: &UOp) -> UOp {
+    let series: Vec<f64> = ERF_SERIES
+        .iter()
+        .map(|c| c * std::f64::consts::FRAC_2_SQRT_PI)
+        .collect();
+    mul(x, &horner(&mul(x, x), &series))
+}
 
 /// The Chebyshev fit `P(t)` of `erfc(a) = t e^(-a² + P(t))`, `t = 1 / (1 + a/2)` (Numerical
 /// Recipes' `erfcc`, relative error below `1.2e-7` for every `a >= 0`).
@@ -402,11 +411,7 @@ const ERFC_FIT: [f64; 10] = [
 fn erf(x: &UOp) -> UOp {
     let sign = and(&bits(x), &int(i32::MIN as i64));
     let a = from_bits(&and(&bits(x), &int(i32::MAX as i64)));
-    let series: Vec<f64> = ERF_SERIES
-        .iter()
-        .map(|c| c * std::f64::consts::FRAC_2_SQRT_PI)
-        .collect();
-    let near = mul(x, &horner(&mul(x, x), &series));
+    let near = erf_series(x);
     let t = bin(
         Op::Div,
         &float(1.0),
@@ -423,11 +428,7 @@ fn erf(x: &UOp) -> UOp {
 /// and `2 - erfc(|x|)` for negative `x`.
 fn erfc(x: &UOp) -> UOp {
     let a = from_bits(&and(&bits(x), &int(i32::MAX as i64)));
-    let series: Vec<f64> = ERF_SERIES
-        .iter()
-        .map(|c| c * std::f64::consts::FRAC_2_SQRT_PI)
-        .collect();
-    let near = sub(&float(1.0), &mul(x, &horner(&mul(x, x), &series)));
+    let near = sub(&float(1.0), &erf_series(x));
     let positive = erfc_of_magnitude(&a);
     let far = select(&lt(x, &float(0.0)), &sub(&float(2.0), &positive), &positive);
     let value = select(&lt(&a, &float(0.5)), &near, &far);

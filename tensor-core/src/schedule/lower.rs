@@ -668,18 +668,12 @@ impl KernelBuilder<'_> {
         if !matches!(x.arg(), Arg::Reduce(ReduceOp::Add, _)) {
             return false;
         }
-        let mut body = x.s(0).clone();
-        while body.op() == Op::Cast || body.op().is_movement() {
-            body = body.s(0).clone();
-        }
+        let body = under_casts_and_views(x.s(0));
         body.op() == Op::Mul && body.src().iter().all(|f| self.reads_memory(f))
     }
 
     fn has_mask_factor(&mut self, u: &UOp) -> bool {
-        let mut core = u.clone();
-        while core.op() == Op::Cast || core.op().is_movement() {
-            core = core.s(0).clone();
-        }
+        let core = under_casts_and_views(u);
         match core.op() {
             Op::Mul => core.src().iter().any(|f| self.has_mask_factor(f)),
             Op::CmpNe | Op::CmpLt | Op::CmpEq | Op::Where => !self.reads_memory(&core),
@@ -870,4 +864,13 @@ impl KernelBuilder<'_> {
         }
         rule.realizes()
     }
+}
+
+/// `u` with its casts and movement ops looked through: the value they present.
+fn under_casts_and_views(u: &UOp) -> UOp {
+    let mut core = u.clone();
+    while core.op() == Op::Cast || core.op().is_movement() {
+        core = core.s(0).clone();
+    }
+    core
 }
