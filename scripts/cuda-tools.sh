@@ -26,5 +26,8 @@ if [ ! -e "$nvrtc_lib/libnvrtc.so.12" ] || [ ! -x "$ptxas" ]; then
 fi
 [ -e "$nvrtc_lib/libnvrtc.so.12" ] || { echo "cuda-tools: $nvrtc_lib/libnvrtc.so.12 missing after install" >&2; exit 1; }
 [ -x "$ptxas" ] || { echo "cuda-tools: $ptxas missing after install" >&2; exit 1; }
+# cudarc looks for libnvrtc.so before libnvrtc.so.12: without this link, a system CUDA 13
+# toolkit's libnvrtc.so (which lacks functions the CUDA 12 bindings need) would be found first.
+ln -sf libnvrtc.so.12 "$nvrtc_lib/libnvrtc.so"
 echo "export LD_LIBRARY_PATH=\"$nvrtc_lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
 echo "export TENSOR_PTXAS=\"$ptxas\""

@@ -8,9 +8,9 @@ mod common;
 use common::random_graph::{Rng, data, random_shape, step};
 use std::sync::{Mutex, MutexGuard};
 use tensor::prelude::*;
+use tensor::runtime::compiler_invocations;
 use tensor::runtime::pipeline_counts;
-use tensor::runtime::realize::{codegen_options, read_buffer, run_schedule};
-use tensor::runtime::{CpuDevice, compiler_invocations};
+use tensor::runtime::realize::fresh_bytes;
 
 /// Serializes the tests: the counters they read are process-wide.
 fn serial() -> MutexGuard<'static, ()> {
@@ -24,11 +24,8 @@ fn floats(values: &[f32]) -> Tensor {
 
 /// The values of `t` from a schedule built afresh (the cold path, no plan cache).
 fn fresh_values(t: &Tensor) -> Vec<f32> {
-    let device = CpuDevice::shared().unwrap();
-    let schedule = tensor::core::schedule::create_schedule(&[t.uop()]);
-    run_schedule(&device, &schedule, &codegen_options(&device)).unwrap();
-    let bytes = read_buffer(&device, &schedule.outputs[0]).unwrap();
-    bytes
+    fresh_bytes(t)
+        .unwrap()
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect()

@@ -277,6 +277,16 @@ pub(crate) fn read_realized(out: &UOp) -> Result<Vec<u8>> {
     on_selected_device!(|device, _plans| read_buffer(device, out))
 }
 
+/// The bytes of `tensor` computed on the selected device by a schedule built afresh: the
+/// cold path, bypassing the plan cache, which tests hold replays against.
+pub fn fresh_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
+    let schedule = tensor_core::schedule::create_schedule(&[tensor.uop()]);
+    on_selected_device!(|device, _plans| {
+        run_schedule(device, &schedule, &codegen_options(device))?;
+        read_buffer(device, &schedule.outputs[0])
+    })
+}
+
 /// Where `realize` runs graphs (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SelectedDevice {
@@ -345,6 +355,12 @@ fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice> {
 pub(crate) fn shared_cuda(ordinal: usize) -> Result<&'static (CudaDevice, PlanCache<CudaDevice>)> {
     let name = device_setting().unwrap_or_else(|| format!("CUDA:{ordinal}"));
     shared_cuda_named(ordinal, &name)
+}
+
+/// GPU `ordinal`, opened on first use (the device `DEVICE=CUDA:<ordinal>` computes on), for
+/// what only it can say: its name, its peak, its copy bandwidth.
+pub fn cuda_device(ordinal: usize) -> Result<&'static CudaDevice> {
+    Ok(&shared_cuda(ordinal)?.0)
 }
 
 fn shared_cuda_named(

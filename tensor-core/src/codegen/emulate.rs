@@ -445,6 +445,12 @@ mod tests {
         // 64 x 80 outputs, the column axis upcast by 4: 1280 threads over 10 blocks of 128.
         let threads = check("matmul", &[data(&[64, 48], 3).matmul(&data(&[48, 80], 4))]);
         assert_eq!(threads, 64 * 80 / 4);
+        // 1024 x 1024 outputs, a 4x4 tile per thread (the columns' upcast and the rows').
+        let threads = check(
+            "tiled matmul",
+            &[data(&[1024, 16], 9).matmul(&data(&[16, 1024], 10))],
+        );
+        assert_eq!(threads, 1024 * 1024 / 16);
         check(
             "odd matmul",
             &[data(&[7, 13], 5).matmul(&data(&[13, 3], 6))],

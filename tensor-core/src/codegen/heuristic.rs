@@ -587,6 +587,28 @@ fn reuse_axis(ast: &UOp, outputs: &[UOp], upcast: Option<&Opt>) -> Option<UOp> {
     })
 }
 
+/// The output range a GPU thread tiles next to its first upcast `first` (the rows of a
+/// matmul whose columns it upcasts), when the kernel reduces and some load does not depend on
+/// that range (so its values are reused across the tile from registers).
+pub fn gpu_tile_axis(ast: &UOp, first: &Opt) -> Option<UOp> {
+    let outputs: Vec<UOp> = kernel_ranges(ast)
+        .into_iter()
+        .filter(|r| r.range_axis_type() == AxisType::Loop)
+        .collect();
+    let elements = outputs
+        .iter()
+        .map(|r| r.range_size().unwrap_or(1))
+        .fold(1, usize::saturating_mul);
+    // A smaller kernel keeps one thread per 1x4 outputs: tiling it would leave the GPU's
+    // multiprocessors without enough threads to hide memory latency.
+    let enough_threads = elements >= GPU_TILE_MIN_OUTPUTS;
+    reuse_axis(ast, &outputs, Some(first)).filter(|_| enough_threads && !reduces_are_short(ast))
+}
+
+/// The fewest outputs a GPU contraction must have to be tiled 4x4 per thread (65,536 threads
+/// then, about 500 per multiprocessor of a large GPU).
+pub const GPU_TILE_MIN_OUTPUTS: usize = 1 << 20;
+
 /// How far `idx` moves when `range` goes from 0 to 1 with every other range at 0.
 fn index_stride(idx: &UOp, range: &UOp) -> Option<i64> {
     let at = |v: i64| eval_index(idx, &HashMap::from([(range.clone(), v)]));

@@ -104,42 +104,52 @@ pub fn lower_kernel_gpu(
 
 /// The hand-coded OptOps for a GPU: the CPU heuristic's first upcast (never its cache blocks or
 /// partial accumulators, which `codegen::group` replaces on a GPU), at most
-/// [`heuristic::UPCAST_WIDTH`] wide, dividing the CPU's (a thread keeps that many outputs in registers, and the
-/// grid keeps the rest of the parallelism), no THREAD split (the grid is the parallelism).
+/// [`heuristic::UPCAST_WIDTH`] wide, dividing the CPU's (a thread keeps that many outputs in
+/// registers, and the grid keeps the rest of the parallelism), no THREAD split (the grid is
+/// the parallelism). The upcast takes the top of its axis, so neighbouring threads touch
+/// neighbouring elements and every load and store of a warp is one coalesced access. A
+/// contraction also tiles a second output axis whose loads it reuses
+/// ([`heuristic::gpu_tile_axis`]): a matmul thread computes a 4x4 tile of outputs from 4 + 4
+/// loads per step of its reduce, instead of 1x4 from 1 + 4.
 pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
-    heuristic::hand_coded_optimizations(ast, 1)
+    let Some(first) = gpu_first_upcast(ast) else {
+        return Vec::new();
+    };
+    let tile = heuristic::gpu_tile_axis(ast, &first).map(|axis| Opt::Split {
+        axis: axis.range_id(),
+        factor: heuristic::UPCAST_WIDTH,
+        target: AxisType::Upcast,
+        top: true,
+    });
+    std::iter::once(first).chain(tile).collect()
+}
+
+/// The CPU heuristic's first upcast, narrowed for a GPU thread and taken from the top of its
+/// axis (see [`gpu_optimizations`]).
+fn gpu_first_upcast(ast: &UOp) -> Option<Opt> {
+    let upcast = heuristic::hand_coded_optimizations(ast, 1)
         .into_iter()
-        .filter(|opt| {
-            matches!(
-                opt,
-                Opt::Split {
-                    target: AxisType::Upcast,
-                    ..
-                }
-            )
-        })
-        .take(1)
-        .filter_map(
-            |Opt::Split {
-                 axis,
-                 factor,
-                 target,
-                 top,
-             }| {
-                // The widest split of at most UPCAST_WIDTH that divides the CPU's (a whole
-                // stack axis of 10 becomes 2).
-                let width = (2..=factor.min(heuristic::UPCAST_WIDTH))
-                    .rev()
-                    .find(|w| factor.is_multiple_of(*w))?;
-                Some(Opt::Split {
-                    axis,
-                    factor: width,
-                    target,
-                    top,
-                })
-            },
-        )
-        .collect()
+        .find_map(|opt| match opt {
+            Opt::Split {
+                axis,
+                factor,
+                target: AxisType::Upcast,
+                ..
+            } => Some((axis, factor)),
+            _ => None,
+        });
+    let (axis, factor) = upcast?;
+    // The widest split of at most UPCAST_WIDTH that divides the CPU's (a whole stack axis of
+    // 10 becomes 2).
+    let width = (2..=factor.min(heuristic::UPCAST_WIDTH))
+        .rev()
+        .find(|w| factor.is_multiple_of(*w))?;
+    Some(Opt::Split {
+        axis,
+        factor: width,
+        target: AxisType::Upcast,
+        top: true,
+    })
 }
 
 /// Lowers one kernel AST with exactly the given OptOps (for tests and search).

@@ -33,13 +33,23 @@ const PRELUDE: &str = "#define restrict __restrict__
 ";
 
 /// `f16` storage: IEEE half bits, rounded to nearest even from `float` or `double` and widened
-/// exactly to `float`, by PTX conversions.
+/// exactly to `float`, by PTX conversions. A NaN keeps its sign and the top of its payload,
+/// quieted, as on the CPU (PTX's `cvt` would give the canonical NaN instead).
 const HALF: &str = "struct tensor_half {
   unsigned short bits;
   __device__ tensor_half() {}
-  __device__ tensor_half(float f) { asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(bits) : \"f\"(f)); }
-  __device__ tensor_half(double d) { asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(bits) : \"d\"(d)); }
-  __device__ operator float() const { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(bits)); return f; }
+  __device__ tensor_half(float f) {
+    if (f != f) { unsigned u = __float_as_uint(f); bits = (unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu)); }
+    else asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(bits) : \"f\"(f));
+  }
+  __device__ tensor_half(double d) {
+    if (d != d) { unsigned long long u = __double_as_longlong(d); bits = (unsigned short)(((u >> 48) & 0x8000u) | 0x7e00u | ((u >> 42) & 0x3ffu)); }
+    else asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(bits) : \"d\"(d));
+  }
+  __device__ operator float() const {
+    if ((bits & 0x7c00u) == 0x7c00u && (bits & 0x3ffu)) return __uint_as_float(((bits & 0x8000u) << 16) | 0x7fc00000u | ((bits & 0x3ffu) << 13));
+    float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(bits)); return f;
+  }
 };
 #define _Float16 tensor_half
 ";

@@ -23,6 +23,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tensor_core::UOp;
 use tensor_core::codegen::{CodegenOptions, LaunchDims, lower_kernel_gpu};
 use tensor_core::render::Kernel;
@@ -112,7 +113,10 @@ impl Drop for CudaBuffer {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(slice) = memory.take() {
-            // A full pool hands the slice back: it is freed here.
+            // A full pool hands the slice back: it is freed here, which needs the context
+            // current on this thread (a failure is kept by cudarc and reported by the next
+            // bind, so nothing is lost by ignoring it here).
+            let _ = self.stream.context().bind_to_thread();
             drop(self.pool.give(slice.len(), slice));
         }
     }
@@ -137,6 +141,10 @@ impl CudaDevice {
         let (major, minor) = context
             .compute_capability()
             .map_err(|e| driver_error("reading the compute capability", e))?;
+        // SAFETY: every copy and launch of this device goes through its one stream, in
+        // order, so no slice is ever used by two streams and cudarc's per-slice events (which
+        // cost a record and a wait per kernel argument) have nothing to order.
+        unsafe { context.disable_event_tracking() };
         Ok(CudaDevice {
             name: format!("CUDA:{ordinal}"),
             stream: context.default_stream(),
@@ -159,6 +167,7 @@ impl CudaDevice {
     /// `bytes` bytes of device memory: a freed slice of that length from the pool, contents
     /// as left, or a new zeroed one.
     fn memory(&self, bytes: usize) -> Result<(CudaSlice<u8>, bool)> {
+        self.bind()?;
         let len = bytes.max(1);
         if let Some(reused) = self.pool.take(len) {
             return Ok((reused, true));
@@ -187,6 +196,65 @@ impl CudaDevice {
         self.ptx.counts()
     }
 
+    /// The GPU's name as its driver reports it (`NVIDIA H100 80GB HBM3`).
+    pub fn device_name(&self) -> Result<String> {
+        self.stream
+            .context()
+            .name()
+            .map_err(|e| driver_error("reading the device name", e))
+    }
+
+    /// The GPU's f32 peak in FLOP/s: multiprocessors × f32 lanes per multiprocessor × 2
+    /// (a fused multiply-add) × the clock the driver reports as its maximum.
+    pub fn f32_peak_flops(&self) -> Result<f64> {
+        use cudarc::driver::sys::CUdevice_attribute as Attribute;
+        let context = self.stream.context();
+        let read = |attribute| {
+            context
+                .attribute(attribute)
+                .map_err(|e| driver_error("reading a device attribute", e))
+        };
+        let multiprocessors = read(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let clock_khz = read(Attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
+        let lanes = f32_lanes_per_multiprocessor(self.arch);
+        Ok(multiprocessors as f64 * lanes as f64 * 2.0 * clock_khz as f64 * 1e3)
+    }
+
+    /// The median time of `repeats` device-to-device copies of `bytes` bytes, each
+    /// synchronized: the bandwidth reference that benches hold elementwise kernels against.
+    pub fn time_device_copy(&self, bytes: usize, repeats: usize) -> Result<Duration> {
+        let (source, _) = self.memory(bytes)?;
+        let (mut target, _) = self.memory(bytes)?;
+        let mut copy = || -> Result<Duration> {
+            let started = Instant::now();
+            self.stream
+                .memcpy_dtod(&source, &mut target)
+                .map_err(|e| driver_error("copying on the device", e))?;
+            self.synchronize()?;
+            Ok(started.elapsed())
+        };
+        copy()?;
+        let mut times = (0..repeats.max(1))
+            .map(|_| copy())
+            .collect::<Result<Vec<_>>>()?;
+        times.sort();
+        let median = times[times.len() / 2];
+        drop(self.pool.give(source.len(), source));
+        drop(self.pool.give(target.len(), target));
+        Ok(median)
+    }
+
+    /// Makes the device's context current on the calling thread: the driver keeps one
+    /// current context per thread, and cudarc binds it for some calls (allocations) but not
+    /// for others (memset, launch), which then fail with `CUDA_ERROR_INVALID_CONTEXT` on a
+    /// thread that never used the device.
+    fn bind(&self) -> Result<()> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| driver_error("making the device's context current", e))
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.stream
             .synchronize()
@@ -207,6 +275,16 @@ fn arch_name(major: i32, minor: i32) -> &'static str {
     leaked
 }
 
+/// f32 lanes (CUDA cores) per multiprocessor of an `sm_XX` architecture: 64 on the
+/// data-centre parts of Volta and Ampere (`sm_70`, `sm_80`), 128 on Turing's successors
+/// for consumers and on Hopper and Blackwell.
+fn f32_lanes_per_multiprocessor(arch: &str) -> u32 {
+    match arch {
+        "sm_60" | "sm_70" | "sm_72" | "sm_75" | "sm_80" => 64,
+        _ => 128,
+    }
+}
+
 fn driver_error(doing: &str, e: cudarc::driver::DriverError) -> RuntimeError {
     RuntimeError::InvalidLaunch(format!("CUDA driver error while {doing}: {e:?}"))
 }
@@ -214,6 +292,7 @@ fn driver_error(doing: &str, e: cudarc::driver::DriverError) -> RuntimeError {
 impl tensor_core::uop::DeviceAllocation for CudaBuffer {
     fn read_back(&self) -> Option<Vec<u8>> {
         let memory = self.lock();
+        self.stream.context().bind_to_thread().ok()?;
         let mut bytes = self.stream.memcpy_dtov(memory.as_ref()?).ok()?;
         self.stream.synchronize().ok()?;
         bytes.truncate(self.len);
@@ -270,6 +349,7 @@ impl Device for CudaDevice {
 
     fn copy_in(&self, dst: &CudaBuffer, src: &[u8]) -> Result<()> {
         check_len("copy_in", dst.len, src.len())?;
+        self.bind()?;
         let mut guard = dst.lock();
         let memory = guard.as_mut().expect("a live buffer has its memory");
         self.stream
@@ -281,6 +361,7 @@ impl Device for CudaDevice {
 
     fn copy_out(&self, src: &CudaBuffer, dst: &mut [u8]) -> Result<()> {
         check_len("copy_out", src.len, dst.len())?;
+        self.bind()?;
         let guard = src.lock();
         let memory = guard.as_ref().expect("a live buffer has its memory");
         let mut staged = vec![0u8; memory.len()];
@@ -295,6 +376,7 @@ impl Device for CudaDevice {
 
     fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
         let ptx = self.ptx.ptx(source, self.arch)?;
+        self.bind()?;
         let module = self
             .stream
             .context()
@@ -311,6 +393,7 @@ impl Device for CudaDevice {
 
     /// `threads` is the kernel's grid thread count (`Kernel::threads` of `render::cuda`).
     fn launch(&self, program: &CudaProgram, buffers: &[&CudaBuffer], threads: usize) -> Result<()> {
+        self.bind()?;
         let pointers: Vec<u64> = buffers
             .iter()
             .map(|b| {

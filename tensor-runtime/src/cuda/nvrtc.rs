@@ -38,12 +38,44 @@ pub fn nvrtc_version() -> Result<String> {
 pub fn nvrtc_available() -> Result<()> {
     // SAFETY: loads (and drops) the shared library by name; no symbol of it is called.
     if unsafe { cudarc::nvrtc::sys::is_culib_present() } || load_from_venv() {
-        Ok(())
+        nvrtc_found_is_cuda_12()
     } else {
         Err(RuntimeError::DeviceUnavailable(format!(
             "NVRTC (libnvrtc.so.12) could not be loaded from the library path; {SETUP_HINT}"
         )))
     }
+}
+
+/// Ok when the NVRTC that cudarc's load by name finds first exports every function cudarc's
+/// CUDA 12.9 bindings resolve: CUDA 13's lacks `nvrtcGetNVVM`, and cudarc would panic on it.
+/// (`libnvrtc.so` comes before `libnvrtc.so.12` in cudarc's search, so a system CUDA 13
+/// toolkit's can shadow a CUDA 12 NVRTC on the library path.)
+fn nvrtc_found_is_cuda_12() -> Result<()> {
+    static CHECKED: std::sync::OnceLock<std::result::Result<(), String>> =
+        std::sync::OnceLock::new();
+    let checked = CHECKED.get_or_init(|| {
+        for name in ["libnvrtc.so", "libnvrtc.so.12"] {
+            // SAFETY: loads the library by name (NVRTC's initialisers only set up its own
+            // state); a symbol's address is looked up below, nothing is called.
+            let Ok(library) = (unsafe { libloading::Library::new(name) }) else {
+                continue;
+            };
+            // SAFETY: as above: the symbol is looked up, never called.
+            let complete =
+                unsafe { library.get::<unsafe extern "C" fn()>(b"nvrtcGetNVVM\0") }.is_ok();
+            return match complete {
+                true => Ok(()),
+                false => Err(format!(
+                    "the NVRTC found as {name} is not CUDA 12's (it lacks nvrtcGetNVVM, which \
+                     this build's CUDA 12.9 bindings need): put a folder holding CUDA 12's \
+                     libnvrtc.so.12, and a libnvrtc.so link to it, first on LD_LIBRARY_PATH; \
+                     {SETUP_HINT}"
+                )),
+            };
+        }
+        Ok(())
+    });
+    checked.clone().map_err(RuntimeError::DeviceUnavailable)
 }
 
 /// The PTX of CUDA `source` for the GPU architecture `arch` (`"sm_80"`, or a virtual one such
