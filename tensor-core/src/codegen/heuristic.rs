@@ -589,8 +589,12 @@ fn reuse_axis(ast: &UOp, outputs: &[UOp], upcast: Option<&Opt>) -> Option<UOp> {
 
 /// The output range a GPU thread tiles next to its first upcast `first` (the rows of a
 /// matmul whose columns it upcasts), when the kernel reduces and some load does not depend on
-/// that range (so its values are reused across the tile from registers).
-pub fn gpu_tile_axis(ast: &UOp, first: &Opt) -> Option<UOp> {
+/// that range (so its values are reused across the tile from registers), with the tile's
+/// width: [`GPU_TILE_WIDTH`] on both axes when both divide by it, else [`UPCAST_WIDTH`].
+pub fn gpu_tile(ast: &UOp, first: &Opt) -> Option<(UOp, usize)> {
+    let Opt::Split {
+        axis: first_axis, ..
+    } = first;
     let outputs: Vec<UOp> = kernel_ranges(ast)
         .into_iter()
         .filter(|r| r.range_axis_type() == AxisType::Loop)
@@ -601,13 +605,30 @@ pub fn gpu_tile_axis(ast: &UOp, first: &Opt) -> Option<UOp> {
         .fold(1, usize::saturating_mul);
     // A smaller kernel keeps one thread per 1x4 outputs: tiling it would leave the GPU's
     // multiprocessors without enough threads to hide memory latency.
-    let enough_threads = elements >= GPU_TILE_MIN_OUTPUTS;
-    reuse_axis(ast, &outputs, Some(first)).filter(|_| enough_threads && !reduces_are_short(ast))
+    if elements < GPU_TILE_MIN_OUTPUTS || reduces_are_short(ast) {
+        return None;
+    }
+    let tile = reuse_axis(ast, &outputs, Some(first))?;
+    let first_size = outputs
+        .iter()
+        .find(|r| r.range_id() == *first_axis)
+        .and_then(UOp::range_size)?;
+    let divides = |n: usize| n.is_multiple_of(GPU_TILE_WIDTH);
+    let wide = divides(first_size) && tile.range_size().is_some_and(divides);
+    let wide = wide && elements / (GPU_TILE_WIDTH * GPU_TILE_WIDTH) >= GPU_TILE_MIN_THREADS;
+    Some((tile, if wide { GPU_TILE_WIDTH } else { UPCAST_WIDTH }))
 }
 
-/// The fewest outputs a GPU contraction must have to be tiled 4x4 per thread (65,536 threads
-/// then, about 500 per multiprocessor of a large GPU).
+/// The fewest outputs a GPU contraction must have to be tiled per thread.
 pub const GPU_TILE_MIN_OUTPUTS: usize = 1 << 20;
+
+/// The width of a large GPU contraction's square register tile (64 accumulators per thread,
+/// 16 loads per step of the reduce).
+pub const GPU_TILE_WIDTH: usize = 8;
+
+/// The fewest threads a tiled GPU contraction keeps (about 500 per multiprocessor of a large
+/// GPU): a tile of [`GPU_TILE_WIDTH`] that would leave fewer is [`UPCAST_WIDTH`] wide.
+pub const GPU_TILE_MIN_THREADS: usize = 1 << 16;
 
 /// How far `idx` moves when `range` goes from 0 to 1 with every other range at 0.
 fn index_stride(idx: &UOp, range: &UOp) -> Option<i64> {
@@ -682,6 +703,37 @@ mod tests {
                  }| (size(*axis), *factor, *target),
             )
             .collect()
+    }
+
+    #[test]
+    fn gpu_contractions_tile_by_their_size() {
+        let upcasts = |a: Tensor, b: Tensor| -> Vec<usize> {
+            // The last kernel is the contraction (a wide B may be copied to padded rows first).
+            let schedule = create_schedule(&[a.matmul(&b).uop()]);
+            let ast = &schedule.items.last().expect("a kernel").ast;
+            crate::codegen::gpu_optimizations(ast)
+                .iter()
+                .map(|opt| {
+                    let Opt::Split {
+                        factor,
+                        top,
+                        target,
+                        ..
+                    } = opt;
+                    assert!(*top, "a GPU upcast takes the top of its axis: {opt:?}");
+                    assert_eq!(*target, AxisType::Upcast, "a GPU kernel only upcasts");
+                    *factor
+                })
+                .collect()
+        };
+        // 16M outputs: 8x8 per thread, 262,144 threads.
+        assert_eq!(upcasts(matrix(4096, 64), matrix(64, 4096)), vec![8, 8]);
+        // 1M outputs: 8x8 would leave 16,384 threads, so 4x4 (65,536).
+        assert_eq!(upcasts(matrix(1024, 64), matrix(64, 1024)), vec![4, 4]);
+        // Fewer outputs: one thread per 1x4.
+        assert_eq!(upcasts(matrix(512, 64), matrix(64, 512)), vec![4]);
+        // A short reduce is not a contraction worth tiling.
+        assert_eq!(upcasts(matrix(4096, 8), matrix(8, 4096)), vec![4]);
     }
 
     #[test]
