@@ -13,7 +13,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tensor::prelude::*;
-use tensor::runtime::realize::{cuda_device, realize, set_device, to_vec};
+use tensor::runtime::realize::{cuda_device, realize, set_device, synchronize, to_vec};
 
 const LEN: usize = 64 * 1024 * 1024;
 const MATMUL: usize = 4096;
@@ -203,7 +203,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bytes = LEN * 4;
     let copy = ms(gpu.time_device_copy(bytes, 21)?);
     let gbps = |millis: f64| (bytes * 2) as f64 / (millis * 1e-3) / 1e9;
-    println!("elementwise, 64M f32 (warm medians; each call a realize, launch and synchronize):");
+    println!("elementwise, 64M f32 (warm medians; each call a realize and a synchronize):");
     println!(
         "  device-to-device copy (cuMemcpyDtoD)      {copy:>8.3} ms  {:>7.1} GB/s{}",
         gbps(copy),
@@ -221,6 +221,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         let t = ms(median(21, || {
             f(&x).realize().expect("the chain runs");
+            synchronize().expect("the chain finishes");
         }));
         println!(
             "  {name:<40} {t:>8.3} ms  {:>7.1} GB/s = {:>3.0}% of the copy's{}",
@@ -238,6 +239,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     realize(&[&a, &b])?;
     let t = ms(median(9, || {
         a.matmul(&b).realize().expect("the matmul runs");
+        synchronize().expect("the matmul finishes");
     }));
     let flops = 2.0 * (MATMUL as f64).powi(3) / (t * 1e-3);
     println!(
@@ -279,5 +281,6 @@ fn per_sample_grads(device: &str) -> Result<Duration, Box<dyn std::error::Error>
     Ok(median(21, || {
         let grads = tree_leaves(&per_sample(&params, &x, &y));
         realize(&grads.iter().collect::<Vec<_>>()).expect("the gradients realize");
+        synchronize().expect("the gradients finish");
     }))
 }

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 use tensor::nn::{self, ClassLoss, Conv, Pool};
 use tensor::prelude::*;
-use tensor::runtime::realize::{realize, to_vec};
+use tensor::runtime::realize::{realize, synchronize, to_vec};
 use tensor::typed::{self, Argnum};
 
 /// A layer's weight and bias.
@@ -104,6 +104,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let started = Instant::now();
             grads = grads_of(&params, &x, &y);
             realize_tree(&grads)?;
+            synchronize()?; // a GPU's realize returns once its kernels are queued
             times.push(started.elapsed());
         }
         let first = times.remove(0);

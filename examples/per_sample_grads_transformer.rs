@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 use tensor::nn::{self, Attention, ClassLoss, Gelu, Target};
 use tensor::prelude::*;
-use tensor::runtime::realize::{realize, to_vec};
+use tensor::runtime::realize::{realize, synchronize, to_vec};
 
 const VOCAB: usize = 1000;
 const SEQ: usize = 32;
@@ -214,6 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let started = Instant::now();
             grads = tree_leaves(&per_sample(&params, &t, &y));
             realize(&grads.iter().collect::<Vec<_>>())?;
+            synchronize()?; // a GPU's realize returns once its kernels are queued
             times.push(started.elapsed());
         }
         let first = times.remove(0);

@@ -7,11 +7,14 @@
 //! Compare with `../shared/bench/peers/jacobian.py --framework jax` run right after, on the
 //! same machine.
 //!
+//! On a GPU (`DEVICE=CUDA`) each timed call ends with `synchronize()`, so the figures hold
+//! the kernels' run time, not only their queueing.
+//!
 //! Run: `cargo run --release --example warm_path`
 
 use std::time::{Duration, Instant};
 use tensor::prelude::*;
-use tensor::runtime::realize::realize;
+use tensor::runtime::realize::{SelectedDevice, realize, selected_device, synchronize};
 
 const IN: usize = 784;
 const HIDDEN: usize = 128;
@@ -26,13 +29,20 @@ fn loss(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor, y: &Tens
 
 /// The median of `reps` timed runs of `f`, after `warmup` untimed ones.
 fn median(warmup: usize, reps: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..warmup {
+    let queued = selected_device().expect("DEVICE names a device") != SelectedDevice::Cpu;
+    let mut run = || {
         f();
+        if queued {
+            synchronize().expect("the queued work finishes");
+        }
+    };
+    for _ in 0..warmup {
+        run();
     }
     let mut times: Vec<Duration> = (0..reps)
         .map(|_| {
             let started = Instant::now();
-            f();
+            run();
             started.elapsed()
         })
         .collect();

@@ -99,13 +99,22 @@ pub trait Device: Send + Sync {
     fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
 
     /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`
-    /// parallel parts; returns when every part has finished.
+    /// parallel parts; returns when every part has finished, or, on a device with an
+    /// in-order queue (a GPU's stream), once the launch is queued there, where every later
+    /// copy, launch and free of that device waits for it.
     fn launch(
         &self,
         program: &Self::Program,
         buffers: &[&Self::Buffer],
         threads: usize,
     ) -> Result<()>;
+
+    /// Waits until every launch and copy queued on the device has finished (a no-op where
+    /// [`Device::launch`] returns only when its kernel has finished); reports a queued
+    /// kernel's failure.
+    fn wait_idle(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Copies typed host values into `dst` (little-endian, the layout kernels read).
     fn copy_in_elements<T: Element>(&self, dst: &Self::Buffer, values: &[T]) -> Result<()>

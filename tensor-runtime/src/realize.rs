@@ -277,6 +277,13 @@ pub(crate) fn read_realized(out: &UOp) -> Result<Vec<u8>> {
     on_selected_device!(|device, _plans| read_buffer(device, out))
 }
 
+/// Waits until everything queued on the selected device has finished, as
+/// `torch.cuda.synchronize()` does: a GPU's `realize` returns once its kernels are queued
+/// (reading a value waits for them anyway), so time GPU work up to this call.
+pub fn synchronize() -> Result<()> {
+    on_selected_device!(|device, _plans| device.wait_idle())
+}
+
 /// The bytes of `tensor` computed on the selected device by a schedule built afresh: the
 /// cold path, bypassing the plan cache, which tests hold replays against.
 pub fn fresh_bytes(tensor: &Tensor) -> Result<Vec<u8>> {

@@ -337,6 +337,11 @@ impl Device for CudaDevice {
         Ok(self.buffer(memory, bytes))
     }
 
+    fn wait_idle(&self) -> Result<()> {
+        self.bind()?;
+        self.synchronize()
+    }
+
     /// Memory a kernel overwrites entirely: a reused slice is not zeroed first.
     fn allocate_output(&self, bytes: usize) -> Result<CudaBuffer> {
         let (memory, _) = self.memory(bytes)?;
@@ -392,6 +397,8 @@ impl Device for CudaDevice {
     }
 
     /// `threads` is the kernel's grid thread count (`Kernel::threads` of `render::cuda`).
+    /// Returns once the launch is queued (see the trait): copies out and read-backs wait
+    /// for it, and its errors surface there at the latest.
     fn launch(&self, program: &CudaProgram, buffers: &[&CudaBuffer], threads: usize) -> Result<()> {
         self.bind()?;
         let pointers: Vec<u64> = buffers
@@ -418,9 +425,17 @@ impl Device for CudaDevice {
         }
         // SAFETY: the kernel was rendered for exactly these buffers (one device pointer per
         // slot, in slot order), each as long as the kernel's argument sizes, and it writes
-        // only below those sizes; the stream is synchronized before the buffers can go away.
+        // only below those sizes. The launch is queued on the device's one in-order stream:
+        // every later copy, launch, memset and free of this device goes through that stream
+        // too (a dropped buffer's memory goes to the pool, or cudarc frees it stream-ordered
+        // or after a synchronize), so no memory the kernel uses is reused or read before it
+        // finishes.
         unsafe { launch.launch(config) }.map_err(|e| driver_error("launching a kernel", e))?;
-        self.synchronize()
+        if crate::realize::debug_level() >= 2 {
+            // DEBUG=2 prints each kernel's run time: wait for it.
+            self.synchronize()?;
+        }
+        Ok(())
     }
 }
 
