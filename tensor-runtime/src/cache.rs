@@ -16,11 +16,13 @@
 //!     56     …  payload
 //! ```
 //!
-//! Entries are written to a unique temporary file in the same directory, flushed to disk, and
-//! renamed into place, so readers only ever see complete files, whatever crashes or concurrent
-//! writers do. A file that is truncated or corrupt anyway (a full disk, a copied cache, bit
-//! rot) fails the header check, is reported as a warning and rebuilt, and never reaches
-//! `dlopen`. Temporary files a crashed writer left behind are removed once they are an hour
+//! Entries are written to a unique temporary file in the same directory and renamed into
+//! place, so readers only ever see complete files, whatever concurrent writers do. They are
+//! not flushed to disk: a store sits on a first call's path, where two `fsync`s per kernel
+//! cost a cold start up to 250 ms of waiting on the disk, and a cache entry needs no
+//! durability. A file that is truncated or corrupt anyway (a crash before the kernel wrote
+//! it back, a full disk, a copied cache, bit rot) fails the header check, is reported as a
+//! warning and rebuilt, and never reaches `dlopen`. Temporary files a crashed writer left behind are removed once they are an hour
 //! old. A directory that cannot be written costs the cache, not the computation: the
 //! kernel is still built (in a private temporary directory) and a warning is printed once.
 //!
@@ -320,25 +322,17 @@ fn read_trusted(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Writes `bytes` to `path` so that `path` is either absent, its old content, or `bytes`:
-/// a uniquely named private temporary file in the same directory, flushed, then renamed over
-/// `path`.
+/// Writes `bytes` to `path` so that concurrent readers see `path` absent, with its old
+/// content, or with `bytes`: a uniquely named private temporary file in the same directory,
+/// renamed over `path` (not synced to disk: see the module docs).
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     let temp = dir.join(unique_temp_name(path));
-    let written = create_private_file(&temp).and_then(|mut file| {
-        file.write_all(bytes)?;
-        file.sync_all()
-    });
+    let written = create_private_file(&temp).and_then(|mut file| file.write_all(bytes));
     let renamed = written.and_then(|()| fs::rename(&temp, path));
     if renamed.is_err() {
         let _ = fs::remove_file(&temp);
     }
-    renamed?;
-    // Make the rename itself durable where the platform allows syncing a directory.
-    if let Ok(dir_handle) = File::open(dir) {
-        let _ = dir_handle.sync_all();
-    }
-    Ok(())
+    renamed
 }
 
 /// A cache entry on disk: its path, size and last use.
