@@ -109,39 +109,19 @@ pub fn lower_kernel_gpu(
 /// the parallelism). The upcast takes the top of its axis, so neighbouring threads touch
 /// neighbouring elements and every load and store of a warp is one coalesced access. A
 /// contraction also tiles a second output axis whose loads it reuses
-/// ([`heuristic::gpu_tile`]): a matmul thread computes a 4x4 or 8x8 tile of outputs from
-/// 4 + 4 or 8 + 8 loads per step of its reduce, instead of 1x4 from 1 + 4.
+/// ([`heuristic::gpu_tile`]): a matmul thread computes 4x4 or 8x4 outputs (rows by columns)
+/// from 4 + 4 or 8 + 4 loads per step of its reduce, instead of 1x4 from 1 + 4.
 pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
     let Some(first) = gpu_first_upcast(ast) else {
         return Vec::new();
     };
-    let Some((tile_axis, width)) = heuristic::gpu_tile(ast, &first) else {
-        return vec![first];
-    };
-    let widen = |opt: Opt| match opt {
-        Opt::Split {
-            axis,
-            factor,
-            target,
-            top,
-        } => Opt::Split {
-            axis,
-            factor: if width == heuristic::GPU_TILE_WIDTH {
-                width
-            } else {
-                factor
-            },
-            target,
-            top,
-        },
-    };
-    let tile = Opt::Split {
-        axis: tile_axis.range_id(),
+    let tile = heuristic::gpu_tile(ast, &first).map(|(axis, width)| Opt::Split {
+        axis: axis.range_id(),
         factor: width,
         target: AxisType::Upcast,
         top: true,
-    };
-    vec![widen(first), tile]
+    });
+    std::iter::once(first).chain(tile).collect()
 }
 
 /// The CPU heuristic's first upcast, narrowed for a GPU thread and taken from the top of its
