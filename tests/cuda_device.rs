@@ -8,11 +8,10 @@
 
 mod common;
 
-use common::{allclose, interpreted, max_abs_diff};
+use common::{allclose, assert_matches_interpreter, interpreted, max_abs_diff, ramp, values};
 use std::sync::{Mutex, MutexGuard};
-use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;
-use tensor::runtime::realize::{read_bytes, set_device, synchronize};
+use tensor::runtime::realize::{set_device, synchronize};
 
 /// Selects the GPU for the duration of one test, the tests one at a time; `None` (after
 /// printing why) where there is none.
@@ -26,33 +25,6 @@ fn on_gpu(test: &str) -> Option<MutexGuard<'static, ()>> {
             None
         }
     }
-}
-
-fn computed(t: &Tensor) -> Vec<f64> {
-    let bytes = read_bytes(t).expect("the GPU computes the tensor");
-    decode_scalars(&bytes, t.dtype())
-        .iter()
-        .map(|v| v.as_f64())
-        .collect()
-}
-
-#[track_caller]
-fn assert_matches_interpreter(what: &str, t: &Tensor) {
-    let expected = interpreted(t);
-    let actual = computed(t);
-    assert!(
-        allclose(&actual, &expected, 1e-5, 1e-5),
-        "{what}: largest difference {}",
-        max_abs_diff(&actual, &expected)
-    );
-}
-
-fn ramp(shape: &[usize], scale: f32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let values = (0..n)
-        .map(|i| ((i * 7919 % 97) as f32 / 97.0 - 0.5) * scale)
-        .collect();
-    Tensor::from_vec(values, shape)
 }
 
 #[test]
@@ -110,7 +82,7 @@ fn threads_that_never_used_the_gpu_compute_on_it() {
             std::thread::spawn(move || {
                 let x = ramp(&[1000], k as f32 + 1.0);
                 let y = (&x * 3.0).exp() + 1.0;
-                (interpreted(&y), computed(&y))
+                (interpreted(&y), values(&y))
             })
         })
         .collect();
@@ -137,10 +109,10 @@ fn a_nan_keeps_its_sign_and_payload_through_half_precision() {
     );
     let bits = x.cast(DType::F16).bitcast(DType::I16);
     let expected: Vec<i64> = vec![0x7e00, 0xfe00 - 0x10000, 0x7f00, 0x3e00, 0x7c00];
-    let actual: Vec<i64> = computed(&bits).iter().map(|v| *v as i64).collect();
+    let actual: Vec<i64> = values(&bits).iter().map(|v| *v as i64).collect();
     assert_eq!(actual, expected, "f16 bits as the CPU gives them");
     let back = x.cast(DType::F16).cast(DType::F32).bitcast(DType::I32);
-    let widened: Vec<u32> = computed(&back).iter().map(|v| *v as i64 as u32).collect();
+    let widened: Vec<u32> = values(&back).iter().map(|v| *v as i64 as u32).collect();
     assert_eq!(widened[0], 0x7fc0_0000);
     assert_eq!(widened[1], 0xffc0_0000);
     assert_eq!(widened[2], 0x7fe0_0000, "the payload's top bits survive");
@@ -154,7 +126,7 @@ fn queued_launches_are_finished_before_a_read_or_a_synchronize_returns() {
     };
     // Forty dependent kernels, none waited for until the read.
     let start = ramp(&[1 << 20], 1.0);
-    let mut expected: Vec<f32> = computed(&start).iter().map(|v| *v as f32).collect();
+    let mut expected: Vec<f32> = values(&start).iter().map(|v| *v as f32).collect();
     let mut x = start;
     for step in 0..40 {
         x = (&x * 0.5 + step as f64).contiguous();
@@ -165,7 +137,7 @@ fn queued_launches_are_finished_before_a_read_or_a_synchronize_returns() {
     }
     synchronize().expect("every queued kernel finishes without error");
     let expected: Vec<f64> = expected.iter().map(|v| *v as f64).collect();
-    let actual = computed(&x);
+    let actual = values(&x);
     assert!(
         allclose(&actual, &expected, 1e-6, 1e-6),
         "forty queued steps: largest difference {}",

@@ -7,11 +7,10 @@
 
 mod common;
 
-use common::{allclose, interpreted, max_abs_diff};
+use common::{assert_matches_interpreter, ramp, values};
 use std::sync::{Mutex, MutexGuard};
-use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;
-use tensor::runtime::realize::{SelectedDevice, read_bytes, selected_device, set_device};
+use tensor::runtime::realize::{SelectedDevice, selected_device, set_device};
 use tensor::runtime::{Jit, pipeline_counts};
 
 /// Selects `device` for the duration of one test, the tests one at a time.
@@ -20,33 +19,6 @@ fn on(device: &str) -> MutexGuard<'static, ()> {
     let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     set_device(Some(device)).expect("a device this build knows");
     guard
-}
-
-fn computed(t: &Tensor) -> Vec<f64> {
-    let bytes = read_bytes(t).expect("the selected device computes the tensor");
-    decode_scalars(&bytes, t.dtype())
-        .iter()
-        .map(|v| v.as_f64())
-        .collect()
-}
-
-#[track_caller]
-fn assert_matches_interpreter(what: &str, t: &Tensor) {
-    let expected = interpreted(t);
-    let actual = computed(t);
-    assert!(
-        allclose(&actual, &expected, 1e-5, 1e-5),
-        "{what}: largest difference {}",
-        max_abs_diff(&actual, &expected)
-    );
-}
-
-fn ramp(shape: &[usize], scale: f32) -> Tensor {
-    let n: usize = shape.iter().product();
-    let values = (0..n)
-        .map(|i| ((i * 7919 % 97) as f32 / 97.0 - 0.5) * scale)
-        .collect();
-    Tensor::from_vec(values, shape)
 }
 
 #[test]
@@ -193,7 +165,7 @@ fn outputs_reuse_memory_freed_by_an_earlier_step() {
     let step = |scale: f32| {
         let out = ramp(&[64, 33], scale) * 2.0 + 1.0;
         out.realize().unwrap();
-        computed(&out)
+        values(&out)
     };
     let first = step(1.0);
     let reused_before = gpu.pool().reused();

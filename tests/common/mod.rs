@@ -10,10 +10,11 @@ pub mod tolerance;
 use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;
 
-/// The values of `t`, computed on the CPU through the compiled path.
+/// The values of `t`, computed on the selected device (the CPU unless `DEVICE` or
+/// `set_device` says otherwise) through the compiled path.
 pub fn values(t: &Tensor) -> Vec<f64> {
     let bytes =
-        tensor::runtime::realize::read_bytes(t).expect("the CPU runtime computes the tensor");
+        tensor::runtime::realize::read_bytes(t).expect("the selected device computes the tensor");
     decode_scalars(&bytes, t.dtype())
         .iter()
         .map(|v| v.as_f64())
@@ -23,6 +24,28 @@ pub fn values(t: &Tensor) -> Vec<f64> {
 /// The values of `t` from the reference interpreter.
 pub fn interpreted(t: &Tensor) -> Vec<f64> {
     tensor::core::interp::evaluate(&t.uop()).to_f64_vec()
+}
+
+/// Fails unless the compiled values of `t` equal the interpreter's within 1e-5 (relative and
+/// absolute).
+#[track_caller]
+pub fn assert_matches_interpreter(what: &str, t: &Tensor) {
+    let expected = interpreted(t);
+    let actual = values(t);
+    assert!(
+        allclose(&actual, &expected, 1e-5, 1e-5),
+        "{what}: largest difference {}",
+        max_abs_diff(&actual, &expected)
+    );
+}
+
+/// A deterministic `f32` tensor of `shape` with values in `[-scale / 2, scale / 2)`.
+pub fn ramp(shape: &[usize], scale: f32) -> Tensor {
+    let n: usize = shape.iter().product();
+    let values = (0..n)
+        .map(|i| ((i * 7919 % 97) as f32 / 97.0 - 0.5) * scale)
+        .collect();
+    Tensor::from_vec(values, shape)
 }
 
 /// True when `actual` is within `atol + rtol * |expected|` of `expected`, elementwise.
