@@ -8,7 +8,10 @@
 
 mod common;
 
-use common::{allclose, assert_matches_interpreter, interpreted, max_abs_diff, ramp, values};
+use common::{
+    allclose, assert_matches_interpreter, interpreted, max_abs_diff, ramp,
+    softmax_regression_per_sample_grads, values,
+};
 use std::sync::{Mutex, MutexGuard};
 use tensor::prelude::*;
 use tensor::runtime::realize::{set_device, synchronize};
@@ -46,27 +49,12 @@ fn elementwise_reductions_and_matmuls_equal_the_interpreter() {
     assert_matches_interpreter("8x4-tiled matmul", &a.matmul(&b));
 }
 
-fn loss(w: &Tensor, b: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
-    let logits = x.matmul(w) + b;
-    -(y * logits.log_softmax(-1)).sum_all()
-}
-
 #[test]
 fn per_sample_gradients_equal_the_interpreter() {
     let Some(_gpu) = on_gpu("per_sample_gradients_equal_the_interpreter") else {
         return;
     };
-    let (w, b) = (ramp(&[8, 5], 1.0), ramp(&[5], 0.5));
-    let (x, y) = (
-        ramp(&[4, 8], 2.0),
-        Tensor::eye(5, DType::F32).shrink(&[(0, 4), (0, 5)]),
-    );
-    let per_sample = vmap(
-        grad(loss, vec![0usize, 1]),
-        [None, None, Some(0), Some(0)],
-        0,
-    );
-    let grads = per_sample.call(&[w, b, x, y]);
+    let grads = softmax_regression_per_sample_grads();
     for (g, what) in grads.iter().zip(["dw", "db"]) {
         assert_matches_interpreter(what, g);
     }

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_matches_interpreter, ramp, values};
+use common::{assert_matches_interpreter, ramp, softmax_regression_per_sample_grads, values};
 use std::sync::{Mutex, MutexGuard};
 use tensor::prelude::*;
 use tensor::runtime::realize::{SelectedDevice, selected_device, set_device};
@@ -69,25 +69,10 @@ fn a_matmul_with_bias_and_relu_equals_the_interpreter() {
     assert_matches_interpreter("relu(a @ b + bias)", &(a.matmul(&b) + &bias).relu());
 }
 
-fn loss(w: &Tensor, b: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
-    let logits = x.matmul(w) + b;
-    -(y * logits.log_softmax(-1)).sum_all()
-}
-
 #[test]
 fn per_sample_gradients_equal_the_interpreter() {
     let _on = on("EMU");
-    let (w, b) = (ramp(&[8, 5], 1.0), ramp(&[5], 0.5));
-    let (x, y) = (
-        ramp(&[4, 8], 2.0),
-        Tensor::eye(5, DType::F32).shrink(&[(0, 4), (0, 5)]),
-    );
-    let per_sample = vmap(
-        grad(loss, vec![0usize, 1]),
-        [None, None, Some(0), Some(0)],
-        0,
-    );
-    let grads = per_sample.call(&[w, b, x, y]);
+    let grads = softmax_regression_per_sample_grads();
     assert_eq!(grads[0].shape(), vec![4, 8, 5]);
     for (g, what) in grads.iter().zip(["dw", "db"]) {
         assert_matches_interpreter(what, g);

@@ -48,6 +48,26 @@ pub fn ramp(shape: &[usize], scale: f32) -> Tensor {
     Tensor::from_vec(values, shape)
 }
 
+/// The per-sample gradients `[dw, db]` of a softmax regression (`w` 8x5, `b` 5) over a batch
+/// of 4 samples: `vmap(grad(loss))`, lazy, for tests to compute on a device.
+pub fn softmax_regression_per_sample_grads() -> Vec<Tensor> {
+    fn loss(w: &Tensor, b: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
+        let logits = x.matmul(w) + b;
+        -(y * logits.log_softmax(-1)).sum_all()
+    }
+    let (w, b) = (ramp(&[8, 5], 1.0), ramp(&[5], 0.5));
+    let (x, y) = (
+        ramp(&[4, 8], 2.0),
+        Tensor::eye(5, DType::F32).shrink(&[(0, 4), (0, 5)]),
+    );
+    let per_sample = vmap(
+        grad(loss, vec![0usize, 1]),
+        [None, None, Some(0), Some(0)],
+        0,
+    );
+    per_sample.call(&[w, b, x, y])
+}
+
 /// True when `actual` is within `atol + rtol * |expected|` of `expected`, elementwise.
 pub fn allclose(actual: &[f64], expected: &[f64], rtol: f64, atol: f64) -> bool {
     actual.len() == expected.len()
