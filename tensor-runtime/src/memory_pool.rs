@@ -3,7 +3,7 @@
 //! output is usually the length of a buffer the previous step of the same loop freed, so
 //! [`MemoryPool::take`] hands that memory back instead of asking the device again. The pool
 //! holds at most a byte limit of freed memory; past it, freed memory goes back to the device.
-//! (The CPU has its own recycler, which also manages huge pages: `cpu::recycle`.)
+//! (The CPU has its own recycler: `cpu::recycle`.)
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

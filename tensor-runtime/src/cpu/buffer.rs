@@ -1,10 +1,10 @@
 //! Host memory for kernels: zero-initialised, 64-byte aligned, counted while alive; or a
 //! tensor's own host vector, bound read-only in place.
 //!
-//! Allocated bytes live in a `Vec<Block>` of 64-byte aligned blocks, which gives the alignment
-//! of a cache line and of the widest vector load (AVX-512) without any `unsafe` allocation
-//! code; copies in and out go through `u128::{from,to}_ne_bytes`, so the bytes are laid out
-//! exactly as C sees them. A mutex makes a buffer shareable between
+//! Allocated bytes live in 64-byte aligned 16-byte words (`memory::AlignedWords`: the
+//! alignment of a cache line and of the widest vector load, pages mapped on first touch),
+//! rounded up to whole 64-byte lines; copies in and out go through
+//! `u128::{from,to}_ne_bytes`, so the bytes are laid out exactly as C sees them. A mutex makes a buffer shareable between
 //! threads: a launch holds it for the whole run of a kernel, so host copies never observe a
 //! half-written result.
 //!
@@ -12,6 +12,7 @@
 //! is not counted, never locked (nothing writes it), and refuses copies in; the launch checks
 //! that no kernel stores into it.
 
+use super::memory::{ALIGNMENT, AlignedWords, WORD};
 use super::recycle::Recycler;
 use crate::error::{Result, RuntimeError};
 use std::ffi::c_void;
@@ -19,30 +20,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tensor_core::uop::HostData;
 
-const WORD: usize = std::mem::size_of::<u128>();
-
-/// The alignment of allocated kernel memory in bytes.
-pub const ALIGNMENT: usize = 64;
-
-/// One 64-byte aligned unit of allocated memory (a cache line).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(64))]
-pub struct Block(pub [u128; 4]);
-
-const BLOCK: usize = std::mem::size_of::<Block>();
-
 /// The bytes [`CpuBuffer::read_elements`] decodes at a time.
 const PAGE_BYTES: usize = 4096;
-const _: () = assert!(std::mem::align_of::<Block>() == ALIGNMENT);
 
-impl Block {
-    /// A block of zero bytes.
-    pub const ZERO: Block = Block([0; 4]);
-}
-
-/// The 16-byte words of `blocks`, in memory order.
-fn words(blocks: &[Block]) -> impl Iterator<Item = &u128> {
-    blocks.iter().flat_map(|b| b.0.iter())
+/// The words of an allocation of `len` bytes: whole 64-byte lines, so a kernel's aligned
+/// vector access of the last line stays inside the allocation.
+fn words_for(len: usize) -> usize {
+    len.div_ceil(ALIGNMENT) * (ALIGNMENT / WORD)
 }
 
 /// How many buffers of one device are alive, and how many bytes they hold.
@@ -73,7 +57,7 @@ pub struct CpuBuffer {
 enum Memory {
     /// Memory of the device, counted in `live` until dropped.
     Allocated {
-        words: Mutex<Vec<Block>>,
+        words: Mutex<AlignedWords>,
         live: Arc<LiveBuffers>,
         /// Where the memory goes when the buffer is dropped (`None`: back to the system).
         recycler: Option<Arc<Recycler>>,
@@ -96,7 +80,8 @@ impl CpuBuffer {
     /// `len` zero bytes, counted in `live` until dropped, freed when dropped.
     #[cfg(test)]
     pub(crate) fn zeroed(len: usize, live: Arc<LiveBuffers>) -> CpuBuffer {
-        CpuBuffer::counted(vec![Block::ZERO; len.div_ceil(BLOCK)], len, live, None)
+        let words = AlignedWords::zeroed(words_for(len)).expect("a test's small allocation");
+        CpuBuffer::counted(words, len, live, None)
     }
 
     /// `len` zero bytes taken from `recycler` (reusing freed memory of the same length when
@@ -107,7 +92,7 @@ impl CpuBuffer {
         live: Arc<LiveBuffers>,
         recycler: &Arc<Recycler>,
     ) -> Option<CpuBuffer> {
-        let words = recycler.take(len.div_ceil(BLOCK))?;
+        let words = recycler.take(words_for(len))?;
         Some(CpuBuffer::counted(words, len, live, Some(recycler.clone())))
     }
 
@@ -118,12 +103,12 @@ impl CpuBuffer {
         live: Arc<LiveBuffers>,
         recycler: &Arc<Recycler>,
     ) -> Option<CpuBuffer> {
-        let words = recycler.take_unzeroed(len.div_ceil(BLOCK))?;
+        let words = recycler.take_unzeroed(words_for(len))?;
         Some(CpuBuffer::counted(words, len, live, Some(recycler.clone())))
     }
 
     fn counted(
-        words: Vec<Block>,
+        words: AlignedWords,
         len: usize,
         live: Arc<LiveBuffers>,
         recycler: Option<Arc<Recycler>>,
@@ -162,7 +147,7 @@ impl CpuBuffer {
     /// where bound host data is read; an allocation's address is only stable while locked).
     pub fn data_address(&self) -> usize {
         match &self.memory {
-            Memory::Allocated { .. } => self.lock().as_ptr() as usize,
+            Memory::Allocated { .. } => self.lock().words().as_ptr() as usize,
             Memory::Host(data) => data.as_ptr() as usize,
         }
     }
@@ -185,9 +170,8 @@ impl CpuBuffer {
                 "copy_in into a tensor's bound host data, which is read-only".to_string(),
             ));
         };
-        let mut blocks = words.lock().unwrap_or_else(PoisonError::into_inner);
-        let words = blocks.iter_mut().flat_map(|b| b.0.iter_mut());
-        for (word, chunk) in words.zip(src.chunks(WORD)) {
+        let mut memory = words.lock().unwrap_or_else(PoisonError::into_inner);
+        for (word, chunk) in memory.words_mut().iter_mut().zip(src.chunks(WORD)) {
             let mut bytes = [0u8; WORD];
             bytes[..chunk.len()].copy_from_slice(chunk);
             *word = u128::from_ne_bytes(bytes);
@@ -198,14 +182,14 @@ impl CpuBuffer {
     /// Copies the whole buffer into `dst`, which must be exactly as long.
     pub fn read_bytes(&self, dst: &mut [u8]) -> Result<()> {
         self.check_len("copy_out", dst.len())?;
-        let blocks = match &self.memory {
+        let memory = match &self.memory {
             Memory::Allocated { .. } => self.lock(),
             Memory::Host(data) => {
                 dst.copy_from_slice(&data.to_bytes());
                 return Ok(());
             }
         };
-        for (chunk, word) in dst.chunks_mut(WORD).zip(words(&blocks)) {
+        for (chunk, word) in dst.chunks_mut(WORD).zip(memory.words()) {
             chunk.copy_from_slice(&word.to_ne_bytes()[..chunk.len()]);
         }
         Ok(())
@@ -215,7 +199,7 @@ impl CpuBuffer {
     /// pass over the memory, no byte copy in between.
     pub fn read_elements<T: tensor_core::Element>(&self) -> Vec<T> {
         let count = self.len / T::DTYPE.size_bytes();
-        let mut out = Vec::with_capacity(count + BLOCK);
+        let mut out = Vec::with_capacity(count + ALIGNMENT);
         match &self.memory {
             Memory::Host(data) => T::decode_into(&data.to_bytes(), &mut out),
             Memory::Allocated { .. } => {
@@ -224,9 +208,9 @@ impl CpuBuffer {
                 // its page faults.
                 let mut page = [0u8; PAGE_BYTES];
                 let memory = self.lock();
-                for blocks in memory.chunks(PAGE_BYTES / BLOCK) {
+                for words in memory.words().chunks(PAGE_BYTES / WORD) {
                     let mut filled = 0;
-                    for word in words(blocks) {
+                    for word in words {
                         page[filled..filled + 16].copy_from_slice(&word.to_le_bytes());
                         filled += 16;
                     }
@@ -250,7 +234,7 @@ impl CpuBuffer {
     /// plain bytes in an invalid state, so a poisoned lock is simply taken over.
     ///
     /// Panics for bound host data, which has no lock: see [`CpuBuffer::host_pointer`].
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Vec<Block>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, AlignedWords> {
         match &self.memory {
             Memory::Allocated { words, .. } => words.lock().unwrap_or_else(PoisonError::into_inner),
             Memory::Host(_) => panic!("bound host data is not locked: read it in place"),
@@ -302,7 +286,7 @@ impl Drop for CpuBuffer {
             live.bytes.fetch_sub(self.len, Ordering::Relaxed);
             if let Some(recycler) = recycler {
                 let words = words.get_mut().unwrap_or_else(PoisonError::into_inner);
-                recycler.give(std::mem::take(words));
+                recycler.give(std::mem::replace(words, AlignedWords::EMPTY));
             }
         }
     }

@@ -22,8 +22,8 @@
 pub mod beam;
 mod buffer;
 mod compiler;
-mod huge_pages;
 mod loaded;
+mod memory;
 mod pool;
 mod program;
 mod recycle;

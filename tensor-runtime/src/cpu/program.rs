@@ -3,7 +3,8 @@
 //!
 //! This is the FFI edge of the CPU device and the only place with `unsafe`.
 
-use super::buffer::{Block, CpuBuffer};
+use super::buffer::CpuBuffer;
+use super::memory::AlignedWords;
 use super::pool::WorkerPool;
 use crate::error::{Result, RuntimeError};
 use libloading::Library;
@@ -108,7 +109,7 @@ impl CpuProgram {
 /// host data is read-only and needs no lock.
 struct LockedBuffers<'a> {
     addresses: Vec<usize>,
-    guards: Vec<MutexGuard<'a, Vec<Block>>>,
+    guards: Vec<MutexGuard<'a, AlignedWords>>,
 }
 
 impl<'a> LockedBuffers<'a> {
