@@ -71,9 +71,10 @@
 //!     [`ONE_HOT_UPCAST_WIDTH`] instead, so one test serves the whole row (the transformer's
 //!     embedding gradient `[32, 1000, 64]`: a quarter of the tests, 1.7 -> 1.0 ms).
 //!
-//! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers and fuses
-//! the multiply-adds (`-mprefer-vector-width=256 -ffp-contract=fast`, see the runtime's
-//! compiler flags); `tests/vectorized.rs` checks that in the object code.
+//! The C compiler keeps the 16 accumulators of a row as two 8-wide vector registers (one
+//! 16-wide register where the runtime asks for 512-bit vectors) and fuses the multiply-adds
+//! (`-mprefer-vector-width`, `-ffp-contract=fast`, see the runtime's compiler flags);
+//! `tests/vectorized.rs` checks that in the object code.
 
 use super::expand::is_kernel_reduce;
 use super::opt::{Opt, OptimizedKernel, kernel_ranges};
