@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tensor::core::codegen::CodegenOptions;
 use tensor::core::schedule::create_schedule;
 use tensor::prelude::*;
-use tensor::runtime::cpu::{compiler_from_env, default_flags};
+use tensor::runtime::cpu::{compiler_from_env, default_flags, vector_lanes_of};
 use tensor::runtime::plan::generate_kernels;
 
 /// The C sources and names of the kernels that compute `t`.
@@ -20,6 +20,7 @@ fn kernels(t: &Tensor) -> Vec<(String, String)> {
     let options = CodegenOptions {
         optimize: true,
         threads: 2,
+        vector_lanes: vector_lanes_of(&default_flags()),
     };
     generate_kernels(&schedule, &options)
         .into_iter()

@@ -596,6 +596,7 @@ fn the_generated_c_indexes_the_intermediate_buffer_by_the_batch_loop() {
     let options = CodegenOptions {
         optimize: false,
         threads: 1,
+        ..CodegenOptions::default()
     };
     let sizes = |item: &tensor::core::schedule::ScheduleItem| -> Vec<usize> {
         item.buffers.iter().map(|b| b.shape_vec()[0]).collect()

@@ -69,6 +69,7 @@ fn noopt() -> CodegenOptions {
     CodegenOptions {
         optimize: false,
         threads: 1,
+        ..CodegenOptions::default()
     }
 }
 
@@ -76,6 +77,7 @@ fn opt(threads: usize) -> CodegenOptions {
     CodegenOptions {
         optimize: true,
         threads,
+        ..CodegenOptions::default()
     }
 }
 
@@ -827,6 +829,7 @@ fn noopt_renders_no_thread_split_and_no_upcast() {
         &CodegenOptions {
             optimize: false,
             threads: 4,
+            ..CodegenOptions::default()
         },
     );
     assert_eq!(k.threads, 1);

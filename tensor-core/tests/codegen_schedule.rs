@@ -79,10 +79,12 @@ fn assert_matches_interpreter(outputs: &[Tensor]) {
         CodegenOptions {
             optimize: false,
             threads: 1,
+            ..CodegenOptions::default()
         },
         CodegenOptions {
             optimize: true,
             threads: 3,
+            ..CodegenOptions::default()
         },
     ] {
         let got = run_through_c(&roots, &options);

@@ -30,6 +30,12 @@ pub trait Device: Send + Sync {
     /// How many parallel workers a kernel should be split into on this device.
     fn default_threads(&self) -> usize;
 
+    /// The `f32` lanes of the vector registers this device's kernels are compiled for, which
+    /// size the register tile of a reduce (`CodegenOptions::vector_lanes`).
+    fn vector_lanes(&self) -> usize {
+        tensor_core::codegen::heuristic::DEFAULT_VECTOR_LANES
+    }
+
     /// The kernel of one schedule item (`ast` over buffers of `buffer_sizes` elements, by
     /// slot) lowered and rendered for this device, its function named `name`: the device's
     /// renderer, so the scheduler never asks which device it schedules for. By default the C

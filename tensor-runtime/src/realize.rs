@@ -85,6 +85,7 @@ pub fn codegen_options<D: Device>(device: &D) -> CodegenOptions {
     CodegenOptions {
         optimize: !env_settings().noopt,
         threads: device.default_threads(),
+        vector_lanes: device.vector_lanes(),
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! 1. UPCAST by 4 the innermost output axis that the stores walk contiguously, when 4 divides
 //!    it: four neighbouring elements per iteration, which the C compiler turns into one SIMD
-//!    operation. In a kernel with a reduce the axis is upcast by 16 when 16 divides it: sixteen
-//!    accumulators in a row fill two 8-wide vector registers, and a value loaded once per
-//!    reduce step (the row element of a matmul) is used sixteen times.
+//!    operation. In a kernel with a reduce the axis is upcast by two vector registers' worth
+//!    ([`reduce_upcast_width`]: 16 with 8-lane AVX2, 32 with 16-lane AVX-512) when that
+//!    divides it (else 16, else 4): the accumulators of a row fill two vector registers, and
+//!    a value loaded once per reduce step (the row element of a matmul) is used that often.
 //! 2. In a kernel with a reduce, also UPCAST by 4 an output axis that some load does not
 //!    depend on: each loaded value is then reused by four accumulators (a 4x16 register tile
 //!    for a matmul whose output rows are a multiple of 16 long, 4x4 otherwise). (Preferring
@@ -92,11 +93,22 @@ pub const MIN_WORK_PER_THREADED_KERNEL: usize = 1 << 17;
 /// The width of an upcast.
 pub const UPCAST_WIDTH: usize = 4;
 
-/// The width of the contiguous upcast in a kernel with a reduce.
-pub const REDUCE_UPCAST_WIDTH: usize = 16;
+/// The `f32` lanes of a vector register the C compiler is assumed to use unless the device
+/// says otherwise (256-bit AVX2).
+pub const DEFAULT_VECTOR_LANES: usize = 8;
 
-/// The opts for `ast` on a machine with `threads` cores.
-pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
+/// The width of the contiguous upcast in a kernel with a reduce, for vectors of `vector_lanes`
+/// `f32` lanes: two vector registers of accumulators per row of the register tile (16 with
+/// AVX2; 32 with AVX-512, where a 4 x 16 tile left the matmul at 40% of the FMA peak and 4 x 32
+/// reached 50%: four rows of one 512-bit register each were too few multiply-adds per load).
+pub fn reduce_upcast_width(vector_lanes: usize) -> usize {
+    2 * vector_lanes.max(1)
+}
+
+/// The opts for `ast` on a machine with `threads` cores whose C compiler vectorizes with
+/// `vector_lanes` `f32` lanes per register (see [`DEFAULT_VECTOR_LANES`]).
+pub fn hand_coded_optimizations(ast: &UOp, threads: usize, vector_lanes: usize) -> Vec<Opt> {
+    let tile_width = reduce_upcast_width(vector_lanes);
     let mut opts = Vec::new();
     let outputs: Vec<UOp> = kernel_ranges(ast)
         .into_iter()
@@ -110,7 +122,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         .fold(1, usize::saturating_mul);
     let lane_ranges = contiguous_reduce_ranges(ast);
     if work < TINY_KERNEL_WORK && !dot_lanes_fit(ast, &lane_ranges) {
-        return upcastable_axis(ast, &outputs)
+        return upcastable_axis(ast, &outputs, tile_width)
             .map(|(axis, _)| Opt::Split {
                 axis: axis.range_id(),
                 factor: UPCAST_WIDTH,
@@ -120,7 +132,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             .into_iter()
             .collect();
     }
-    let mut upcast = upcastable_axis(ast, &outputs)
+    let mut upcast = upcastable_axis(ast, &outputs, tile_width)
         .filter(|(axis, _)| lane_ranges.is_empty() || !gathers(ast, axis));
     if let Some((axis, factor)) = &upcast {
         opts.push(Opt::Split {
@@ -139,8 +151,8 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         }),
     );
     let upcast_first = opts.first().cloned();
-    let mut reuse_range =
-        reuse_axis(ast, &outputs, upcast_first.as_ref()).filter(|_| !reduces_are_short(ast));
+    let mut reuse_range = reuse_axis(ast, &outputs, upcast_first.as_ref())
+        .filter(|_| !reduces_are_short(ast, tile_width));
     if let (Some(r), Some((axis, factor))) = (&reuse_range, &mut upcast)
         && one_hot_gate_ranges(ast).contains(r)
         && let Some(size) = axis.range_size()
@@ -157,7 +169,9 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
         reuse_range = None;
     }
     let strip = match (&upcast, &reuse_range) {
-        (None, Some(axis)) if lane_ranges.is_empty() => contiguous_strip(ast, &outputs, axis),
+        (None, Some(axis)) if lane_ranges.is_empty() => {
+            contiguous_strip(ast, &outputs, axis, tile_width)
+        }
         _ => Vec::new(),
     };
     let reuse = reuse_range.map(|axis| Opt::Split {
@@ -176,7 +190,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
             opts.extend(dot_tile(ast, &outputs, reuse, &lane_ranges));
         }
         _ => {
-            opts.extend(cache_blocks(ast, &outputs, &opts, threads));
+            opts.extend(cache_blocks(ast, &outputs, &opts, threads, tile_width));
             opts.extend(reduce_lanes(
                 ast,
                 &lane_ranges,
@@ -186,7 +200,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
     }
     if threads > 1
         && work >= MIN_WORK_PER_THREADED_KERNEL
-        && let Some(axis) = thread_axis(ast, &outputs, &opts, threads)
+        && let Some(axis) = thread_axis(ast, &outputs, &opts, threads, tile_width)
     {
         opts.push(Opt::Split {
             axis,
@@ -205,16 +219,16 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize) -> Vec<Opt> {
 /// mostly compiling its kernels.
 pub const TINY_KERNEL_WORK: usize = 4096;
 
-/// True when the kernel reduces and every reduce range is shorter than
-/// [`REDUCE_UPCAST_WIDTH`]: item 2's reuse upcast would then multiply the accumulators (64 for
-/// a 4 x 16 tile) for a loop of a few steps, four times the C for little reuse.
-fn reduces_are_short(ast: &UOp) -> bool {
+/// True when the kernel reduces and every reduce range is shorter than the tile width
+/// ([`reduce_upcast_width`]): item 2's reuse upcast would then multiply the accumulators (64
+/// for a 4 x 16 tile) for a loop of a few steps, four times the C for little reuse.
+fn reduces_are_short(ast: &UOp, tile_width: usize) -> bool {
     let reduces: Vec<usize> = kernel_ranges(ast)
         .iter()
         .filter(|r| r.range_axis_type() == AxisType::Reduce)
         .map(|r| r.range_size().unwrap_or(usize::MAX))
         .collect();
-    !reduces.is_empty() && reduces.iter().all(|&n| n < REDUCE_UPCAST_WIDTH)
+    !reduces.is_empty() && reduces.iter().all(|&n| n < tile_width)
 }
 
 /// The partial accumulators of a reduce along a contiguous axis (two 8-wide vector registers).
@@ -335,10 +349,10 @@ pub const SHORT_AXIS: usize = 4;
 
 /// Item 7 of the module doc: for a kernel whose stores walk no upcastable axis contiguously
 /// and whose reduces walk no load contiguously, when some load advances by one element along
-/// the reuse axis `axis`: that axis upcast by [`REDUCE_UPCAST_WIDTH`] (or 8) as a contiguous
+/// the reuse axis `axis`: that axis upcast by the tile width (or 16, or 8) as a contiguous
 /// strip, and the innermost short output axis (at most [`SHORT_AXIS`]) that this load does not
 /// depend on upcast whole. Empty when the shape does not fit.
-fn contiguous_strip(ast: &UOp, outputs: &[UOp], axis: &UOp) -> Vec<Opt> {
+fn contiguous_strip(ast: &UOp, outputs: &[UOp], axis: &UOp, tile_width: usize) -> Vec<Opt> {
     let nodes = ast.toposort();
     let Some(strip_load) = nodes
         .iter()
@@ -347,7 +361,7 @@ fn contiguous_strip(ast: &UOp, outputs: &[UOp], axis: &UOp) -> Vec<Opt> {
         return Vec::new();
     };
     let size = axis.range_size().unwrap_or(0);
-    let Some(width) = [REDUCE_UPCAST_WIDTH, 8]
+    let Some(width) = [tile_width, 16, 8]
         .into_iter()
         .find(|&w| size.is_multiple_of(w))
     else {
@@ -384,15 +398,24 @@ pub const COLUMN_TILES_PER_BLOCK: usize = 8;
 /// and the column tiles in groups of up to [`COLUMN_TILES_PER_BLOCK`] visited per row tile
 /// (a LOOP split, its new inner axis looping inside the row tiles), leaving each core at least
 /// two groups. None when the kernel is not a plain matmul or the opts do not fit.
-fn cache_blocks(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Vec<Opt> {
-    let Some(Opt::Split {
+fn cache_blocks(
+    ast: &UOp,
+    outputs: &[UOp],
+    opts: &[Opt],
+    threads: usize,
+    tile_width: usize,
+) -> Vec<Opt> {
+    let Some(&Opt::Split {
         axis: columns,
-        factor: REDUCE_UPCAST_WIDTH,
+        factor,
         ..
     }) = opts.first()
     else {
         return Vec::new();
     };
+    if factor != tile_width {
+        return Vec::new();
+    }
     let reduces: Vec<UOp> = kernel_ranges(ast)
         .into_iter()
         .filter(|r| r.range_axis_type() == AxisType::Reduce)
@@ -400,7 +423,7 @@ fn cache_blocks(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Vec
     let (Some(column_size), [reduce]) = (
         outputs
             .iter()
-            .find(|r| r.range_id() == *columns)
+            .find(|r| r.range_id() == columns)
             .and_then(UOp::range_size),
         reduces.as_slice(),
     ) else {
@@ -410,7 +433,7 @@ fn cache_blocks(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Vec
     if outputs.len() != 2 || k < 2 * REDUCE_BLOCK || !k.is_multiple_of(REDUCE_BLOCK) {
         return Vec::new();
     }
-    let tiles = column_size / REDUCE_UPCAST_WIDTH;
+    let tiles = column_size / tile_width;
     let Some(group) = [COLUMN_TILES_PER_BLOCK, 4, 2]
         .into_iter()
         .find(|&g| tiles.is_multiple_of(g) && tiles / g >= 2 * threads)
@@ -419,7 +442,7 @@ fn cache_blocks(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Vec
     };
     let blocking = vec![
         Opt::Split {
-            axis: *columns,
+            axis: columns,
             factor: group,
             target: AxisType::Loop,
             top: false,
@@ -443,7 +466,13 @@ fn cache_blocks(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Vec
 /// matmul-shaped kernel when each core gets two of its tiles, else the outermost output axis;
 /// `None` when no axis can be split (fewer than two iterations, or a store whose address does
 /// not depend on it: cores would race).
-fn thread_axis(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Option<usize> {
+fn thread_axis(
+    ast: &UOp,
+    outputs: &[UOp],
+    opts: &[Opt],
+    threads: usize,
+    tile_width: usize,
+) -> Option<usize> {
     let remaining = |r: &UOp| {
         let mut size = r.range_size().unwrap_or(1);
         for opt in opts {
@@ -461,9 +490,7 @@ fn thread_axis(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Opti
             .all(|st| st.op() == Op::Store && st.s(0).toposort().contains(r))
     };
     let matmul_columns = match opts.first() {
-        Some(Opt::Split { axis, factor, .. })
-            if *factor == REDUCE_UPCAST_WIDTH && outputs.len() == 2 =>
-        {
+        Some(Opt::Split { axis, factor, .. }) if *factor == tile_width && outputs.len() == 2 => {
             outputs.iter().find(|r| r.range_id() == *axis)
         }
         _ => None,
@@ -476,23 +503,24 @@ fn thread_axis(ast: &UOp, outputs: &[UOp], opts: &[Opt], threads: usize) -> Opti
 
 /// The innermost output range of constant size divisible by the upcast width along which
 /// every store's address advances by exactly one element, with the factor to upcast it by.
-fn upcastable_axis(ast: &UOp, outputs: &[UOp]) -> Option<(UOp, usize)> {
+fn upcastable_axis(ast: &UOp, outputs: &[UOp], tile_width: usize) -> Option<(UOp, usize)> {
     let stores: Vec<&UOp> = ast.src().iter().filter(|s| s.op() == Op::Store).collect();
     if stores.is_empty() {
         return None;
     }
-    let widest = if ast.toposort().iter().any(is_kernel_reduce) {
-        REDUCE_UPCAST_WIDTH
+    let widths: &[usize] = if ast.toposort().iter().any(is_kernel_reduce) {
+        &[tile_width, 16, UPCAST_WIDTH]
     } else {
-        UPCAST_WIDTH
+        &[UPCAST_WIDTH]
     };
     outputs.iter().rev().find_map(|r| {
         let size = r.range_size()?;
         let contiguous = stores
             .iter()
             .all(|s| index_stride(&s.s(0).src()[1], r) == Some(1));
-        let factor = [widest, UPCAST_WIDTH]
-            .into_iter()
+        let factor = widths
+            .iter()
+            .copied()
             .find(|&w| size >= w && size % w == 0)?;
         contiguous.then(|| (r.clone(), factor))
     })
@@ -605,7 +633,9 @@ pub fn gpu_tile(ast: &UOp, first: &Opt) -> Option<(UOp, usize)> {
         .fold(1, usize::saturating_mul);
     // A smaller kernel keeps one thread per 1x4 outputs: tiling it would leave the GPU's
     // multiprocessors without enough threads to hide memory latency.
-    if elements < GPU_TILE_MIN_OUTPUTS || reduces_are_short(ast) {
+    if elements < GPU_TILE_MIN_OUTPUTS
+        || reduces_are_short(ast, reduce_upcast_width(DEFAULT_VECTOR_LANES))
+    {
         return None;
     }
     let tile = reuse_axis(ast, &outputs, Some(first))?;
@@ -745,7 +775,7 @@ mod tests {
     fn a_matmul_spreads_its_column_tiles_over_the_cores() {
         let (a, b) = (matrix(256, 64), matrix(64, 512));
         let ast = kernel_ast(&a.matmul(&b));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![
@@ -757,10 +787,29 @@ mod tests {
     }
 
     #[test]
+    fn with_avx512_vectors_a_matmul_row_holds_two_sixteen_lane_registers() {
+        let (a, b) = (matrix(256, 64), matrix(64, 512));
+        let ast = kernel_ast(&a.matmul(&b));
+        let opts = hand_coded_optimizations(&ast, 2, 16);
+        assert_eq!(
+            described(&ast, &opts),
+            vec![
+                (512, 32, AxisType::Upcast),
+                (256, 4, AxisType::Upcast),
+                (512, 2, AxisType::Thread),
+            ]
+        );
+        // A row of 48 is no multiple of 32: two 8-lane registers' worth, as with AVX2.
+        let ast = kernel_ast(&matrix(256, 64).matmul(&matrix(64, 48)));
+        let first = described(&ast, &hand_coded_optimizations(&ast, 2, 16))[0];
+        assert_eq!(first, (48, 16, AxisType::Upcast));
+    }
+
+    #[test]
     fn a_matmul_with_few_column_tiles_spreads_its_rows() {
         let (a, b) = (matrix(1024, 64), matrix(64, 32));
         let ast = kernel_ast(&a.matmul(&b));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![
@@ -777,7 +826,7 @@ mod tests {
         let (x, g) = (matrix(784, 1), matrix(1, 128));
         let outer = kernel_ast(&(x.expand(&[784, 128]) * g.expand(&[784, 128])));
         let threaded = |ast: &UOp| {
-            hand_coded_optimizations(ast, 2)
+            hand_coded_optimizations(ast, 2, DEFAULT_VECTOR_LANES)
                 .iter()
                 .any(|Opt::Split { target, .. }| *target == AxisType::Thread)
         };
@@ -794,7 +843,7 @@ mod tests {
     fn a_tiny_kernel_gets_only_a_four_wide_upcast() {
         // A row max over 10 classes of 256 samples: 2560 iterations.
         let ast = kernel_ast(&matrix(256, 10).max(-1, false));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![(256, UPCAST_WIDTH, AxisType::Upcast)]
@@ -805,14 +854,17 @@ mod tests {
     fn a_matmul_with_a_short_reduce_gets_no_reuse_upcast() {
         let (a, b) = (matrix(256, 10), matrix(10, 128));
         let ast = kernel_ast(&a.matmul(&b));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![(128, 16, AxisType::Upcast), (128, 2, AxisType::Thread)]
         );
         let (a, b) = (matrix(256, 16), matrix(16, 128));
         let ast = kernel_ast(&a.matmul(&b));
-        let long = described(&ast, &hand_coded_optimizations(&ast, 2));
+        let long = described(
+            &ast,
+            &hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES),
+        );
         assert!(long.contains(&(256, 4, AxisType::Upcast)), "{long:?}");
     }
 
@@ -821,7 +873,7 @@ mod tests {
         // 1536 columns: rows 6 KiB apart, so no staggered copy (a second kernel).
         let (a, b) = (matrix(1024, 1024), matrix(1024, 1536));
         let ast = kernel_ast(&a.matmul(&b));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![
@@ -838,7 +890,7 @@ mod tests {
     fn a_matmul_with_an_epilogue_is_not_cache_blocked() {
         let (a, b) = (matrix(64, 1024), matrix(1024, 512));
         let ast = kernel_ast(&a.matmul(&b).relu());
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert!(
             described(&ast, &opts)
                 .iter()
@@ -853,7 +905,7 @@ mod tests {
         // the weight rows are 256 floats apart, so the 16-wide column upcast would gather.
         let (x, w) = (matrix(256, 256), matrix(64, 256));
         let ast = kernel_ast(&x.matmul(&w.transpose(0, 1)));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![
@@ -870,7 +922,7 @@ mod tests {
         let x = Tensor::from_vec(vec![1i32; 64 * 256], &[64, 256]);
         let w = Tensor::from_vec(vec![2i32; 16 * 256], &[16, 256]);
         let ast = kernel_ast(&x.matmul(&w.transpose(0, 1)));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         let described = described(&ast, &opts);
         assert!(
             described.iter().all(|o| o.2 != AxisType::Lane)
@@ -882,7 +934,7 @@ mod tests {
     #[test]
     fn a_row_sum_gets_partial_accumulators_instead_of_a_gathering_row_upcast() {
         let ast = kernel_ast(&matrix(64, 4096).sum(-1, false));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![
@@ -903,11 +955,11 @@ mod tests {
         let g = g.permute(&[0, 2, 3, 1]).reshape(&[4, 1, 1, 8, 24, 16]);
         let w = w.permute(&[1, 2, 0]).reshape(&[1, 4, 9, 1, 1, 16]);
         let ast = kernel_ast(&g.mul(&w).sum(-1, false));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert_eq!(
             described(&ast, &opts),
             vec![
-                (192, REDUCE_UPCAST_WIDTH, AxisType::Upcast),
+                (192, 16, AxisType::Upcast),
                 (36, UPCAST_WIDTH, AxisType::Upcast),
                 (4, 2, AxisType::Thread),
             ]
@@ -923,7 +975,7 @@ mod tests {
         let table = tokens.eq(&vocabulary).where_(&g, 0.0).sum(0, false);
         let ast = kernel_ast(&table);
         assert!(!one_hot_gate_ranges(&ast).is_empty(), "a one-hot reduce");
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         let described = described(&ast, &opts);
         assert_eq!(described[0], (64, ONE_HOT_UPCAST_WIDTH, AxisType::Upcast));
         assert!(
@@ -938,7 +990,7 @@ mod tests {
         let x = matrix(66, 64);
         let taps: Vec<Tensor> = (0..3).map(|k| x.narrow(0, k, 64)).collect();
         let ast = kernel_ast(&Tensor::stack(&taps, 0));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert!(
             described(&ast, &opts).contains(&(3, 3, AxisType::Upcast)),
             "{opts:?}"
@@ -952,7 +1004,7 @@ mod tests {
         // [64, 3 x 64]: the cat's gates cut the last axis at 64 and 128.
         let parts: Vec<Tensor> = (0..3).map(|_| matrix(64, 64)).collect();
         let ast = kernel_ast(&Tensor::cat(&parts, 1));
-        let opts = hand_coded_optimizations(&ast, 2);
+        let opts = hand_coded_optimizations(&ast, 2, DEFAULT_VECTOR_LANES);
         assert!(
             opts.contains(&Opt::Split {
                 axis: 1,

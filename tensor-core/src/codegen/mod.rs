@@ -42,6 +42,10 @@ pub struct CodegenOptions {
     pub optimize: bool,
     /// How many cores a kernel may be spread across.
     pub threads: usize,
+    /// The `f32` lanes of the vector registers the target compiler uses (8 for 256-bit AVX2,
+    /// 16 for AVX-512): sizes the register tile of a reduce
+    /// ([`heuristic::reduce_upcast_width`]).
+    pub vector_lanes: usize,
 }
 
 impl Default for CodegenOptions {
@@ -49,6 +53,7 @@ impl Default for CodegenOptions {
         CodegenOptions {
             optimize: true,
             threads: 1,
+            vector_lanes: heuristic::DEFAULT_VECTOR_LANES,
         }
     }
 }
@@ -72,7 +77,7 @@ pub fn lower_kernel_named(
     name: &str,
 ) -> LinearKernel {
     let opt_list = if opts.optimize {
-        heuristic::hand_coded_optimizations(ast, opts.threads)
+        heuristic::hand_coded_optimizations(ast, opts.threads, opts.vector_lanes)
     } else {
         Vec::new()
     };
@@ -127,7 +132,7 @@ pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
 /// The CPU heuristic's first upcast, narrowed for a GPU thread and taken from the top of its
 /// axis (see [`gpu_optimizations`]).
 fn gpu_first_upcast(ast: &UOp) -> Option<Opt> {
-    let upcast = heuristic::hand_coded_optimizations(ast, 1)
+    let upcast = heuristic::hand_coded_optimizations(ast, 1, heuristic::DEFAULT_VECTOR_LANES)
         .into_iter()
         .find_map(|opt| match opt {
             Opt::Split {

@@ -320,6 +320,7 @@ fn a_cnn_computes_each_relu_and_pool_mask_once_per_element() {
     let opts = CodegenOptions {
         optimize: false,
         threads: 1,
+        ..CodegenOptions::default()
     };
     for item in &schedule.items {
         let sizes: Vec<usize> = item.buffers.iter().map(|b| b.numel()).collect();

@@ -75,7 +75,7 @@ pub fn best_opts(device: &CpuDevice, ast: &UOp, sizes: &[usize], width: usize) -
             crate::warn(&format!(
                 "BEAM search failed ({e}); using the hand-coded optimizations"
             ));
-            heuristic::hand_coded_optimizations(ast, threads)
+            heuristic::hand_coded_optimizations(ast, threads, device.vector_lanes())
         }
     }
 }
@@ -140,7 +140,11 @@ impl<'a> Search<'a> {
     }
 
     fn run(mut self) -> Result<Vec<Opt>> {
-        let heuristic = heuristic::hand_coded_optimizations(&self.ast, self.threads);
+        let heuristic = heuristic::hand_coded_optimizations(
+            &self.ast,
+            self.threads,
+            self.device.vector_lanes(),
+        );
         let first = self.time_all(vec![heuristic.clone()])?;
         let Some(baseline) = first.first().cloned() else {
             return Ok(heuristic);

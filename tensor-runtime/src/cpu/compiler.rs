@@ -61,6 +61,17 @@ pub fn preferred_vector_width() -> u32 {
     vector_width_for(host_cpu_identity())
 }
 
+/// The `f32` lanes of the vectors a compiler run with `flags` prefers: the
+/// `-mprefer-vector-width=` among them in bits over 32, else 8 (256-bit vectors).
+pub fn vector_lanes_of(flags: &[String]) -> usize {
+    flags
+        .iter()
+        .rev()
+        .find_map(|f| f.strip_prefix("-mprefer-vector-width="))
+        .and_then(|bits| bits.parse::<usize>().ok())
+        .map_or(8, |bits| (bits / 32).max(1))
+}
+
 /// [`preferred_vector_width`] for a CPU described as [`host_cpu_identity`] describes it.
 fn vector_width_for(identity: &str) -> u32 {
     let amd = identity
@@ -428,6 +439,16 @@ mod tests {
         assert_eq!(vector_width_for("aarch64"), 256);
         let flag = format!("-mprefer-vector-width={}", preferred_vector_width());
         assert!(default_flags().contains(&flag));
+    }
+
+    #[test]
+    fn vector_lanes_follow_the_last_width_flag() {
+        let flags = |list: &[&str]| list.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+        assert_eq!(vector_lanes_of(&flags(&["-O2"])), 8);
+        assert_eq!(vector_lanes_of(&flags(&["-mprefer-vector-width=512"])), 16);
+        let both = flags(&["-mprefer-vector-width=512", "-mprefer-vector-width=128"]);
+        assert_eq!(vector_lanes_of(&both), 4);
+        assert_eq!(vector_lanes_of(&flags(&["-mprefer-vector-width=none"])), 8);
     }
 
     #[test]

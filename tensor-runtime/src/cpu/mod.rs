@@ -32,6 +32,7 @@ mod scratch;
 pub use buffer::{CpuBuffer, LiveBuffers};
 pub use compiler::{
     CCompiler, DEFAULT_COMPILE_TIMEOUT, compile_timeout_from_env, compiler_from_env, default_flags,
+    preferred_vector_width, vector_lanes_of,
 };
 pub use loaded::DEFAULT_PROGRAM_CACHE_SIZE;
 pub use program::CpuProgram;
@@ -551,6 +552,11 @@ impl Device for CpuDevice {
 
     fn default_threads(&self) -> usize {
         self.inner.threads
+    }
+
+    /// As the compiler's `-mprefer-vector-width` asks.
+    fn vector_lanes(&self) -> usize {
+        vector_lanes_of(self.inner.compiler.flags())
     }
 
     /// The C renderer, with OptOps from a BEAM search when the device has a beam width.
