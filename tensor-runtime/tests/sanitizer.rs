@@ -1,9 +1,14 @@
-//! The control case of CI's AddressSanitizer run (`.ci/run`): a kernel that writes one element
-//! past its output buffer. CI compiles kernels with `CC="cc -fsanitize=address"`, preloads the
+//! The control case of CI's AddressSanitizer run (`.ci/run`): a kernel that writes one cache
+//! line past its output buffer. CI compiles kernels with `CC="cc -fsanitize=address"`, preloads the
 //! sanitizer runtime (so every buffer the runtime allocates has guarded edges) and runs the
 //! compiled-kernel tests, which must report nothing; this test, run the same way, must be
 //! stopped with a `heap-buffer-overflow` report, which shows the sanitizer sees into kernels.
 //! Without the sanitizer the write would corrupt the heap silently, so it is ignored by default.
+//!
+//! Why a whole line: a buffer starts at the first 64-byte boundary of an allocation up to
+//! 48 bytes longer than the buffer (`cpu::memory`), so the first 48 bytes past its end may
+//! still lie inside the allocation, where a write is harmless and the sanitizer rightly silent.
+//! Sixteen floats reach past any such slack into the sanitizer's redzone.
 
 mod common;
 
@@ -11,11 +16,15 @@ use common::device;
 use tensor_runtime::Device;
 use tensor_runtime::cpu::compiler_from_env;
 
-/// `out[i] = i` for `i` in `0..=n`: one element too many.
+/// The floats in one 64-byte cache line.
+const LINE: usize = 16;
+
+/// `out[i] = i` for `i` in `0..n + LINE`: one cache line too many.
 fn overflowing_kernel(n: usize) -> String {
+    let end = n + LINE;
     format!(
         r#"void past_end(float* restrict out) {{
-  for (int i = 0; i <= {n}; i++) {{
+  for (int i = 0; i < {end}; i++) {{
     out[i] = (float)i;
   }}
 }}
