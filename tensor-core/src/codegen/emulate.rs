@@ -537,6 +537,40 @@ mod tests {
     }
 
     #[test]
+    fn a_block_combines_its_parts_in_a_tree_of_log2_steps() {
+        use crate::codegen::group::GROUP_SIZE;
+        let kernels = gpu_kernels(&[data(&[4096], 20).sum_all()]);
+        let [kernel] = kernels.as_slice() else {
+            panic!("one kernel: {kernels:?}");
+        };
+        let count = |f: fn(&Line) -> bool| kernel.body.lines.iter().filter(|l| f(l)).count();
+        let steps = GROUP_SIZE.trailing_zeros() as usize;
+        // One barrier after the parts are stored, one after each step.
+        assert_eq!(count(|l| matches!(l, Line::Barrier)), 1 + steps);
+        // Each step reads two parts; then every thread reads the total.
+        assert_eq!(
+            count(|l| matches!(l, Line::LocalLoad { .. })),
+            2 * steps + 1
+        );
+        // Every step's barrier is needed: without any one of them a thread reads a part that
+        // another thread of the same phase writes.
+        let barriers: Vec<usize> = (0..kernel.body.lines.len())
+            .filter(|&i| matches!(kernel.body.lines[i], Line::Barrier))
+            .collect();
+        let schedule = create_schedule(&[data(&[4096], 20).sum_all().uop()]);
+        let item = &schedule.items[0];
+        for &at in &barriers {
+            let mut broken = kernel.clone();
+            broken.body.lines.remove(at);
+            let mut bufs: Vec<Vec<Scalar>> = item.buffers.iter().map(initial).collect();
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_on_grid(&broken, &mut bufs)
+            }));
+            assert!(caught.is_err(), "the barrier at line {at} is not checked");
+        }
+    }
+
+    #[test]
     fn a_combine_without_its_barrier_is_a_race() {
         let schedule = create_schedule(&[data(&[4096], 19).sum_all().uop()]);
         let item = &schedule.items[0];

@@ -6,11 +6,11 @@
 //! output loops to the grid) become strided loops: the thread at position `lane` of the block
 //! runs the values `lane, lane + GROUP_SIZE, ...`. An accumulator a loop folds into but that
 //! is declared before it then holds only the thread's part, so after the loop every thread
-//! writes its part to shared memory (DEFINE_LOCAL), waits at a barrier, and folds the block's
-//! parts in lane order into a new accumulator that the rest of the kernel reads. Every thread
-//! ends with the same total, so the statements after a loop (the next loop of a softmax, the
-//! final store) see the whole result; a store outside any loop is made by every thread of the
-//! block, with the same value.
+//! writes its part to shared memory (DEFINE_LOCAL), waits at a barrier, and the block folds
+//! the parts pairwise in a tree (log2 of the block size steps, a barrier after each) into a
+//! new accumulator that the rest of the kernel reads. Every thread ends with the same total,
+//! so the statements after a loop (the next loop of a softmax, the final store) see the whole
+//! result; a store outside any loop is made by every thread of the block, with the same value.
 //!
 //! A loop that reads an accumulator it is still folding into (a running sum) depends on the
 //! order of its iterations, so a kernel with one is left as it was. Only the top-level loop
@@ -18,7 +18,7 @@
 //! outer loop over blocks, keeps only as many threads busy as it has blocks.
 
 use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Value};
-use crate::uop::{AxisType, ReduceOp, UOp};
+use crate::uop::{AxisType, Op, ReduceOp, UOp};
 use std::collections::HashSet;
 
 /// Threads per block of a grouped kernel (the launch's usual block size, so the runtime's
@@ -226,8 +226,12 @@ fn outer_accumulators(lines: &[Line]) -> Vec<(usize, ReduceOp, UOp)> {
     out
 }
 
-/// Appends the combine of accumulator `acc` over the block (store the thread's part, barrier,
-/// fold every part in lane order); returns the accumulator that holds the total.
+/// Appends the combine of accumulator `acc` over the block; returns the accumulator that holds
+/// the total. Each thread stores its part in shared memory; then, in log2([`GROUP_SIZE`])
+/// steps between barriers, the lower half of the active threads folds the upper half's parts
+/// into its own (a tree: 8 steps of one fold for a block of 256, where every thread folding
+/// all 256 parts took 256 shared-memory reads per thread); every thread then reads the total
+/// from element 0.
 fn combine(
     out: &mut Vec<Line>,
     acc: usize,
@@ -236,10 +240,9 @@ fn combine(
     lane: &UOp,
     fresh: &mut Fresh,
 ) -> usize {
-    let (local, total, temp) = (fresh.local, fresh.acc, fresh.temp);
-    (fresh.local, fresh.acc, fresh.temp) = (local + 1, total + 1, temp + 1);
+    let local = fresh.local;
+    fresh.local += 1;
     let dtype = reduce.dtype();
-    let part = UOp::range(GROUP_SIZE, fresh.range(), AxisType::Reduce);
     out.extend([
         Line::DefineLocal {
             local,
@@ -252,16 +255,25 @@ fn combine(
             value: Value::Acc(acc),
         },
         Line::Barrier,
-        Line::DefineAcc {
-            acc: total,
-            reduce: reduce.clone(),
-        },
-        Line::Loop(part.clone()),
+    ]);
+    let mut half = GROUP_SIZE / 2;
+    while half >= 1 {
+        fold_upper_half(out, local, half, op, reduce, lane, fresh);
+        out.push(Line::Barrier);
+        half /= 2;
+    }
+    let (total, temp) = (fresh.acc, fresh.temp);
+    (fresh.acc, fresh.temp) = (total + 1, temp + 1);
+    out.extend([
         Line::LocalLoad {
             temp,
             local,
             dtype,
-            index: Value::Range(part),
+            index: Value::Const(UOp::index(0)),
+        },
+        Line::DefineAcc {
+            acc: total,
+            reduce: reduce.clone(),
         },
         Line::Accumulate {
             acc: total,
@@ -269,9 +281,77 @@ fn combine(
             reduce: reduce.clone(),
             value: Value::Temp(temp),
         },
-        Line::EndLoop,
     ]);
     total
+}
+
+const _: () = assert!(GROUP_SIZE.is_power_of_two(), "the combine halves the block");
+
+/// One step of the tree: `local[lane] = local[lane] op local[lane + half]` for the threads
+/// below `half` (the others only wait at the barrier after it).
+fn fold_upper_half(
+    out: &mut Vec<Line>,
+    local: usize,
+    half: usize,
+    op: ReduceOp,
+    reduce: &UOp,
+    lane: &UOp,
+    fresh: &mut Fresh,
+) {
+    let dtype = reduce.dtype();
+    let half_const = UOp::index(half as i64);
+    let [active, partner, mine, theirs] = std::array::from_fn(|i| fresh.temp + i);
+    fresh.temp += 4;
+    let folded = fresh.acc;
+    fresh.acc += 1;
+    let lane_and_half = vec![Value::Range(lane.clone()), Value::Const(half_const.clone())];
+    out.extend([
+        Line::Assign {
+            temp: active,
+            node: UOp::alu(Op::CmpLt, vec![lane.clone(), half_const.clone()]),
+            operands: lane_and_half.clone(),
+        },
+        Line::If(Value::Temp(active)),
+        Line::Assign {
+            temp: partner,
+            node: UOp::alu(Op::Add, vec![lane.clone(), half_const]),
+            operands: lane_and_half,
+        },
+        Line::LocalLoad {
+            temp: mine,
+            local,
+            dtype,
+            index: Value::Range(lane.clone()),
+        },
+        Line::LocalLoad {
+            temp: theirs,
+            local,
+            dtype,
+            index: Value::Temp(partner),
+        },
+        Line::DefineAcc {
+            acc: folded,
+            reduce: reduce.clone(),
+        },
+        Line::Accumulate {
+            acc: folded,
+            op,
+            reduce: reduce.clone(),
+            value: Value::Temp(mine),
+        },
+        Line::Accumulate {
+            acc: folded,
+            op,
+            reduce: reduce.clone(),
+            value: Value::Temp(theirs),
+        },
+        Line::LocalStore {
+            local,
+            index: Value::Range(lane.clone()),
+            value: Value::Acc(folded),
+        },
+        Line::EndIf,
+    ]);
 }
 
 /// `line` reading the combined accumulators in place of the threads' parts.
