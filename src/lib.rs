@@ -67,9 +67,21 @@
 //!
 //! # Devices
 //!
-//! Kernels run on the CPU (`Device::cpu()`), compiled by `cc` (or `$CC`) and cached on disk
-//! in `$TENSOR_CACHE_DIR` (else `~/.cache/tensor`). `DEVICE=CPU` is the only device this
-//! build runs; `DEVICE=CUDA` is refused with an error that says so.
+//! Kernels run on the CPU by default, compiled by `cc` (or `$CC`) and cached on disk in
+//! `$TENSOR_CACHE_DIR` (else `~/.cache/tensor`). `DEVICE=CUDA` (or `CUDA:1`) runs every
+//! graph on an NVIDIA GPU, compiled by NVRTC (loaded at run time; without a driver the error
+//! says what is missing), and `DEVICE=EMU` on the emulated GPU (the GPU's kernels run by an
+//! interpreter, for tests); `runtime::realize::set_device` chooses in code. `x.to("CUDA")`
+//! ties one value to a device, as PyTorch's `Tensor.to`: the graphs that read it run there,
+//! host tensors they read follow it, and `y.to("CPU")` brings a result back:
+//!
+//! ```
+//! use tensor::prelude::*;
+//! let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]);
+//! let y = (x.to("EMU") * 2.0).exp2(); // computed by the emulated GPU
+//! assert_eq!(y.device(), Device::Single("EMU".into()));
+//! assert_eq!(y.to("CPU").to_vec::<f32>().unwrap(), vec![4.0, 16.0, 64.0]);
+//! ```
 //!
 //! # Debugging switches
 //!

@@ -111,6 +111,9 @@ pub enum RuntimeError {
     },
     /// The device (or its driver) is not present on this machine.
     DeviceUnavailable(String),
+    /// A graph cannot run on one device: it reads values tied to two (`Tensor::to`), or names
+    /// a device that does not exist.
+    Placement(String),
     /// An external host function panicked or returned results that do not match its call.
     External(String),
     /// The device could not allocate a buffer of this many bytes.
@@ -213,6 +216,7 @@ impl RuntimeError {
                 expected,
             },
             E::DeviceUnavailable(why) => E::DeviceUnavailable(why.clone()),
+            E::Placement(why) => E::Placement(why.clone()),
             E::OutOfMemory { device, bytes } => E::OutOfMemory {
                 device: device.clone(),
                 bytes: *bytes,
@@ -330,6 +334,7 @@ impl fmt::Display for RuntimeError {
                 "environment variable {variable}=`{value}` is invalid: expected {expected}"
             ),
             RuntimeError::DeviceUnavailable(why) => write!(f, "device unavailable: {why}"),
+            RuntimeError::Placement(why) => write!(f, "cannot place the graph on a device: {why}"),
             RuntimeError::OutOfMemory { device, bytes } => write!(
                 f,
                 "{device} could not allocate a buffer of {bytes} bytes: the computation needs \

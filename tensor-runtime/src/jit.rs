@@ -13,8 +13,10 @@
 //! arguments are placeholders) returns the function's graph instead, so the surrounding
 //! transform sees through it, as JAX inlines `jit` under other transforms.
 //!
-//! The device a call runs on (`DEVICE`, `realize::set_device`) is part of its signature: a
-//! plan is built and replayed on that device.
+//! The device a call runs on is part of its signature: the device its arguments are tied to
+//! (`Tensor::to`), else the selected one (`DEVICE`, `realize::set_device`); a plan is built
+//! and replayed there. A function that moves values between devices itself is traced once
+//! per signature but realized at each call, its moves done first.
 //!
 //! A function whose graph calls an external host function (`transform::external`) is traced
 //! once per signature like any other, but each call realizes its graph: the host calls run
@@ -25,16 +27,15 @@ use crate::cuda::CudaDevice;
 use crate::device::Device;
 use crate::emulated::EmulatedGpu;
 use crate::error::Result;
+use crate::placement::{abstract_and_place, placement_of};
 use crate::plan::Plan;
 use crate::plan::PlanCache;
 use crate::realize::{
-    SelectedDevice, codegen_options, emulated_plan_cache, realize, selected_device, shared_cuda,
-    shared_plan_cache,
+    SelectedDevice, codegen_options, emulated_plan_cache, realize, shared_cuda, shared_plan_cache,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use tensor_core::schedule::placeholders::abstract_buffers;
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::transform::function::traced_once;
 use tensor_core::transform::{Func, IntoFunc};
@@ -116,7 +117,7 @@ impl Jit {
             return Ok(self.traced.call(args));
         }
         let buffers = concrete_buffers(args)?;
-        let signature = signature_of(args, &buffers, selected_device()?);
+        let signature = signature_of(args, &buffers, placement_of(&buffers)?.device);
         let entry = match self.entry(&signature) {
             Some(entry) => entry,
             None => self.build(signature, args, &buffers)?,
@@ -156,7 +157,12 @@ impl Jit {
     fn build(&self, signature: Signature, args: &[Tensor], buffers: &[UOp]) -> Result<Arc<Entry>> {
         self.traces.fetch_add(1, Ordering::Relaxed);
         let outputs: Vec<UOp> = self.traced.call(args).iter().map(Tensor::uop).collect();
-        if crate::host_call::has_call(&outputs) {
+        let (abstracted, placement) = abstract_and_place(&outputs)?;
+        let moves_or_calls =
+            outputs.iter().any(UOp::reaches_copy) || crate::host_call::has_call(&outputs);
+        // A captured value tied elsewhere than the arguments: realized at each call too, where
+        // the mismatch is reported.
+        if moves_or_calls || placement.device != signature.device {
             let entry = Arc::new(Entry {
                 plan: None,
                 sources: Vec::new(),
@@ -164,7 +170,6 @@ impl Jit {
             self.lock().insert(signature, entry.clone());
             return Ok(entry);
         }
-        let abstracted = abstract_buffers(&outputs);
         let roots = &abstracted.roots;
         let plan = match signature.device {
             SelectedDevice::Cpu => {

@@ -39,6 +39,7 @@ pub mod jit;
 pub mod memory_pool;
 pub mod ndarray_interop;
 pub mod parallel;
+pub mod placement;
 pub mod plan;
 mod private_files;
 pub mod realize;

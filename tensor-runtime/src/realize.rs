@@ -6,8 +6,10 @@
 //! `DEVICE` (or [`set_device`], which overrides it) selects where graphs run: unset or `CPU`,
 //! `CUDA` / `CUDA:<n>` (a GPU, through [`crate::cuda::CudaDevice`]; without a driver the error
 //! says what is missing), or `EMU` (the GPU lowering run by an emulator on the host,
-//! [`crate::emulated::EmulatedGpu`], for tests). Each device has its own plan cache. A buffer
-//! computed on one device and read on another is copied through the host.
+//! [`crate::emulated::EmulatedGpu`], for tests). A graph that reads values tied to a device
+//! by `Tensor::to` runs on that device instead ([`crate::placement`]). Each device has its
+//! own plan cache. A buffer computed on one device and read on another is copied through the
+//! host.
 //! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time), `DEBUG=2` a
 //! line per kernel, `DEBUG=3` each realization decision of the scheduler (the rule that
 //! realized or fused a node, with its cost facts), `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
@@ -25,16 +27,16 @@ use std::time::Instant;
 use tensor_core::codegen::CodegenOptions;
 use tensor_core::render::Kernel;
 use tensor_core::schedule::Schedule;
-use tensor_core::schedule::placeholders::abstract_buffers;
+use tensor_core::schedule::placeholders::{Abstracted, abstract_buffers};
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::uop::BufferArg;
 use tensor_core::{Arg, Element, Tensor, UOp};
 
-/// Runs `$body` with `$device` bound to the selected device (a `&D` for its `D: Device`) and
-/// `$plans` to that device's plan cache.
-macro_rules! on_selected_device {
-    (|$device:ident, $plans:ident| $body:expr) => {
-        match selected_device()? {
+/// Runs `$body` with `$device` bound to device `$which` (a [`SelectedDevice`]; a `&D` for its
+/// `D: Device`) and `$plans` to that device's plan cache.
+macro_rules! on_device {
+    ($which:expr, |$device:ident, $plans:ident| $body:expr) => {
+        match $which {
             SelectedDevice::Cpu => {
                 let cpu = CpuDevice::shared()?;
                 let ($device, $plans) = (&cpu, shared_plan_cache());
@@ -51,6 +53,13 @@ macro_rules! on_selected_device {
                 $body
             }
         }
+    };
+}
+
+/// [`on_device!`] on the selected device.
+macro_rules! on_selected_device {
+    (|$device:ident, $plans:ident| $body:expr) => {
+        on_device!(selected_device()?, |$device, $plans| $body)
     };
 }
 
@@ -167,25 +176,35 @@ pub(crate) fn compile_all<'k, D: Device>(
     device.compile_many(&sources)
 }
 
-/// Computes `tensors` on the selected device (`DEVICE`, see the module docs; the CPU by
-/// default), with the other results of the function calls that made them; afterwards each
-/// tensor is its result buffer, so realizing it again, or using it in a later graph, runs
-/// nothing more for it.
+/// Computes `tensors` on the device their values are tied to (by `Tensor::to`), else on the
+/// selected device (`DEVICE`, see the module docs; the CPU by default), with the other results
+/// of the function calls that made them; afterwards each tensor is its result buffer, so
+/// realizing it again, or using it in a later graph, runs nothing more for it.
 ///
 /// The graph is looked up by its structure (buffers as placeholders) in the device's plan
 /// cache: a graph of a structure run before only binds its buffers and launches the recorded
-/// kernels.
+/// kernels. The moves between devices it asks for are done first (`placement`).
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
     let with_siblings = with_lazy_siblings(tensors);
-    if with_siblings
-        .iter()
-        .all(|t| as_contiguous_buffer(&t.uop()).is_some())
-    {
+    let computed = |all: &[Tensor]| all.iter().all(|t| as_contiguous_buffer(&t.uop()).is_some());
+    if computed(&with_siblings) {
         // Nothing to compute: every tensor already is (a view of) a buffer.
         return Ok(());
     }
     let all: Vec<&Tensor> = with_siblings.iter().collect();
-    on_selected_device!(|device, plans| realize_on(device, plans, &all))
+    crate::placement::stage_moves(&all)?;
+    if computed(&with_siblings) {
+        return Ok(());
+    }
+    let roots: Vec<UOp> = all.iter().map(|t| t.uop()).collect();
+    let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
+    let (abstracted, placement) = crate::placement::abstract_and_place(&roots)?;
+    on_device!(placement.device, |device, plans| run_abstracted(
+        device,
+        plans,
+        &all,
+        &abstracted
+    ))
 }
 
 /// `tensors` and the lazy results of the calls that made them (`Tensor::siblings`): the
@@ -204,13 +223,23 @@ fn with_lazy_siblings(tensors: &[&Tensor]) -> Vec<Tensor> {
     all
 }
 
-/// [`realize`] on `device` with its plan cache `plans`.
+/// [`realize`] on `device` with its plan cache `plans`, whatever device the values are tied to.
 pub fn realize_on<D: Device>(device: &D, plans: &PlanCache<D>, tensors: &[&Tensor]) -> Result<()> {
-    let debug = debug_level();
-    let started = (debug >= 1).then(Instant::now);
     let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
     let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
-    let abstracted = abstract_buffers(&roots);
+    run_abstracted(device, plans, tensors, &abstract_buffers(&roots))
+}
+
+/// Runs the plan of `abstracted` (the graphs of `tensors`, buffers as placeholders) on
+/// `device`, building it on first use, and points each tensor at its result.
+fn run_abstracted<D: Device>(
+    device: &D,
+    plans: &PlanCache<D>,
+    tensors: &[&Tensor],
+    abstracted: &Abstracted,
+) -> Result<()> {
+    let debug = debug_level();
+    let started = (debug >= 1).then(Instant::now);
     let options = codegen_options(device);
     let builds_before = crate::stats::pipeline_counts().schedules;
     let plan = plans.get_or_build(device, &abstracted.roots, &options)?;
@@ -273,9 +302,14 @@ pub fn read_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
     read_realized(&tensor.uop())
 }
 
-/// The bytes of a realized output, read from the selected device.
+/// The bytes of a realized output, read from the device it is tied to (else the selected one).
 pub(crate) fn read_realized(out: &UOp) -> Result<Vec<u8>> {
-    on_selected_device!(|device, _plans| read_buffer(device, out))
+    on_device!(home_of(out)?, |device, _plans| read_buffer(device, out))
+}
+
+/// The device a realized output is read from: the one it is tied to, else the selected one.
+fn home_of(out: &UOp) -> Result<SelectedDevice> {
+    Ok(crate::placement::placement_of(&[output_buffer(out)])?.device)
 }
 
 /// Waits until everything queued on the selected device has finished, as
@@ -340,7 +374,7 @@ fn device_setting() -> Option<String> {
     chosen.or_else(|| env_settings().device.clone())
 }
 
-fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice> {
+pub(crate) fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice> {
     let name = value.map(str::trim).unwrap_or("");
     if name.is_empty() || name.eq_ignore_ascii_case("CPU") {
         return Ok(SelectedDevice::Cpu);
@@ -411,7 +445,7 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
         });
     }
     realize(&[tensor])?;
-    on_selected_device!(|device, _plans| {
+    on_device!(home_of(&tensor.uop())?, |device, _plans| {
         let arg = buffer_arg(&output_buffer(&tensor.uop()));
         let memory = device_buffer(device, &arg)?;
         let mut values: Vec<T> = device.copy_out_elements(&memory, T::DTYPE)?;

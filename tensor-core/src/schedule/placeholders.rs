@@ -8,7 +8,7 @@
 //! two distinct buffers are two, so aliasing is part of the key.
 
 use crate::uop::fast_hash::FastMap;
-use crate::uop::{Arg, BufferArg, Op, UOp, rebuild};
+use crate::uop::{Arg, BufferArg, Device, Op, UOp, rebuild};
 
 /// A graph with its buffers abstracted: `roots` over placeholders, and the buffers they stand
 /// for, `inputs[k]` for placeholder `k`.
@@ -24,6 +24,17 @@ pub struct Abstracted {
 /// nodes that read a buffer are visited, so a large captured body over `Param`s (a traced
 /// function) costs nothing here however often it is called.
 pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
+    abstract_buffers_labelled(roots, None)
+}
+
+/// [`abstract_buffers`] with every placeholder labelled `device`, whatever device its buffer
+/// names: the graph of a realize on `device` that also reads host buffers (copied there as it
+/// runs), so that every buffer its schedule makes is labelled `device` too.
+pub fn abstract_buffers_on(roots: &[UOp], device: &Device) -> Abstracted {
+    abstract_buffers_labelled(roots, Some(device))
+}
+
+fn abstract_buffers_labelled(roots: &[UOp], device: Option<&Device>) -> Abstracted {
     // One root is walked as it is: a sink made only to be walked would be interned and freed.
     let walked = match roots {
         [root] => root.clone(),
@@ -36,7 +47,7 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
             Arg::Buffer(b) if node.op() == Op::Buffer => {
                 let number = inputs.len();
                 inputs.push(node.clone());
-                placeholder(number, b)
+                placeholder(number, b, device.unwrap_or(&b.device))
             }
             _ => rebuild(&node, &images),
         };
@@ -50,9 +61,9 @@ pub fn abstract_buffers(roots: &[UOp]) -> Abstracted {
     Abstracted { roots, inputs }
 }
 
-/// Placeholder `number` for a buffer like `like` (its size, dtype and device).
-fn placeholder(number: usize, like: &BufferArg) -> UOp {
-    let arg = BufferArg::placeholder(number, like.size, like.dtype, like.device.clone());
+/// Placeholder `number` for a buffer like `like` (its size and dtype) on `device`.
+fn placeholder(number: usize, like: &BufferArg, device: &Device) -> UOp {
+    let arg = BufferArg::placeholder(number, like.size, like.dtype, device.clone());
     UOp::new(Op::Buffer, like.dtype, vec![], Arg::Buffer(arg))
 }
 
@@ -122,5 +133,27 @@ mod tests {
             .collect();
         assert_eq!(numbers, vec![0, 1]);
         assert_eq!(abstracted.inputs, vec![buffer(&a), buffer(&b)]);
+    }
+
+    #[test]
+    fn placeholders_on_a_device_are_labelled_with_it_whatever_their_buffers_say() {
+        let emu = Device::Single("EMU".into());
+        let (a, b) = (data(3), data(3));
+        let abstracted = abstract_buffers_on(&[(&a * &b).uop()], &emu);
+        let labels: Vec<Device> = abstracted.roots[0]
+            .toposort()
+            .iter()
+            .filter_map(|u| match u.arg() {
+                Arg::Buffer(b) if u.op() == Op::Buffer => Some(b.device.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(labels, vec![emu.clone(), emu]);
+        assert_eq!(abstracted.inputs, vec![buffer(&a), buffer(&b)]);
+        assert_ne!(
+            abstracted.roots,
+            abstract_buffers(&[(&a * &b).uop()]).roots,
+            "the device is part of the key"
+        );
     }
 }

@@ -21,6 +21,7 @@ mod norms;
 mod operators;
 mod padding;
 mod pieces;
+mod placement;
 mod random;
 mod reduce;
 mod sliding;
@@ -38,7 +39,7 @@ pub use padding::PadMode;
 pub use reduce::{accumulated_reduce, float_accumulator};
 pub use updates::{At, ScatterReduce};
 
-use crate::uop::{DType, Device, Shape, UOp};
+use crate::uop::{DType, Shape, UOp};
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
@@ -214,11 +215,6 @@ impl Tensor {
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.uop().dtype()
-    }
-
-    /// The device the value lives on (`CPU` unless moved).
-    pub fn device(&self) -> Device {
-        self.uop().device().unwrap_or_else(Device::cpu)
     }
 }
 

@@ -24,6 +24,12 @@ impl Device {
         Device::Single("CPU".to_string())
     }
 
+    /// Whether this is the host (`CPU`), where tensors are made: a value there is not tied to
+    /// a device and computes wherever the graph reading it runs (see `Tensor::to`).
+    pub fn is_host(&self) -> bool {
+        matches!(self, Device::Single(name) if name == "CPU")
+    }
+
     /// The device's name as users write it.
     pub fn name(&self) -> String {
         match self {

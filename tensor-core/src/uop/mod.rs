@@ -120,6 +120,8 @@ pub struct UOpNode {
     reads_buffers: bool,
     /// Whether a `Call` is among this node and its operands (transitively), likewise.
     reaches_call: bool,
+    /// Whether a `Copy` (a move to another device) is among them, likewise.
+    reaches_copy: bool,
 }
 
 type Bucket = Vec<Weak<UOpNode>>;
@@ -236,6 +238,7 @@ impl UOp {
     pub fn new_tagged(op: Op, dtype: DType, src: Vec<UOp>, arg: Arg, tag: Option<u32>) -> UOp {
         let reads_buffers = op == Op::Buffer || src.iter().any(|s| s.0.reads_buffers);
         let reaches_call = op == Op::Call || src.iter().any(|s| s.0.reaches_call);
+        let reaches_copy = op == Op::Copy || src.iter().any(|s| s.0.reaches_copy);
         let content_key = content_key(op, dtype, &src, &arg, tag);
         let form_key = form_key(op, dtype, &src, &arg, tag);
         let mut table = intern_table().lock().unwrap_or_else(|e| e.into_inner());
@@ -259,6 +262,7 @@ impl UOp {
             min_max: OnceLock::new(),
             reads_buffers,
             reaches_call,
+            reaches_copy,
         });
         bucket.push(Arc::downgrade(&node));
         UOp(node)
@@ -353,6 +357,12 @@ impl UOp {
     /// Whether this node or any node it is computed from is a `Call` (known without a walk).
     pub fn reaches_call(&self) -> bool {
         self.0.reaches_call
+    }
+
+    /// Whether this node or any node it is computed from is a `Copy` to a device (known
+    /// without a walk).
+    pub fn reaches_copy(&self) -> bool {
+        self.0.reaches_copy
     }
 
     /// The derived shape: `None` for nodes without one (void ops, tuples) or malformed nodes
@@ -813,6 +823,16 @@ mod tests {
             !plain.reaches_call(),
             "an operand is unchanged by its users"
         );
+    }
+
+    #[test]
+    fn whether_a_graph_moves_a_value_between_devices_is_known_at_every_node() {
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let doubled = UOp::alu(Op::Mul, vec![x.clone(), UOp::constant(2.0, DType::F32)]);
+        let moved = doubled.copy_to(Device::Single("EMU".into()));
+        let user = UOp::alu(Op::Add, vec![moved.clone(), moved.clone()]);
+        assert!(!x.reaches_copy() && !doubled.reaches_copy());
+        assert!(moved.reaches_copy() && user.reaches_copy());
     }
 
     #[test]

@@ -101,6 +101,11 @@ pub struct CudaBuffer {
 }
 
 impl CudaBuffer {
+    /// The ordinal of the GPU that holds this memory.
+    pub fn ordinal(&self) -> usize {
+        self.stream.context().ordinal()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<CudaSlice<u8>>> {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -137,6 +137,11 @@ fn batching_rules() -> &'static PatternMatcher<BatchCtx> {
             .rule(UPat::ops(Op::MARKER), |m, ctx| {
                 Some(source(m, ctx).unary_marker(m.root().op()))
             })
+            // a move to a device moves the whole batch
+            .rule(UPat::op(Op::Copy), |m, ctx| match m.root().arg() {
+                Arg::Device(device) => Some(source(m, ctx).copy_to(device.clone())),
+                _ => None,
+            })
             // external calls: by the call's batching strategy
             .rule(UPat::op(Op::Call), |m, ctx| {
                 CallInfo::of(m.root()).map(|_| batch_call(m.root(), ctx))
