@@ -3,7 +3,7 @@
 //! 1. UPCAST by 4 the innermost output axis that the stores walk contiguously, when 4 divides
 //!    it: four neighbouring elements per iteration, which the C compiler turns into one SIMD
 //!    operation. In a kernel with a reduce the axis is upcast by two vector registers' worth
-//!    ([`reduce_upcast_width`]: 16 with 8-lane AVX2, 32 with 16-lane AVX-512) when that
+//!    ([`reduce_upcast_width`]: 16 with 8-lane AVX2, 32 with 16-lane AVX-512 in a big kernel) when that
 //!    divides it (else 16, else 4): the accumulators of a row fill two vector registers, and
 //!    a value loaded once per reduce step (the row element of a matmul) is used that often.
 //! 2. In a kernel with a reduce, also UPCAST by 4 an output axis that some load does not
@@ -97,18 +97,30 @@ pub const UPCAST_WIDTH: usize = 4;
 /// says otherwise (256-bit AVX2).
 pub const DEFAULT_VECTOR_LANES: usize = 8;
 
-/// The width of the contiguous upcast in a kernel with a reduce, for vectors of `vector_lanes`
-/// `f32` lanes: two vector registers of accumulators per row of the register tile (16 with
-/// AVX2; 32 with AVX-512, where a 4 x 16 tile left the matmul at 40% of the FMA peak and 4 x 32
-/// reached 50%: four rows of one 512-bit register each were too few multiply-adds per load).
-pub fn reduce_upcast_width(vector_lanes: usize) -> usize {
-    2 * vector_lanes.max(1)
+/// The width of the contiguous upcast in a kernel with a reduce doing `work` loop iterations,
+/// for vectors of `vector_lanes` `f32` lanes: two vector registers of accumulators per row of
+/// the register tile (16 with AVX2; 32 with AVX-512 from [`WIDE_TILE_WORK`] on, where a
+/// 4 x 16 tile left the matmul at 40% of the FMA peak and 4 x 32 reached 50%: four rows of
+/// one 512-bit register each were too few multiply-adds per load).
+pub fn reduce_upcast_width(vector_lanes: usize, work: usize) -> usize {
+    let width = 2 * vector_lanes.max(1);
+    match work >= WIDE_TILE_WORK {
+        true => width,
+        false => width.min(2 * DEFAULT_VECTOR_LANES),
+    }
 }
+
+/// The least work (loop iterations, all ranges multiplied) for which a register tile wider
+/// than 16 pays for its compile time: `cc` takes about twice as long over a 4 x 32 tile as over
+/// a 4 x 16 one (190 vs 100 ms for the 256 x 784 x 128 layer of the per-sample-gradient MLP,
+/// whose cold start grew from 0.21-0.31 s to 0.29-0.35 s with it), while below 2^27
+/// multiply-adds (a few milliseconds of work) the wider tile saves well under a millisecond a
+/// call.
+pub const WIDE_TILE_WORK: usize = 1 << 27;
 
 /// The opts for `ast` on a machine with `threads` cores whose C compiler vectorizes with
 /// `vector_lanes` `f32` lanes per register (see [`DEFAULT_VECTOR_LANES`]).
 pub fn hand_coded_optimizations(ast: &UOp, threads: usize, vector_lanes: usize) -> Vec<Opt> {
-    let tile_width = reduce_upcast_width(vector_lanes);
     let mut opts = Vec::new();
     let outputs: Vec<UOp> = kernel_ranges(ast)
         .into_iter()
@@ -120,6 +132,7 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize, vector_lanes: usize) 
         .iter()
         .map(|r| r.range_size().unwrap_or(1))
         .fold(1, usize::saturating_mul);
+    let tile_width = reduce_upcast_width(vector_lanes, work);
     let lane_ranges = contiguous_reduce_ranges(ast);
     if work < TINY_KERNEL_WORK && !dot_lanes_fit(ast, &lane_ranges) {
         return upcastable_axis(ast, &outputs, tile_width)
@@ -634,7 +647,7 @@ pub fn gpu_tile(ast: &UOp, first: &Opt) -> Option<(UOp, usize)> {
     // A smaller kernel keeps one thread per 1x4 outputs: tiling it would leave the GPU's
     // multiprocessors without enough threads to hide memory latency.
     if elements < GPU_TILE_MIN_OUTPUTS
-        || reduces_are_short(ast, reduce_upcast_width(DEFAULT_VECTOR_LANES))
+        || reduces_are_short(ast, reduce_upcast_width(DEFAULT_VECTOR_LANES, 0))
     {
         return None;
     }
@@ -787,22 +800,27 @@ mod tests {
     }
 
     #[test]
-    fn with_avx512_vectors_a_matmul_row_holds_two_sixteen_lane_registers() {
-        let (a, b) = (matrix(256, 64), matrix(64, 512));
+    fn with_avx512_vectors_a_big_matmul_row_holds_two_sixteen_lane_registers() {
+        let (a, b) = (matrix(512, 512), matrix(512, 512));
         let ast = kernel_ast(&a.matmul(&b));
-        let opts = hand_coded_optimizations(&ast, 2, 16);
-        assert_eq!(
-            described(&ast, &opts),
-            vec![
-                (512, 32, AxisType::Upcast),
-                (256, 4, AxisType::Upcast),
-                (512, 2, AxisType::Thread),
-            ]
-        );
+        let first = described(&ast, &hand_coded_optimizations(&ast, 2, 16))[0];
+        assert_eq!(first, (512, 32, AxisType::Upcast), "2^27 multiply-adds");
         // A row of 48 is no multiple of 32: two 8-lane registers' worth, as with AVX2.
-        let ast = kernel_ast(&matrix(256, 64).matmul(&matrix(64, 48)));
+        let ast = kernel_ast(&matrix(2048, 2048).matmul(&matrix(2048, 48)));
         let first = described(&ast, &hand_coded_optimizations(&ast, 2, 16))[0];
         assert_eq!(first, (48, 16, AxisType::Upcast));
+    }
+
+    #[test]
+    fn a_small_matmul_keeps_the_sixteen_wide_tile_that_compiles_in_half_the_time() {
+        let (a, b) = (matrix(256, 64), matrix(64, 512));
+        let ast = kernel_ast(&a.matmul(&b));
+        let with_avx512 = hand_coded_optimizations(&ast, 2, 16);
+        assert_eq!(with_avx512, hand_coded_optimizations(&ast, 2, 8));
+        assert_eq!(
+            described(&ast, &with_avx512)[0],
+            (512, 16, AxisType::Upcast)
+        );
     }
 
     #[test]
