@@ -537,6 +537,38 @@ mod tests {
     }
 
     #[test]
+    fn a_sum_nested_into_blocks_splits_each_blocks_terms_across_every_lane() {
+        use crate::codegen::blocked_sum::BLOCK;
+        let long = data(&[65536], 21).abs() + 0.5;
+        let kernels = gpu_kernels(&[long.sum_all()]);
+        let [kernel] = kernels.as_slice() else {
+            panic!("one kernel: {kernels:?}");
+        };
+        let strided: Vec<usize> = kernel
+            .body
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::StridedLoop { range, .. } => range.range_size(),
+                _ => None,
+            })
+            .collect();
+        // The 16 blocks loop whole in every thread; the 4096 terms of each are split.
+        assert_eq!(strided, vec![BLOCK]);
+        let outer = kernel.body.lines.iter().find_map(|l| match l {
+            Line::Loop(r) => r.range_size(),
+            _ => None,
+        });
+        assert_eq!(outer, Some(65536 / BLOCK));
+        check_within("sum of 65536 over every lane", &[long.sum_all()], 1e-4);
+        check_within(
+            "mean of rows of 20000",
+            &[data(&[3, 20000], 22).mean([1], false)],
+            1e-4,
+        );
+    }
+
+    #[test]
     fn a_block_combines_its_parts_in_a_tree_of_log2_steps() {
         use crate::codegen::group::GROUP_SIZE;
         let kernels = gpu_kernels(&[data(&[4096], 20).sum_all()]);

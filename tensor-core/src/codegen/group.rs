@@ -13,9 +13,10 @@
 //! result; a store outside any loop is made by every thread of the block, with the same value.
 //!
 //! A loop that reads an accumulator it is still folding into (a running sum) depends on the
-//! order of its iterations, so a kernel with one is left as it was. Only the top-level loop
-//! is strided: a sum longer than `blocked_sum::BLOCK` terms, nested by that pass into an
-//! outer loop over blocks, keeps only as many threads busy as it has blocks.
+//! order of its iterations, so a kernel with one is left as it was. A top-level loop shorter
+//! than the block that holds one long loop (a sum longer than `blocked_sum::BLOCK` terms,
+//! nested by that pass into an outer loop over blocks) has that inner loop strided instead,
+//! when the block's partial only folds into the total: every lane stays busy.
 
 use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Value};
 use crate::uop::{AxisType, Op, ReduceOp, UOp};
@@ -187,7 +188,9 @@ fn split_loops(
     let mut next = 0;
     for &(open, end) in loops {
         out.extend(lines[next..open].iter().map(|l| rename(l, &renamed)));
-        let Line::Loop(range) = &lines[open] else {
+        let at = loop_to_stride(lines, open, end);
+        out.extend(lines[open..at].iter().map(|l| rename(l, &renamed)));
+        let Line::Loop(range) = &lines[at] else {
             unreachable!("order_free admits plain loops only")
         };
         out.push(Line::StridedLoop {
@@ -195,7 +198,7 @@ fn split_loops(
             lane: lane.clone(),
             lanes: GROUP_SIZE,
         });
-        out.extend(lines[open + 1..=end].iter().map(|l| rename(l, &renamed)));
+        out.extend(lines[at + 1..=end].iter().map(|l| rename(l, &renamed)));
         for (acc, op, reduce) in outer_accumulators(&lines[open..=end]) {
             let combined = combine(&mut out, acc, op, &reduce, lane, fresh);
             renamed.push((acc, combined));
@@ -204,6 +207,79 @@ fn split_loops(
     }
     out.extend(lines[next..].iter().map(|l| rename(l, &renamed)));
     out
+}
+
+/// The position of the loop of the nest `lines[open..=end]` whose values the block's lanes
+/// split: the top-level loop, unless it is shorter than the block and holds one loop (a sum
+/// that `blocked_sum` nested: an outer loop over blocks of terms) whose partial results only
+/// fold into accumulators declared before the nest, by the op that made them. Striding that
+/// inner loop instead keeps every lane busy (all 128 where the 16 blocks of a 65536-term sum
+/// kept 16), each lane's partial then holding its part of the block, which folds into its
+/// part of the total like any other; the outer loop runs whole in every thread.
+fn loop_to_stride(lines: &[Line], open: usize, end: usize) -> usize {
+    let short = match &lines[open] {
+        Line::Loop(r) => r.range_size().is_some_and(|n| n < GROUP_SIZE),
+        _ => false,
+    };
+    let inner = top_level_loops(&lines[open + 1..end]);
+    let [(inner_open, inner_end)] = inner.as_slice() else {
+        return open;
+    };
+    let (inner_open, inner_end) = (open + 1 + inner_open, open + 1 + inner_end);
+    let inner_long = match &lines[inner_open] {
+        Line::Loop(r) => r.range_size().is_some_and(|n| n >= GROUP_SIZE),
+        _ => false,
+    };
+    let splittable = short
+        && inner_long
+        && order_free(&lines[inner_open..=inner_end])
+        && partials_only_fold_outward(lines, open, (inner_open, inner_end), end);
+    match splittable {
+        true => loop_to_stride(lines, inner_open, inner_end),
+        false => open,
+    }
+}
+
+/// True when the accumulators that the inner loop `inner` folds into and that are declared in
+/// the nest `lines[open..=end]` (its partials) are read after it only by a fold into an
+/// accumulator declared before the nest, by the same op.
+fn partials_only_fold_outward(
+    lines: &[Line],
+    open: usize,
+    inner: (usize, usize),
+    end: usize,
+) -> bool {
+    let declared_in_nest: HashSet<usize> = lines[open..=end]
+        .iter()
+        .filter_map(|l| match l {
+            Line::DefineAcc { acc, .. } => Some(*acc),
+            _ => None,
+        })
+        .collect();
+    let partials: Vec<(usize, ReduceOp)> = outer_accumulators(&lines[inner.0..=inner.1])
+        .into_iter()
+        .filter(|(acc, ..)| declared_in_nest.contains(acc))
+        .map(|(acc, op, _)| (acc, op))
+        .collect();
+    let partial_op = |v: &Value| match v {
+        Value::Acc(a) => partials.iter().find(|(p, _)| p == a).map(|&(_, op)| op),
+        _ => None,
+    };
+    lines[inner.1 + 1..end].iter().all(|l| match l {
+        Line::Accumulate { acc, op, value, .. } => match partial_op(value) {
+            Some(made_by) => made_by == *op && !declared_in_nest.contains(acc),
+            None => true,
+        },
+        Line::If(value) => partial_op(value).is_none(),
+        Line::Assign { operands, .. } => !operands.iter().any(|v| partial_op(v).is_some()),
+        Line::Store {
+            index, gate, value, ..
+        } => ![Some(index), gate.as_ref(), Some(value)]
+            .into_iter()
+            .flatten()
+            .any(|v| partial_op(v).is_some()),
+        _ => true,
+    })
 }
 
 /// The accumulators the loop folds into that are declared before it, in first-use order.
