@@ -1,14 +1,16 @@
-//! Compiles the kernels of the per-sample-gradient example (`vmap!(grad!(loss))` of the
-//! 784-128-10 MLP for a batch of 256, by each vmap method) for CUDA without a GPU: each kernel
-//! is rendered as CUDA C, compiled by NVRTC to PTX for compute_80 and assembled by ptxas for
-//! sm_80 and sm_90. Ends with one line, `N kernels compiled, M failed`, or one line saying how
-//! to install the tools (`scripts/cuda-tools.sh`).
+//! Compiles the kernels of the per-sample-gradient examples for CUDA without a GPU
+//! (`vmap!(grad!(loss))` of the 784-128-10 MLP for a batch of 256, by each vmap method, and of
+//! the tutorial CNN of `per_sample_grads_cnn` for a batch of 8): each kernel is rendered as
+//! CUDA C, compiled by NVRTC to PTX for compute_80 and assembled by ptxas for sm_80 and
+//! sm_90. Ends with one line, `N kernels compiled, M failed`, or one line saying how to
+//! install the tools (`scripts/cuda-tools.sh`).
 //!
 //! Run: `cargo run --release --example cuda_check` (`-v` prints each kernel's result).
 
 use std::collections::BTreeSet;
 use tensor::core::schedule::create_schedule;
 use tensor::core::transform::{VmapMethod, vmap_with};
+use tensor::nn::{self, ClassLoss, Conv, Pool};
 use tensor::prelude::*;
 use tensor::runtime::cuda::{cuda_kernels, nvrtc};
 
@@ -22,6 +24,50 @@ fn loss(w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor, x: &Tensor, y: &Tens
     let hidden = (x.matmul(w1) + b1).relu();
     let logits = hidden.matmul(w2) + b2;
     -(y * logits.log_softmax(-1)).sum_all()
+}
+
+/// The CNN's summed NLL for one sample: conv 1→32 3×3, ReLU, conv 32→64 3×3, ReLU, max-pool
+/// 2, linear 9216→128, ReLU, linear 128→10 (`args`: the eight weights and biases, then the
+/// image `[1, 28, 28]` and its label).
+fn cnn_loss(args: &[Tensor]) -> Tensor {
+    let [w1, b1, w2, b2, w3, b3, w4, b4, x, y] = args else {
+        panic!("cnn_loss takes 10 tensors")
+    };
+    let h = nn::conv2d(&x.unsqueeze(0), w1, Some(b1), &Conv::default()).relu();
+    let h = nn::conv2d(&h, w2, Some(b2), &Conv::default()).relu();
+    let h = nn::max_pool2d(&h, &Pool::new(2)).flatten(1, -1);
+    let h = nn::linear(&h, w3, Some(b3)).relu();
+    let logits = nn::linear(&h, w4, Some(b4));
+    let sum = ClassLoss {
+        reduction: nn::Reduction::Sum,
+        ..ClassLoss::default()
+    };
+    nn::nll_loss(&logits.log_softmax(-1), &y.reshape(&[1]), &sum)
+}
+
+/// The per-sample gradients of the CNN's eight parameters for a batch of 8, lazy.
+fn cnn_per_sample_grads() -> Vec<Tensor> {
+    let layer = |shape: &[usize], seed| {
+        [
+            Tensor::randn(shape, seed) * 0.1,
+            Tensor::zeros(&shape[..1], DType::F32),
+        ]
+    };
+    let mut args: Vec<Tensor> = [
+        layer(&[32, 1, 3, 3], 1),
+        layer(&[64, 32, 3, 3], 2),
+        layer(&[128, 9216], 3),
+        layer(&[10, 128], 4),
+    ]
+    .concat();
+    args.push(Tensor::rand(&[8, 1, 28, 28], 5));
+    args.push(Tensor::from_vec(
+        (0..8).map(|i| i % 10).collect::<Vec<i64>>(),
+        &[8],
+    ));
+    let mut in_axes = vec![None; 8];
+    in_axes.extend([Some(0), Some(0)]);
+    vmap(grad(cnn_loss, (0..8).collect::<Vec<usize>>()), in_axes, 0).call(&args)
 }
 
 fn main() {
@@ -41,12 +87,17 @@ fn main() {
     let in_axes = [None, None, None, None, Some(0), Some(0)];
     let mut seen = BTreeSet::new();
     let (mut compiled, mut failed) = (0, 0);
+    let mut schedules = Vec::new();
     for method in [
         VmapMethod::Rewrite,
         VmapMethod::Range,
         VmapMethod::PadReduce,
     ] {
         let grads = vmap_with(grad(loss, [0, 1, 2, 3]), in_axes, 0, method).call(&args);
+        schedules.push((format!("MLP {method:?}"), grads));
+    }
+    schedules.push(("CNN".to_string(), cnn_per_sample_grads()));
+    for (what, grads) in schedules {
         let roots: Vec<_> = grads.iter().map(|g| g.uop()).collect();
         for kernel in cuda_kernels(&create_schedule(&roots)) {
             if !seen.insert(kernel.source.clone()) {
@@ -56,12 +107,12 @@ fn main() {
                 Ok(()) => compiled += 1,
                 Err(e) => {
                     failed += 1;
-                    eprintln!("{method:?} {}: {e}", kernel.name);
+                    eprintln!("{what} {}: {e}", kernel.name);
                 }
             }
             if verbose {
                 eprintln!(
-                    "{method:?} {}: {} lines",
+                    "{what} {}: {} lines",
                     kernel.name,
                     kernel.source.lines().count()
                 );
