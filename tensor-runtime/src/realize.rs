@@ -312,11 +312,16 @@ fn home_of(out: &UOp) -> Result<SelectedDevice> {
     Ok(crate::placement::placement_of(&[output_buffer(out)])?.device)
 }
 
-/// Waits until everything queued on the selected device has finished, as
-/// `torch.cuda.synchronize()` does: a GPU's `realize` returns once its kernels are queued
-/// (reading a value waits for them anyway), so time GPU work up to this call.
+/// Waits until everything queued on the selected device, and on every GPU opened by a value
+/// tied to it (`Tensor::to`), has finished, as `torch.cuda.synchronize()` does: a GPU's
+/// `realize` returns once its kernels are queued (reading a value waits for them anyway), so
+/// time GPU work up to this call.
 pub fn synchronize() -> Result<()> {
-    on_selected_device!(|device, _plans| device.wait_idle())
+    on_selected_device!(|device, _plans| device.wait_idle())?;
+    for (gpu, _plans) in opened_gpus() {
+        gpu.wait_idle()?;
+    }
+    Ok(())
 }
 
 /// The bytes of `tensor` computed on the selected device by a schedule built afresh: the
@@ -405,16 +410,27 @@ pub fn cuda_device(ordinal: usize) -> Result<&'static CudaDevice> {
     Ok(&shared_cuda(ordinal)?.0)
 }
 
+/// The GPUs opened so far, by ordinal, with their plan caches.
+type OpenedGpus = HashMap<usize, &'static (CudaDevice, PlanCache<CudaDevice>)>;
+
+fn opened_gpus_lock() -> std::sync::MutexGuard<'static, OpenedGpus> {
+    static OPENED: OnceLock<Mutex<OpenedGpus>> = OnceLock::new();
+    OPENED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Every GPU opened so far in this process.
+fn opened_gpus() -> Vec<&'static (CudaDevice, PlanCache<CudaDevice>)> {
+    opened_gpus_lock().values().copied().collect()
+}
+
 fn shared_cuda_named(
     ordinal: usize,
     name: &str,
 ) -> Result<&'static (CudaDevice, PlanCache<CudaDevice>)> {
-    type Opened = HashMap<usize, &'static (CudaDevice, PlanCache<CudaDevice>)>;
-    static OPENED: OnceLock<Mutex<Opened>> = OnceLock::new();
-    let mut opened = OPENED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut opened = opened_gpus_lock();
     if let Some(gpu) = opened.get(&ordinal) {
         return Ok(gpu);
     }
