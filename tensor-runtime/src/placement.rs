@@ -136,14 +136,15 @@ pub fn resident_device(tensor: &Tensor) -> Option<SelectedDevice> {
 /// Does the moves (`Copy` nodes) in the graphs of `tensors` first: the value each moves is
 /// computed where it lives and becomes a buffer tied to the move's target, holding the value
 /// on the host until a kernel there reads it. Afterwards no graph of `tensors` moves a value.
-pub fn stage_moves(tensors: &[&Tensor]) -> Result<()> {
+/// Whether any graph had a move to do.
+pub fn stage_moves(tensors: &[&Tensor]) -> Result<bool> {
     let moving: Vec<&Tensor> = tensors
         .iter()
         .copied()
         .filter(|t| t.uop().reaches_copy())
         .collect();
     if moving.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     // Inlined first: a move inside a traced function's body reads its parameters, which only
     // the call's arguments give values.
@@ -159,7 +160,7 @@ pub fn stage_moves(tensors: &[&Tensor]) -> Result<()> {
     for (tensor, root) in moving.iter().zip(&roots) {
         tensor.replace_uop(substitute(root, &images));
     }
-    Ok(())
+    Ok(true)
 }
 
 /// A buffer tied to `target` that holds the value of `source`, computed where it lives.

@@ -192,13 +192,10 @@ pub fn realize(tensors: &[&Tensor]) -> Result<()> {
         return Ok(());
     }
     let all: Vec<&Tensor> = with_siblings.iter().collect();
-    crate::placement::stage_moves(&all)?;
-    if computed(&with_siblings) {
+    if crate::placement::stage_moves(&all)? && computed(&with_siblings) {
         return Ok(());
     }
-    let roots: Vec<UOp> = all.iter().map(|t| t.uop()).collect();
-    let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
-    let (abstracted, placement) = crate::placement::abstract_and_place(&roots)?;
+    let (abstracted, placement) = crate::placement::abstract_and_place(&host_calls_done(&all)?)?;
     on_device!(placement.device, |device, plans| run_abstracted(
         device,
         plans,
@@ -225,9 +222,14 @@ fn with_lazy_siblings(tensors: &[&Tensor]) -> Vec<Tensor> {
 
 /// [`realize`] on `device` with its plan cache `plans`, whatever device the values are tied to.
 pub fn realize_on<D: Device>(device: &D, plans: &PlanCache<D>, tensors: &[&Tensor]) -> Result<()> {
-    let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
-    let roots = crate::host_call::run_host_calls(&roots)?.unwrap_or(roots);
+    let roots = host_calls_done(tensors)?;
     run_abstracted(device, plans, tensors, &abstract_buffers(&roots))
+}
+
+/// The graphs of `tensors` with their external host calls run (their results in their place).
+fn host_calls_done(tensors: &[&Tensor]) -> Result<Vec<UOp>> {
+    let roots: Vec<UOp> = tensors.iter().map(|t| t.uop()).collect();
+    Ok(crate::host_call::run_host_calls(&roots)?.unwrap_or(roots))
 }
 
 /// Runs the plan of `abstracted` (the graphs of `tensors`, buffers as placeholders) on
