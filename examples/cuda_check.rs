@@ -1,6 +1,8 @@
 //! Compiles the kernels of the per-sample-gradient examples for CUDA without a GPU
 //! (`vmap!(grad!(loss))` of the 784-128-10 MLP for a batch of 256, by each vmap method, and of
-//! the tutorial CNN of `per_sample_grads_cnn` for a batch of 8): each kernel is rendered as
+//! the tutorial CNN of `per_sample_grads_cnn` for a batch of 8) and of `gpu_bench` (the
+//! elementwise chain, the 4096² matmul and the staged 2048 x 256 contractions, `a @ b` and
+//! `x @ w.T`): each kernel is rendered as
 //! CUDA C, compiled by NVRTC to PTX for compute_80 and assembled by ptxas for sm_80 and
 //! sm_90. Ends with one line, `N kernels compiled, M failed`, or one line saying how to
 //! install the tools (`scripts/cuda-tools.sh`).
@@ -70,6 +72,16 @@ fn cnn_per_sample_grads() -> Vec<Tensor> {
     vmap(grad(cnn_loss, (0..8).collect::<Vec<usize>>()), in_axes, 0).call(&args)
 }
 
+/// The lazy results `gpu_bench` times and checks on a GPU.
+fn bench_kernels() -> Vec<Tensor> {
+    let x = Tensor::rand(&[1 << 20], 1);
+    let chain = ((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5;
+    let square = Tensor::rand(&[4096, 4096], 2).matmul(&Tensor::rand(&[4096, 4096], 3));
+    let (a, b) = (Tensor::rand(&[2048, 256], 4), Tensor::rand(&[256, 2048], 5));
+    let dot_form = a.matmul(&Tensor::rand(&[2048, 256], 6).transpose(0, 1));
+    vec![chain, square, a.matmul(&b), dot_form]
+}
+
 fn main() {
     if let Some(why) = nvrtc::tools_missing() {
         println!("CUDA tools missing ({why})");
@@ -97,6 +109,7 @@ fn main() {
         schedules.push((format!("MLP {method:?}"), grads));
     }
     schedules.push(("CNN".to_string(), cnn_per_sample_grads()));
+    schedules.push(("gpu_bench".to_string(), bench_kernels()));
     for (what, grads) in schedules {
         let roots: Vec<_> = grads.iter().map(|g| g.uop()).collect();
         for kernel in cuda_kernels(&create_schedule(&roots)) {

@@ -177,8 +177,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     check("matmul 512x384 @ 384x640 (1x4 per thread)", 1e-5, || {
         Tensor::rand(&[512, 384], 2).matmul(&Tensor::rand(&[384, 640], 3))
     })?;
-    check("matmul 2048x256 @ 256x2048 (8x4 per thread)", 1e-5, || {
-        Tensor::rand(&[2048, 256], 2).matmul(&Tensor::rand(&[256, 2048], 3))
+    check(
+        "matmul 2048x256 @ 256x2048 (8x4 per thread, 64x64 per block, staged)",
+        1e-5,
+        || Tensor::rand(&[2048, 256], 2).matmul(&Tensor::rand(&[256, 2048], 3)),
+    )?;
+    check("x @ w.T 2048x256 @ 256x2048 (staged, padded)", 1e-5, || {
+        let w = Tensor::rand(&[2048, 256], 3);
+        Tensor::rand(&[2048, 256], 2).matmul(&w.transpose(0, 1))
     })?;
 
     let torch = torch_peer();

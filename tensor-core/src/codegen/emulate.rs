@@ -6,9 +6,10 @@
 //! the thread number, the bounds check of the last block), what each thread loops over and
 //! accumulates, and which elements it stores. The threads of a block run in lockstep phases:
 //! every thread runs up to the next top-level barrier before any thread goes past it, and
-//! each block has its own shared memory. A shared element read in the phase another thread
-//! wrote it, or written by two threads in one phase, is a race the emulator stops at, as is
-//! a read of an element never written or a barrier inside a loop.
+//! each block has its own shared memory (a loop with a barrier inside runs each iteration that
+//! way). A shared element read in the phase another thread wrote it, or written by two threads
+//! in one phase, is a race the emulator stops at, as is a read of an element never written or
+//! a barrier where threads diverge (in a strided loop or an `If`).
 
 #[cfg(test)]
 use super::program::LaunchDims;
@@ -22,23 +23,68 @@ use std::collections::HashMap;
 #[track_caller]
 pub fn run_on_grid(kernel: &GpuKernel, buffers: &mut [Vec<Scalar>]) {
     let dims = kernel.launch_dims();
-    let phases: Vec<&[Line]> = kernel
-        .body
-        .lines
-        .split(|l| matches!(l, Line::Barrier))
-        .collect();
     for block in 0..dims.grid {
         let mut threads = block_threads(kernel, block, dims.block);
         let mut shared = Shared::default();
-        for phase in &phases {
-            shared.writers.clear();
-            shared.readers.clear();
-            for (lane, thread) in &mut threads {
-                shared.lane = *lane;
-                thread.run(phase, buffers, &mut shared);
+        run_block(&kernel.body.lines, &mut threads, buffers, &mut shared);
+    }
+}
+
+/// Runs `lines` on every thread of a block, in phases that end at barriers: a barrier at the
+/// top level, or inside a loop that every thread runs alike (its bounds are constants), whose
+/// iterations the block then runs together. A barrier inside a strided loop or an `If` (where
+/// threads diverge) stops the emulator.
+fn run_block(
+    lines: &[Line],
+    threads: &mut [(usize, Thread)],
+    buffers: &mut [Vec<Scalar>],
+    shared: &mut Shared,
+) {
+    let mut start = 0;
+    let mut i = 0;
+    while i < lines.len() {
+        match &lines[i] {
+            Line::Barrier => {
+                run_phase(&lines[start..i], threads, buffers, shared);
+                shared.writers.clear();
+                shared.readers.clear();
+                start = i + 1;
+                i += 1;
             }
+            Line::Loop(r) if has_barrier(&lines[i..i + matching_end(&lines[i..])]) => {
+                run_phase(&lines[start..i], threads, buffers, shared);
+                let end = i + matching_end(&lines[i..]);
+                let size = r.range_size().expect("rendered ranges have constant sizes");
+                for v in 0..size {
+                    for (_, thread) in threads.iter_mut() {
+                        thread.ranges.insert(r.range_id(), v as i64);
+                    }
+                    run_block(&lines[i + 1..end], threads, buffers, shared);
+                }
+                start = end + 1;
+                i = end + 1;
+            }
+            _ => i += 1,
         }
     }
+    run_phase(&lines[start..], threads, buffers, shared);
+}
+
+/// Runs `lines` (no barrier at their top level) on each thread of the block in turn.
+fn run_phase(
+    lines: &[Line],
+    threads: &mut [(usize, Thread)],
+    buffers: &mut [Vec<Scalar>],
+    shared: &mut Shared,
+) {
+    for (lane, thread) in threads.iter_mut() {
+        shared.lane = *lane;
+        thread.run(lines, buffers, shared);
+    }
+}
+
+fn has_barrier(lines: &[Line]) -> bool {
+    lines.iter().any(|l| matches!(l, Line::Barrier))
 }
 
 /// The threads of `block` that compute outputs, by lane, with their grid indices set.
@@ -57,8 +103,9 @@ fn block_threads(kernel: &GpuKernel, block: usize, size: usize) -> Vec<(usize, T
             let digit = gid / s.stride % s.size;
             state.ranges.insert(s.range.range_id(), digit as i64);
         }
-        if let Some(group) = &kernel.group {
-            state.ranges.insert(group.lane.range_id(), lane as i64);
+        let lane_range = kernel.group.as_ref().map(|g| &g.lane);
+        if let Some(r) = lane_range.or(kernel.local.as_ref().map(|t| &t.lane)) {
+            state.ranges.insert(r.range_id(), lane as i64);
         }
         threads.push((lane, state));
     }
@@ -164,7 +211,7 @@ impl Thread {
                 }
                 Line::If(_) | Line::EndIf => {}
                 Line::EndLoop => panic!("emulator: an EndLoop without its Loop"),
-                Line::Barrier => panic!("emulator: a barrier inside a loop"),
+                Line::Barrier => panic!("emulator: a barrier where the threads diverge"),
                 Line::DefineLocal {
                     local,
                     dtype: _,
@@ -319,12 +366,12 @@ fn identity(reduce: &UOp) -> Scalar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codegen::{CodegenOptions, lower_kernel_gpu};
+    use crate::codegen::{CodegenOptions, Opt, lower_kernel_gpu, lower_kernel_gpu_with_opts};
     use crate::schedule::{Schedule, create_schedule, exec};
     use crate::tensor::Tensor;
     use crate::transform::{grad, vmap};
     use crate::uop::dtype::decode_scalars;
-    use crate::uop::{Arg, BufferArg, DType};
+    use crate::uop::{Arg, AxisType, BufferArg, DType};
 
     fn buffer_arg(b: &UOp) -> &BufferArg {
         match b.arg() {
@@ -344,6 +391,16 @@ mod tests {
     /// Every kernel of `schedule` lowered for the GPU and run on the emulated grid; the
     /// outputs' elements and how many GPU threads ran in all.
     fn emulated(schedule: &Schedule) -> (Vec<Vec<Scalar>>, usize) {
+        emulated_with(schedule, |ast, sizes| {
+            lower_kernel_gpu(ast, sizes, &CodegenOptions::default(), "k")
+        })
+    }
+
+    /// [`emulated`] with each kernel lowered by `lower` (from its AST and buffer sizes).
+    fn emulated_with(
+        schedule: &Schedule,
+        lower: impl Fn(&UOp, &[usize]) -> GpuKernel,
+    ) -> (Vec<Vec<Scalar>>, usize) {
         let mut memory: HashMap<u64, Vec<Scalar>> = HashMap::new();
         let mut threads = 0;
         for item in &schedule.items {
@@ -355,8 +412,7 @@ mod tests {
                     memory.get(&id).cloned().unwrap_or_else(|| initial(b))
                 })
                 .collect();
-            let sizes = item.buffer_sizes();
-            let kernel = lower_kernel_gpu(&item.ast, &sizes, &CodegenOptions::default(), "k");
+            let kernel = lower(&item.ast, &item.buffer_sizes());
             threads += kernel.threads;
             run_on_grid(&kernel, &mut bufs);
             memory.insert(buffer_arg(&item.buffers[0]).id, bufs.swap_remove(0));
@@ -387,8 +443,20 @@ mod tests {
     fn check_within(name: &str, outputs: &[Tensor], tol: f64) -> usize {
         let roots: Vec<UOp> = outputs.iter().map(|t| t.uop()).collect();
         let schedule = create_schedule(&roots);
-        let expected = exec::run(&schedule);
-        let (got, threads) = emulated(&schedule);
+        let got = emulated(&schedule);
+        compare(name, &schedule, got, tol)
+    }
+
+    /// The emulated outputs `got` (with their thread count) equal the kernel ASTs of
+    /// `schedule` run in Rust, floats within `tol`; returns the thread count.
+    #[track_caller]
+    fn compare(
+        name: &str,
+        schedule: &Schedule,
+        (got, threads): (Vec<Vec<Scalar>>, usize),
+        tol: f64,
+    ) -> usize {
+        let expected = exec::run(schedule);
         for (k, (g, e)) in got.iter().zip(&expected).enumerate() {
             assert_eq!(g.len(), e.len(), "{name}: output {k} length");
             for (i, (a, b)) in g.iter().zip(e).enumerate() {
@@ -459,6 +527,101 @@ mod tests {
             "batched matmul",
             &[data(&[3, 5, 8], 7).matmul(&data(&[3, 8, 6], 8))],
         );
+    }
+
+    /// The opts of a block tile on a contraction's last two output ranges (rows, columns):
+    /// 4 x 4 outputs per thread, 8 x 16 threads per block, the reduce staged 16 steps at a
+    /// time.
+    fn block_tile_opts(ast: &UOp) -> Vec<Opt> {
+        use crate::codegen::opt::kernel_ranges;
+        let ranges = kernel_ranges(ast);
+        let id = |t: AxisType| -> Vec<usize> {
+            let of_type = ranges.iter().filter(|r| r.range_axis_type() == t);
+            of_type.map(UOp::range_id).collect()
+        };
+        let (outputs, reduce) = (id(AxisType::Loop), id(AxisType::Reduce)[0]);
+        let (row, column) = (outputs[outputs.len() - 2], outputs[outputs.len() - 1]);
+        let split = |axis, factor, target, top| Opt::Split {
+            axis,
+            factor,
+            target,
+            top,
+        };
+        vec![
+            split(column, 4, AxisType::Upcast, true),
+            split(row, 4, AxisType::Upcast, true),
+            split(row, 8, AxisType::Local, false),
+            split(column, 16, AxisType::Local, false),
+            split(reduce, 16, AxisType::Reduce, false),
+        ]
+    }
+
+    /// `out`'s kernels, a contraction's with [`block_tile_opts`], staged and emulated, equal
+    /// the CPU; the contraction's kernel.
+    #[track_caller]
+    fn check_block_tile(name: &str, out: &Tensor) -> GpuKernel {
+        let schedule = create_schedule(&[out.uop()]);
+        let lower = |ast: &UOp, sizes: &[usize]| {
+            let contraction = ast.toposort().iter().any(|u| u.op() == Op::Reduce);
+            match contraction {
+                true => lower_kernel_gpu_with_opts(ast, sizes, &block_tile_opts(ast), "k"),
+                false => lower_kernel_gpu(ast, sizes, &CodegenOptions::default(), "k"),
+            }
+        };
+        compare(name, &schedule, emulated_with(&schedule, lower), 1e-4);
+        let item = schedule.items.last().expect("a kernel");
+        let kernel = lower(&item.ast, &item.buffer_sizes());
+        assert!(kernel.local.is_some(), "{name}: no block tile");
+        let shared = kernel.body.lines.iter();
+        let shared = shared.filter(|l| matches!(l, Line::DefineLocal { .. }));
+        assert!(shared.count() > 0, "{name}: nothing staged");
+        kernel
+    }
+
+    #[test]
+    fn block_tiled_matmuls_staged_in_shared_memory_equal_the_cpu() {
+        // 64 x 128 outputs in blocks of 32 x 64, the reduce in 3 steps of 16.
+        check_block_tile("matmul", &data(&[64, 48], 30).matmul(&data(&[48, 128], 31)));
+        // x @ w.T: the weight rows are read along the reduce (a padded tile).
+        let w = data(&[128, 48], 32);
+        check_block_tile("x @ w.T", &data(&[64, 48], 33).matmul(&w.transpose(0, 1)));
+        check_block_tile(
+            "batched",
+            &data(&[2, 32, 32], 34).matmul(&data(&[2, 32, 64], 35)),
+        );
+        // An epilogue after the reduce, and a reduce longer than 4096 (its steps nested into
+        // a sum of their own).
+        let long = data(&[32, 4112], 36).matmul(&data(&[4112, 64], 37));
+        check_block_tile("relu epilogue, K = 4112", &(long * 0.5).relu());
+    }
+
+    #[test]
+    fn a_large_matmul_gets_the_block_tile_emulated_above() {
+        // 2^20 outputs: the heuristic picks 4 x 4 per thread and the same block tile, which
+        // is emulated on small shapes (a grid of 2^16 threads takes half a minute here).
+        let out = data(&[1024, 32], 38).matmul(&data(&[32, 1024], 39));
+        let schedule = create_schedule(&[out.uop()]);
+        let ast = &schedule.items.last().unwrap().ast;
+        assert_eq!(crate::codegen::gpu_optimizations(ast), block_tile_opts(ast));
+    }
+
+    #[test]
+    fn every_barrier_of_a_staged_matmul_is_needed() {
+        let out = data(&[64, 48], 40).matmul(&data(&[48, 128], 41));
+        let kernel = check_block_tile("matmul", &out);
+        let schedule = create_schedule(&[out.uop()]);
+        let item = schedule.items.last().unwrap();
+        let lines = &kernel.body.lines;
+        let barriers = (0..lines.len()).filter(|&i| matches!(lines[i], Line::Barrier));
+        for at in barriers {
+            let mut broken = kernel.clone();
+            broken.body.lines.remove(at);
+            let mut bufs: Vec<Vec<Scalar>> = item.buffers.iter().map(initial).collect();
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_on_grid(&broken, &mut bufs)
+            }));
+            assert!(caught.is_err(), "the barrier at line {at} is not checked");
+        }
     }
 
     #[test]

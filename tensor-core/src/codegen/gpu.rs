@@ -13,7 +13,8 @@
 //! statements between two mapped loop headers must be computations (every thread computes
 //! them; a store or an accumulation there would run once per thread instead of once).
 
-use super::program::{GpuKernel, KernelArg, Line, Program, Special};
+use super::fresh::Fresh;
+use super::program::{GpuKernel, KernelArg, Line, LocalTile, MAX_BLOCK_THREADS, Program, Special};
 use crate::uop::{AxisType, UOp};
 
 /// Maps the outer output loops of `program` to grid indices.
@@ -44,17 +45,40 @@ pub fn map_to_grid(name: &str, program: &Program, args: &[KernelArg]) -> GpuKern
         stride *= size;
     }
     specials.reverse();
-    GpuKernel {
+    let mut kernel = GpuKernel {
         name: name.to_string(),
         specials,
         threads: stride,
         group: None,
+        local: None,
         body: Program {
             lines: body,
             threads: 1,
         },
         args: args.to_vec(),
-    }
+    };
+    kernel.local = local_tile(&kernel);
+    kernel
+}
+
+/// The block of a kernel whose LOCAL ranges are its innermost grid indices and make up
+/// exactly [`MAX_BLOCK_THREADS`] threads (the launch's block, so each block's threads are
+/// the values of those ranges); `None` otherwise (a LOCAL range is then one more digit).
+fn local_tile(kernel: &GpuKernel) -> Option<LocalTile> {
+    let locals = kernel
+        .specials
+        .iter()
+        .rev()
+        .take_while(|s| s.range.range_axis_type() == AxisType::Local);
+    let size: usize = locals.map(|s| s.size).product();
+    let any = kernel
+        .specials
+        .last()
+        .is_some_and(|s| s.range.range_axis_type() == AxisType::Local);
+    (any && size == MAX_BLOCK_THREADS).then(|| LocalTile {
+        lane: UOp::range(size, Fresh::after(kernel).range(), AxisType::Group),
+        size,
+    })
 }
 
 /// The positions of the loop headers that become grid indices: a prefix of the loop nest,
@@ -83,7 +107,10 @@ fn mappable_loops(lines: &[Line]) -> Vec<usize> {
 }
 
 fn is_output_axis(r: &UOp) -> bool {
-    matches!(r.range_axis_type(), AxisType::Loop | AxisType::Thread)
+    matches!(
+        r.range_axis_type(),
+        AxisType::Loop | AxisType::Thread | AxisType::Local
+    )
 }
 
 /// The position of the `EndLoop` that closes the loop opened at `open`.

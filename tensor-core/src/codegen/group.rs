@@ -18,6 +18,7 @@
 //! nested by that pass into an outer loop over blocks) has that inner loop strided instead,
 //! when the block's partial only folds into the total: every lane stays busy.
 
+use super::fresh::Fresh;
 use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Value};
 use crate::uop::{AxisType, Op, ReduceOp, UOp};
 use std::collections::HashSet;
@@ -37,6 +38,9 @@ pub const GROUP_MAX_OUTPUTS: usize = 4096;
 /// [`GROUP_MAX_OUTPUTS`] outputs and a top-level loop of at least [`GROUP_MIN_LOOP`] values;
 /// otherwise unchanged.
 pub fn group_reductions(kernel: GpuKernel) -> GpuKernel {
+    if kernel.group.is_some() || kernel.local.is_some() || kernel.threads > GROUP_MAX_OUTPUTS {
+        return kernel;
+    }
     let lines = &kernel.body.lines;
     let loops = top_level_loops(lines);
     let long = loops
@@ -45,7 +49,7 @@ pub fn group_reductions(kernel: GpuKernel) -> GpuKernel {
     let splittable = loops
         .iter()
         .all(|&(open, end)| order_free(&lines[open..=end]));
-    if kernel.group.is_some() || kernel.threads > GROUP_MAX_OUTPUTS || !long || !splittable {
+    if !long || !splittable {
         return kernel;
     }
     let mut fresh = Fresh::after(&kernel);
@@ -128,51 +132,6 @@ fn order_free(lines: &[Line]) -> bool {
                 .any(reads_outer),
             _ => true,
         })
-}
-
-/// Numbers not used by the kernel yet, for new temps, accumulators, ranges and shared arrays.
-struct Fresh {
-    temp: usize,
-    acc: usize,
-    range: usize,
-    local: usize,
-}
-
-impl Fresh {
-    fn after(kernel: &GpuKernel) -> Fresh {
-        let mut fresh = Fresh {
-            temp: 0,
-            acc: 0,
-            range: 0,
-            local: 0,
-        };
-        let see_range =
-            |r: &UOp, fresh: &mut Fresh| fresh.range = fresh.range.max(r.range_id() + 1);
-        for s in &kernel.specials {
-            see_range(&s.range, &mut fresh);
-        }
-        for line in &kernel.body.lines {
-            match line {
-                Line::Loop(r) => see_range(r, &mut fresh),
-                Line::DefineAcc { acc, .. } => fresh.acc = fresh.acc.max(acc + 1),
-                Line::Assign { temp, operands, .. } => {
-                    fresh.temp = fresh.temp.max(temp + 1);
-                    for v in operands {
-                        if let Value::Range(r) = v {
-                            see_range(r, &mut fresh);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        fresh
-    }
-
-    fn range(&mut self) -> usize {
-        self.range += 1;
-        self.range - 1
-    }
 }
 
 /// The lines with each top-level loop strided over the block's lanes and followed by the

@@ -666,6 +666,60 @@ pub fn gpu_tile(ast: &UOp, first: &Opt) -> Option<(UOp, usize)> {
     ))
 }
 
+/// The LOCAL splits and the reduce split of a GPU contraction tiled per thread (its columns
+/// by `columns`, its rows by `rows`, the opts of [`gpu_tile`]): the threads of a block take
+/// [`LOCAL_ROWS`] x [`LOCAL_COLUMNS`] neighbouring thread tiles (a 64 x 64 output tile for
+/// 8 x 4 per thread), and the reduce steps [`STAGE_STEPS`] at a time, so `codegen::stage`
+/// copies each step's operand slices into shared memory once per block. Empty unless the
+/// kernel has one reduce range, longer than a step, and the sizes divide.
+pub fn gpu_local_tile(ast: &UOp, columns: &Opt, rows: &Opt) -> Vec<Opt> {
+    let ranges = kernel_ranges(ast);
+    let size_of = |opt: &Opt| {
+        let Opt::Split { axis, factor, .. } = opt;
+        let range = ranges.iter().find(|r| r.range_id() == *axis)?;
+        Some((*axis, range.range_size()? / factor))
+    };
+    let reduces: Vec<&UOp> = ranges
+        .iter()
+        .filter(|r| r.range_axis_type() == AxisType::Reduce)
+        .collect();
+    let (Some((column, column_left)), Some((row, row_left)), [reduce]) =
+        (size_of(columns), size_of(rows), reduces.as_slice())
+    else {
+        return Vec::new();
+    };
+    let steps = reduce.range_size().unwrap_or(0);
+    let fits = column_left.is_multiple_of(LOCAL_COLUMNS)
+        && row_left.is_multiple_of(LOCAL_ROWS)
+        && steps > STAGE_STEPS
+        && steps.is_multiple_of(STAGE_STEPS);
+    if !fits {
+        return Vec::new();
+    }
+    let split = |axis, factor, target| Opt::Split {
+        axis,
+        factor,
+        target,
+        top: false,
+    };
+    vec![
+        split(row, LOCAL_ROWS, AxisType::Local),
+        split(column, LOCAL_COLUMNS, AxisType::Local),
+        split(reduce.range_id(), STAGE_STEPS, AxisType::Reduce),
+    ]
+}
+
+/// The threads of a tiled GPU contraction's block along its rows (see [`gpu_local_tile`]).
+pub const LOCAL_ROWS: usize = 8;
+
+/// The threads of a tiled GPU contraction's block along its columns: a warp reads 16
+/// neighbouring columns (and two rows) of each staged step.
+pub const LOCAL_COLUMNS: usize = 16;
+
+/// The reduce steps whose operand slices a tiled GPU contraction's block stages in shared
+/// memory at once.
+pub const STAGE_STEPS: usize = 16;
+
 /// The fewest outputs a GPU contraction must have to be tiled per thread.
 pub const GPU_TILE_MIN_OUTPUTS: usize = 1 << 20;
 
@@ -755,7 +809,8 @@ mod tests {
 
     #[test]
     fn gpu_contractions_tile_by_their_size() {
-        let upcasts = |a: Tensor, b: Tensor| -> Vec<usize> {
+        use AxisType::{Local, Reduce, Upcast};
+        let opts = |a: Tensor, b: Tensor| -> Vec<(usize, AxisType, bool)> {
             // The last kernel is the contraction (a wide B may be copied to padded rows first).
             let schedule = create_schedule(&[a.matmul(&b).uop()]);
             let ast = &schedule.items.last().expect("a kernel").ast;
@@ -768,20 +823,31 @@ mod tests {
                         target,
                         ..
                     } = opt;
-                    assert!(*top, "a GPU upcast takes the top of its axis: {opt:?}");
-                    assert_eq!(*target, AxisType::Upcast, "a GPU kernel only upcasts");
-                    *factor
+                    (*factor, *target, *top)
                 })
                 .collect()
         };
+        // The upcasts take the top of their axes (neighbouring threads, neighbouring
+        // elements); a block tile takes 8 x 16 neighbouring threads and stages the reduce
+        // 16 steps at a time.
+        let block = [(8, Local, false), (16, Local, false), (16, Reduce, false)];
         // 16M outputs: 4 columns by 8 rows per thread, 524,288 threads.
-        assert_eq!(upcasts(matrix(4096, 64), matrix(64, 4096)), vec![4, 8]);
+        let tiled = |rows| [(4, Upcast, true), (rows, Upcast, true)];
+        assert_eq!(
+            opts(matrix(4096, 64), matrix(64, 4096)),
+            [tiled(8).as_slice(), &block].concat()
+        );
         // 1M outputs: 8 rows would leave 32,768 threads, so 4x4 (65,536).
-        assert_eq!(upcasts(matrix(1024, 64), matrix(64, 1024)), vec![4, 4]);
+        assert_eq!(
+            opts(matrix(1024, 64), matrix(64, 1024)),
+            [tiled(4).as_slice(), &block].concat()
+        );
         // Fewer outputs: one thread per 1x4.
-        assert_eq!(upcasts(matrix(512, 64), matrix(64, 512)), vec![4]);
+        assert_eq!(opts(matrix(512, 64), matrix(64, 512)), [(4, Upcast, true)]);
         // A short reduce is not a contraction worth tiling.
-        assert_eq!(upcasts(matrix(4096, 8), matrix(8, 4096)), vec![4]);
+        assert_eq!(opts(matrix(4096, 8), matrix(8, 4096)), [(4, Upcast, true)]);
+        // A reduce of one step is tiled per thread but not staged.
+        assert_eq!(opts(matrix(4096, 16), matrix(16, 4096)), tiled(8));
     }
 
     #[test]

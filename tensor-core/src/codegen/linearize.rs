@@ -2,7 +2,7 @@
 //! operands come before their users.
 //!
 //! The output ranges become the outer loops (THREAD first, then reduce blocks, then by range
-//! id). A value is
+//! id, LOCAL ranges last). A value is
 //! placed at the shallowest loop where all the ranges it uses are defined, so loop-invariant
 //! code is hoisted without a separate pass. A Reduce becomes an accumulator defined where its
 //! result is needed, a loop nest over its ranges that folds the value into it, and the
@@ -371,6 +371,8 @@ fn loop_rank(axis: AxisType) -> u8 {
     match axis {
         AxisType::Thread => 0,
         AxisType::ReduceBlock => 1,
+        // The threads of a block: the innermost grid indices (`codegen::gpu`).
+        AxisType::Local => 3,
         _ => 2,
     }
 }

@@ -19,6 +19,7 @@
 pub mod blocked_sum;
 pub mod emulate;
 pub mod expand;
+pub mod fresh;
 pub mod gpu;
 pub mod group;
 pub mod heuristic;
@@ -27,6 +28,7 @@ pub mod name;
 pub mod opt;
 pub mod program;
 pub mod search;
+pub mod stage;
 pub mod transcendental;
 
 pub use name::{kernel_name, unique_name};
@@ -98,13 +100,27 @@ pub fn lower_kernel_gpu(
     } else {
         Vec::new()
     };
-    let linear = lower(ast, buffer_sizes, &opt_list, name.to_string());
-    let kernel = gpu::map_to_grid(&linear.name, &linear.program, &linear.args);
+    let kernel = lower_kernel_gpu_with_opts(ast, buffer_sizes, &opt_list, name);
     if opts.optimize {
         group::group_reductions(kernel)
     } else {
         kernel
     }
+}
+
+/// Lowers one kernel AST for a GPU with exactly the given OptOps: the outer output loops
+/// mapped to the launch grid, and the loads of a block's tile (LOCAL ranges) staged in
+/// shared memory ([`stage`]); no group reductions.
+#[track_caller]
+pub fn lower_kernel_gpu_with_opts(
+    ast: &UOp,
+    buffer_sizes: &[usize],
+    opt_list: &[Opt],
+    name: &str,
+) -> GpuKernel {
+    let linear = lower(ast, buffer_sizes, opt_list, name.to_string());
+    let kernel = gpu::map_to_grid(&linear.name, &linear.program, &linear.args);
+    stage::stage_tiles(kernel)
 }
 
 /// The hand-coded OptOps for a GPU: the CPU heuristic's first upcast (never its cache blocks or
@@ -120,13 +136,16 @@ pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
     let Some(first) = gpu_first_upcast(ast) else {
         return Vec::new();
     };
-    let tile = heuristic::gpu_tile(ast, &first).map(|(axis, width)| Opt::Split {
+    let Some(tile) = heuristic::gpu_tile(ast, &first).map(|(axis, width)| Opt::Split {
         axis: axis.range_id(),
         factor: width,
         target: AxisType::Upcast,
         top: true,
-    });
-    std::iter::once(first).chain(tile).collect()
+    }) else {
+        return vec![first];
+    };
+    let local = heuristic::gpu_local_tile(ast, &first, &tile);
+    [first, tile].into_iter().chain(local).collect()
 }
 
 /// The CPU heuristic's first upcast, narrowed for a GPU thread and taken from the top of its

@@ -196,6 +196,17 @@ pub struct Group {
     pub size: usize,
 }
 
+/// The threads of a block that compute a tile of outputs together (`codegen::gpu` maps the
+/// LOCAL ranges to the innermost grid indices, so the threads of one block are the values of
+/// those ranges): `codegen::stage` has them copy the tile's operands into shared memory.
+#[derive(Clone, Debug)]
+pub struct LocalTile {
+    /// A `Group` range: the thread's position in its block (`threadIdx.x`).
+    pub lane: UOp,
+    /// Threads per block: the product of the LOCAL ranges' sizes, [`MAX_BLOCK_THREADS`].
+    pub size: usize,
+}
+
 /// A kernel lowered for a GPU (`codegen::gpu`): what one thread runs and how the grid indexes it.
 #[derive(Clone, Debug)]
 pub struct GpuKernel {
@@ -208,6 +219,8 @@ pub struct GpuKernel {
     pub threads: usize,
     /// The threads of a block that split the work of one output, if any.
     pub group: Option<Group>,
+    /// The threads of a block that compute a tile of outputs together, if any.
+    pub local: Option<LocalTile>,
     /// The statements of one thread: the program with the mapped loops removed.
     pub body: Program,
     /// The buffer arguments, by slot.
@@ -222,7 +235,13 @@ impl GpuKernel {
                 grid: self.threads,
                 block: group.size,
             },
-            None => LaunchDims::for_threads(self.threads),
+            None => match &self.local {
+                Some(tile) => LaunchDims {
+                    grid: self.threads / tile.size,
+                    block: tile.size,
+                },
+                None => LaunchDims::for_threads(self.threads),
+            },
         }
     }
 

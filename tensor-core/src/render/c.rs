@@ -822,7 +822,7 @@ pub fn range_name(r: &UOp) -> String {
     let prefix = match r.range_axis_type() {
         AxisType::Reduce | AxisType::Unroll | AxisType::ReduceBlock => "ridx",
         AxisType::Lane => "lane",
-        AxisType::Group => "lidx",
+        AxisType::Group | AxisType::Local => "lidx",
         _ => "gidx",
     };
     format!("{prefix}{}", r.range_id())

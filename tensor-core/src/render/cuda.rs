@@ -9,6 +9,7 @@
 //!   the last output return, and each mapped range is a digit of `gid`;
 //! - a grouped kernel (`codegen::group`) is one block per output: `gid = blockIdx.x`, its
 //!   lane `threadIdx.x`, its shared arrays `__shared__` and its barriers `__syncthreads()`;
+//!   a tiled kernel (`codegen::stage`) keeps `gid` and names its lane too;
 //! - helpers are `__device__` functions; `NAN`/`INFINITY` are bit patterns (there is no
 //!   `math.h`); the math functions are CUDA's device functions of the same names (`f32`
 //!   transcendentals were already decomposed by `codegen::transcendental`, as for the CPU);
@@ -140,7 +141,15 @@ fn grid_indices(kernel: &GpuKernel, index_type: &str) -> String {
             "  const {index_type} gid = ({index_type})blockIdx.x * ({index_type})blockDim.x + ({index_type})threadIdx.x;\n"
         ),
     };
-    // A grouped kernel's blocks return whole, before any barrier.
+    if let Some(tile) = &kernel.local {
+        let _ = writeln!(
+            out,
+            "  const {index_type} {} = ({index_type})threadIdx.x;",
+            super::c::range_name(&tile.lane)
+        );
+    }
+    // A grouped kernel's blocks return whole, before any barrier; a tiled kernel's threads
+    // fill whole blocks.
     let _ = writeln!(out, "  if (gid >= {threads}) return;");
     for (k, s) in specials.iter().enumerate() {
         let name = super::c::range_name(&s.range);

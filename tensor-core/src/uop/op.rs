@@ -387,8 +387,13 @@ pub enum AxisType {
     /// blocking): each iteration adds its block's partial sums into the output buffer.
     ReduceBlock,
     /// A GPU thread's position in its block, when the threads of a block split a reduce
-    /// axis between them (`codegen::group`; tinygrad's GROUP).
+    /// axis between them (`codegen::group`; tinygrad's GROUP), or copy a tile into shared
+    /// memory together (`codegen::stage`).
     Group,
+    /// A GPU output axis whose values are the threads of one block (tinygrad's LOCAL): the
+    /// block computes a tile of outputs and its threads share the tile's loads
+    /// (`codegen::stage`).
+    Local,
 }
 
 impl AxisType {
@@ -403,6 +408,7 @@ impl AxisType {
             AxisType::Lane => 'v',
             AxisType::ReduceBlock => 'b',
             AxisType::Group => 'G',
+            AxisType::Local => 'l',
         }
     }
 }

@@ -407,6 +407,7 @@ fn decode_opts(text: &str) -> Option<Vec<Opt>> {
                 AxisType::Unroll,
                 AxisType::ReduceBlock,
                 AxisType::Group,
+                AxisType::Local,
                 AxisType::Lane,
             ]
             .into_iter()
