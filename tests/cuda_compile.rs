@@ -245,6 +245,42 @@ fn per_sample_gradient_kernels_compile_for_cuda() {
     );
 }
 
+/// The kernels with `float4` accesses (`codegen::vectorize`) and with operand tiles staged in
+/// `__shared__` memory (`codegen::stage`: a 2048 x 256 x 2048 matmul, `a @ b` and `x @ w.T`)
+/// are among those compiled.
+#[test]
+fn vector_and_staged_kernels_compile_for_cuda() {
+    let x = data(&[1 << 16], 1);
+    let (a, b, w) = (
+        data(&[2048, 256], 2),
+        data(&[256, 2048], 3),
+        data(&[2048, 256], 4),
+    );
+    let graphs = vec![
+        (
+            "float4 chain",
+            vec![((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5],
+        ),
+        (
+            "float4 broadcast row",
+            vec![data(&[64, 256], 5) + data(&[256], 6)],
+        ),
+        ("staged matmul", vec![a.matmul(&b)]),
+        ("staged x @ w.T", vec![a.matmul(&w.transpose(0, 1))]),
+    ];
+    for (label, outputs) in &graphs {
+        let sources = kernel_sources(outputs);
+        let last = &sources.last().expect("a kernel").1;
+        let form = if label.starts_with("float4") {
+            "*(const float4*)"
+        } else {
+            "__shared__ float"
+        };
+        assert!(last.contains(form), "{label}: no `{form}` in\n{last}");
+    }
+    check_all("vector_and_staged_kernels_compile_for_cuda", graphs);
+}
+
 /// The check is real: a kernel NVRTC rejects is reported as a failure with its log.
 #[test]
 fn a_broken_kernel_fails_the_check() {

@@ -262,6 +262,25 @@ impl Thread {
                     let v = self.assign(node, operands, buffers);
                     self.temps.insert(*temp, v);
                 }
+                Line::VectorLoad { temps, load, index } => {
+                    let buffer = &buffers[load.s(0).s(0).global_slot()];
+                    let first = self.aligned(index, temps.len(), buffer.len());
+                    for (k, temp) in temps.iter().enumerate() {
+                        self.temps.insert(*temp, buffer[first + k]);
+                    }
+                }
+                Line::VectorStore {
+                    store,
+                    index,
+                    values,
+                } => {
+                    let global = store.s(0).s(0);
+                    let slot = global.global_slot();
+                    let first = self.aligned(index, values.len(), buffers[slot].len());
+                    for (k, v) in values.iter().enumerate() {
+                        buffers[slot][first + k] = self.value(v).cast(global.dtype());
+                    }
+                }
                 Line::Store {
                     store,
                     index,
@@ -296,6 +315,22 @@ impl Thread {
         }
         .dtype();
         exec_typed(node.op(), node.dtype(), operand, &args)
+    }
+
+    /// The first element of a vector access of `lanes` elements at `v`, which must be a
+    /// multiple of `lanes` (a GPU faults on a misaligned vector access) and in bounds.
+    #[track_caller]
+    fn aligned(&self, v: &Value, lanes: usize, len: usize) -> usize {
+        let first = self.index(v, len);
+        assert!(
+            first.is_multiple_of(lanes),
+            "emulator: a vector access of {lanes} elements at {first}, not a multiple of {lanes}"
+        );
+        assert!(
+            first + lanes <= len,
+            "emulator: a vector access of {lanes} elements at {first} of a buffer of {len}"
+        );
+        first
     }
 
     #[track_caller]
@@ -461,7 +496,8 @@ mod tests {
             assert_eq!(g.len(), e.len(), "{name}: output {k} length");
             for (i, (a, b)) in g.iter().zip(e).enumerate() {
                 let (a, b) = (a.as_f64(), b.as_f64());
-                let close = a == b || (a - b).abs() <= tol + tol * b.abs();
+                let both_nan = a.is_nan() && b.is_nan();
+                let close = a == b || both_nan || (a - b).abs() <= tol + tol * b.abs();
                 assert!(close, "{name}: output {k}[{i}]: GPU {a}, CPU {b}");
             }
         }
@@ -622,6 +658,52 @@ mod tests {
             }));
             assert!(caught.is_err(), "the barrier at line {at} is not checked");
         }
+    }
+
+    #[test]
+    fn vector_accesses_on_the_grid_equal_the_cpu() {
+        let x = data(&[4096], 42);
+        let kernels = gpu_kernels(&[x.exp() * 2.0]);
+        let vector = |l: &Line| matches!(l, Line::VectorLoad { .. } | Line::VectorStore { .. });
+        assert!(kernels[0].body.lines.iter().any(vector));
+        check("exp chain", &[((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5]);
+        check("broadcast row", &[data(&[32, 64], 43) + data(&[64], 44)]);
+        check(
+            "offset view",
+            &[data(&[4096], 45).shrink(&[(4, 4092)]) + 1.0],
+        );
+        check("two outputs", &[x.sin(), &x * &x]);
+    }
+
+    #[test]
+    fn a_misaligned_vector_access_stops_the_emulator() {
+        let schedule = create_schedule(&[(data(&[64], 46) * 2.0).uop()]);
+        let item = &schedule.items[0];
+        let mut kernel = lower_kernel_gpu(
+            &item.ast,
+            &item.buffer_sizes(),
+            &CodegenOptions::default(),
+            "k",
+        );
+        let lines = &mut kernel.body.lines;
+        let at = lines
+            .iter()
+            .position(|l| matches!(l, Line::VectorLoad { .. }))
+            .expect("a vector load");
+        let Line::VectorLoad { index, .. } = &mut lines[at] else {
+            unreachable!()
+        };
+        *index = Value::Const(UOp::constant(2i64, DType::Index));
+        let mut bufs: Vec<Vec<Scalar>> = item.buffers.iter().map(initial).collect();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_on_grid(&kernel, &mut bufs)
+        }));
+        let message = caught.expect_err("a misaligned vector access must stop the emulator");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(text.contains("not a multiple of 4"), "{text}");
     }
 
     #[test]

@@ -55,6 +55,10 @@ impl Fresh {
                 self.temp = self.temp.max(temp + 1);
                 operands.iter().for_each(|v| self.see_value(v));
             }
+            Line::VectorLoad { temps, .. } => {
+                let last = temps.iter().max().map_or(0, |t| t + 1);
+                self.temp = self.temp.max(last);
+            }
             Line::LocalLoad { temp, local, .. } => {
                 self.temp = self.temp.max(temp + 1);
                 self.local = self.local.max(local + 1);

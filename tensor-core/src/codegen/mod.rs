@@ -17,6 +17,7 @@
 #![allow(clippy::mutable_key_type)]
 
 pub mod blocked_sum;
+pub mod emit;
 pub mod emulate;
 pub mod expand;
 pub mod fresh;
@@ -30,6 +31,7 @@ pub mod program;
 pub mod search;
 pub mod stage;
 pub mod transcendental;
+pub mod vectorize;
 
 pub use name::{kernel_name, unique_name};
 pub use opt::{Opt, OptimizedKernel};
@@ -87,7 +89,9 @@ pub fn lower_kernel_named(
 }
 
 /// Lowers one kernel AST for a GPU: the GPU heuristic's OptOps ([`gpu_optimizations`]), the
-/// same passes as for the CPU, then the outer output loops mapped to the launch grid.
+/// same passes as for the CPU, then the outer output loops mapped to the launch grid, a block
+/// tile's loads staged in shared memory ([`stage`]), long loops split across a block
+/// ([`group`]), and neighbouring `f32` accesses made vector accesses ([`vectorize`]).
 #[track_caller]
 pub fn lower_kernel_gpu(
     ast: &UOp,
@@ -100,17 +104,19 @@ pub fn lower_kernel_gpu(
     } else {
         Vec::new()
     };
-    let kernel = lower_kernel_gpu_with_opts(ast, buffer_sizes, &opt_list, name);
-    if opts.optimize {
+    let kernel = lower_to_grid(ast, buffer_sizes, &opt_list, name);
+    let kernel = if opts.optimize {
         group::group_reductions(kernel)
     } else {
         kernel
-    }
+    };
+    vectorize::vectorize(kernel)
 }
 
 /// Lowers one kernel AST for a GPU with exactly the given OptOps: the outer output loops
-/// mapped to the launch grid, and the loads of a block's tile (LOCAL ranges) staged in
-/// shared memory ([`stage`]); no group reductions.
+/// mapped to the launch grid, the loads of a block's tile (LOCAL ranges) staged in shared
+/// memory ([`stage`]), and neighbouring `f32` accesses made vector accesses ([`vectorize`]);
+/// no group reductions.
 #[track_caller]
 pub fn lower_kernel_gpu_with_opts(
     ast: &UOp,
@@ -118,6 +124,13 @@ pub fn lower_kernel_gpu_with_opts(
     opt_list: &[Opt],
     name: &str,
 ) -> GpuKernel {
+    vectorize::vectorize(lower_to_grid(ast, buffer_sizes, opt_list, name))
+}
+
+/// The CPU's lowering with `opt_list`, the output loops mapped to the grid, and a block
+/// tile's loads staged.
+#[track_caller]
+fn lower_to_grid(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt], name: &str) -> GpuKernel {
     let linear = lower(ast, buffer_sizes, opt_list, name.to_string());
     let kernel = gpu::map_to_grid(&linear.name, &linear.program, &linear.args);
     stage::stage_tiles(kernel)
@@ -128,7 +141,9 @@ pub fn lower_kernel_gpu_with_opts(
 /// [`heuristic::UPCAST_WIDTH`] wide, dividing the CPU's (a thread keeps that many outputs in
 /// registers, and the grid keeps the rest of the parallelism), no THREAD split (the grid is
 /// the parallelism). The upcast takes the top of its axis, so neighbouring threads touch
-/// neighbouring elements and every load and store of a warp is one coalesced access. A
+/// neighbouring elements and every load and store of a warp is one coalesced access, except
+/// in an elementwise kernel whose every access along the axis can be one `float4`
+/// ([`vectorize::vectorizable_upcast`]): there a thread's 4 elements are neighbours. A
 /// contraction also tiles a second output axis whose loads it reuses
 /// ([`heuristic::gpu_tile`]): a matmul thread computes 4x4 or 8x4 outputs (rows by columns)
 /// from 4 + 4 or 8 + 4 loads per step of its reduce, instead of 1x4 from 1 + 4.
@@ -168,11 +183,12 @@ fn gpu_first_upcast(ast: &UOp) -> Option<Opt> {
     let width = (2..=factor.min(heuristic::UPCAST_WIDTH))
         .rev()
         .find(|w| factor.is_multiple_of(*w))?;
+    let vector = width == vectorize::VECTOR_WIDTH && vectorize::vectorizable_upcast(ast, axis);
     Some(Opt::Split {
         axis,
         factor: width,
         target: AxisType::Upcast,
-        top: true,
+        top: !vector,
     })
 }
 

@@ -131,6 +131,27 @@ pub enum Line {
     /// Waits until every thread of the block reached it, and makes their shared-memory writes
     /// visible (tinyspec's BARRIER, CUDA's `__syncthreads()`).
     Barrier,
+    /// Reads the `temps.len()` (4) neighbouring elements from `index` on of the load's buffer
+    /// in one access (GPU only, `codegen::vectorize`; `index` is a multiple of 4, so the
+    /// access is 16-byte aligned): temp `temps[k]` gets element `index + k`.
+    VectorLoad {
+        /// The temporaries written, one per element.
+        temps: Vec<usize>,
+        /// The Load of the first element (its buffer and dtype).
+        load: UOp,
+        /// The first element read.
+        index: Value,
+    },
+    /// Writes `values[k]` at `index + k` of the store's buffer in one access (GPU only,
+    /// `codegen::vectorize`; `index` is a multiple of 4).
+    VectorStore {
+        /// The Store of the first element (its buffer).
+        store: UOp,
+        /// The first element written.
+        index: Value,
+        /// The values written, one per element.
+        values: Vec<Value>,
+    },
     /// Writes `value` at `index` of the store's buffer, only where `gate` holds.
     Store {
         /// The `Store` node (its buffer is the destination).
@@ -183,6 +204,32 @@ impl Line {
     /// True for the lines that open a loop (closed by an `EndLoop`).
     pub fn opens_loop(&self) -> bool {
         matches!(self, Line::Loop(_) | Line::StridedLoop { .. })
+    }
+
+    /// The values the line reads.
+    pub fn reads(&self) -> Vec<&Value> {
+        match self {
+            Line::Assign { operands, .. } => operands.iter().collect(),
+            Line::Accumulate { value, .. } | Line::If(value) => vec![value],
+            Line::LocalLoad { index, .. } | Line::VectorLoad { index, .. } => vec![index],
+            Line::LocalStore { index, value, .. } => vec![index, value],
+            Line::VectorStore { index, values, .. } => {
+                std::iter::once(index).chain(values).collect()
+            }
+            Line::Store {
+                index, gate, value, ..
+            } => [Some(index), gate.as_ref(), Some(value)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Line::Loop(_)
+            | Line::EndLoop
+            | Line::DefineAcc { .. }
+            | Line::StridedLoop { .. }
+            | Line::DefineLocal { .. }
+            | Line::EndIf
+            | Line::Barrier => Vec::new(),
+        }
     }
 }
 

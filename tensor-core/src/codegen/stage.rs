@@ -29,11 +29,12 @@
 //! keeps the operand's layout. The second barrier keeps the next step's copy from
 //! overwriting values a slower thread still reads.
 
+use super::emit::{Emitter, drop_unused};
 use super::fresh::Fresh;
-use super::program::{GpuKernel, Line, LocalTile, Value};
+use super::program::{GpuKernel, Line, LocalTile};
 use crate::symbolic::simplify;
 use crate::uop::{AxisType, DType, Op, UOp, substitute};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// The most bytes of shared memory a kernel's tiles take (CUDA's limit for a static
 /// `__shared__` array per block is 48 KiB; half of it leaves room for two blocks per SM).
@@ -114,43 +115,6 @@ pub fn stage_tiles(kernel: GpuKernel) -> GpuKernel {
             threads: kernel.body.threads,
         },
         ..kernel
-    }
-}
-
-/// `lines` without the computations nothing reads (the index arithmetic of the loads that
-/// now read shared memory).
-fn drop_unused(mut lines: Vec<Line>) -> Vec<Line> {
-    loop {
-        let mut read: HashSet<usize> = HashSet::new();
-        for line in &lines {
-            for v in operands(line) {
-                if let Value::Temp(t) = v {
-                    read.insert(*t);
-                }
-            }
-        }
-        let before = lines.len();
-        lines.retain(|l| !matches!(l, Line::Assign { temp, .. } if !read.contains(temp)));
-        if lines.len() == before {
-            return lines;
-        }
-    }
-}
-
-/// The values a line reads.
-fn operands(line: &Line) -> Vec<&Value> {
-    match line {
-        Line::Assign { operands, .. } => operands.iter().collect(),
-        Line::Accumulate { value, .. } | Line::If(value) => vec![value],
-        Line::LocalLoad { index, .. } => vec![index],
-        Line::LocalStore { index, value, .. } => vec![index, value],
-        Line::Store {
-            index, gate, value, ..
-        } => [Some(index), gate.as_ref(), Some(value)]
-            .into_iter()
-            .flatten()
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -401,50 +365,6 @@ fn simplify_address(load: &UOp) -> UOp {
         .map(|(k, s)| if k == 0 { s.clone() } else { simplify(s) })
         .collect();
     load.with_src(vec![address.with_src(parts)])
-}
-
-/// Emits the statements that compute an expression of ranges, constants and loads.
-struct Emitter<'a> {
-    fresh: &'a mut Fresh,
-    lines: Vec<Line>,
-    values: HashMap<UOp, Value>,
-}
-
-impl<'a> Emitter<'a> {
-    fn new(fresh: &'a mut Fresh) -> Emitter<'a> {
-        Emitter {
-            fresh,
-            lines: Vec::new(),
-            values: HashMap::new(),
-        }
-    }
-
-    fn value(&mut self, u: &UOp) -> Value {
-        if let Some(v) = self.values.get(u) {
-            return v.clone();
-        }
-        let v = match u.op() {
-            Op::Const => Value::Const(u.clone()),
-            Op::Range => Value::Range(u.clone()),
-            op => {
-                let sources: &[UOp] = if op == Op::Load {
-                    &u.s(0).src()[1..]
-                } else {
-                    u.src()
-                };
-                let operands = sources.iter().map(|s| self.value(s)).collect();
-                let temp = self.fresh.temp();
-                self.lines.push(Line::Assign {
-                    temp,
-                    node: u.clone(),
-                    operands,
-                });
-                Value::Temp(temp)
-            }
-        };
-        self.values.insert(u.clone(), v.clone());
-        v
-    }
 }
 
 #[cfg(test)]

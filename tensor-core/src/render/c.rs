@@ -254,7 +254,39 @@ impl<'a> CRenderer<'a> {
                 format!("{ty} {name} = local{local}[{}];", self.bare(index))
             }
             Line::Barrier => "__syncthreads();".to_string(),
+            Line::VectorLoad { temps, load, index } => self.vector_load(temps, load, index),
+            Line::VectorStore {
+                store,
+                index,
+                values,
+            } => self.vector_store(store, index, values),
         })
+    }
+
+    /// `float4 vecN = *(const float4*)(dataS + index);` and one `float` per element.
+    fn vector_load(&mut self, temps: &[usize], load: &UOp, index: &Value) -> String {
+        let slot = load.s(0).s(0).global_slot();
+        let vector = format!("vec{}", self.loads);
+        let mut text = format!(
+            "float4 {vector} = *(const float4*)(data{slot} + {});",
+            self.atom(index)
+        );
+        for (temp, lane) in temps.iter().zip(["x", "y", "z", "w"]) {
+            let name = self.fresh_name(*temp, true);
+            let _ = write!(text, " float {name} = {vector}.{lane};");
+        }
+        text
+    }
+
+    /// `*(float4*)(dataS + index) = float4{a, b, c, d};`
+    fn vector_store(&mut self, store: &UOp, index: &Value, values: &[Value]) -> String {
+        let slot = store.s(0).s(0).global_slot();
+        let values: Vec<String> = values.iter().map(|v| self.bare(v)).collect();
+        format!(
+            "*(float4*)(data{slot} + {}) = float4{{{}}};",
+            self.atom(index),
+            values.join(", ")
+        )
     }
 
     fn fresh_name(&mut self, temp: usize, is_load: bool) -> String {
@@ -916,6 +948,7 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
             Line::DefineAcc { .. } | Line::DefineLocal { .. } | Line::Barrier => continue,
             Line::LocalStore { index, value, .. } => vec![index, value],
             Line::LocalLoad { index, .. } => vec![index],
+            Line::VectorLoad { .. } | Line::VectorStore { .. } => line.reads(),
             Line::Accumulate { value, .. } => vec![value],
             Line::Assign {
                 temp,

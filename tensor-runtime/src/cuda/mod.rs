@@ -415,6 +415,15 @@ impl Device for CudaDevice {
                 pointer
             })
             .collect();
+        // Kernels read and write `float4`s at element indices that are multiples of 4
+        // (`codegen::vectorize`), which is 16-byte aligned only from an aligned start; every
+        // buffer is a whole allocation (256-byte aligned), so this never fires unless that
+        // changes.
+        if let Some(pointer) = pointers.iter().find(|p| *p % 16 != 0) {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "a buffer at {pointer:#x} is not 16-byte aligned, which vector accesses need"
+            )));
+        }
         let dims = LaunchDims::for_threads(threads);
         let grid = u32::try_from(dims.grid).map_err(|_| {
             RuntimeError::InvalidLaunch(format!("{threads} threads need more than 2^32 blocks"))
