@@ -945,11 +945,6 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
                 loop_marks.push(i);
                 vec![cond]
             }
-            Line::DefineAcc { .. } | Line::DefineLocal { .. } | Line::Barrier => continue,
-            Line::LocalStore { index, value, .. } => vec![index, value],
-            Line::LocalLoad { index, .. } => vec![index],
-            Line::VectorLoad { .. } | Line::VectorStore { .. } => line.reads(),
-            Line::Accumulate { value, .. } => vec![value],
             Line::Assign {
                 temp,
                 node,
@@ -962,14 +957,9 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
                         _ => None,
                     }));
                 }
-                operands.iter().collect()
+                line.reads()
             }
-            Line::Store {
-                index, gate, value, ..
-            } => [Some(index), gate.as_ref(), Some(value)]
-                .into_iter()
-                .flatten()
-                .collect(),
+            _ => line.reads(),
         };
         for v in operands {
             if let Value::Temp(t) = v {
