@@ -733,7 +733,7 @@ pub const GPU_TILE_WIDTH: usize = 8;
 pub const GPU_TILE_MIN_THREADS: usize = 1 << 16;
 
 /// How far `idx` moves when `range` goes from 0 to 1 with every other range at 0.
-fn index_stride(idx: &UOp, range: &UOp) -> Option<i64> {
+pub fn index_stride(idx: &UOp, range: &UOp) -> Option<i64> {
     let at = |v: i64| eval_index(idx, &HashMap::from([(range.clone(), v)]));
     Some(at(1)? - at(0)?)
 }

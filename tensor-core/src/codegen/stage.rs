@@ -31,6 +31,7 @@
 
 use super::emit::{Emitter, drop_unused};
 use super::fresh::Fresh;
+use super::heuristic::index_stride;
 use super::program::{GpuKernel, Line, LocalTile};
 use crate::symbolic::simplify;
 use crate::uop::{AxisType, DType, Op, UOp, substitute};
@@ -240,7 +241,10 @@ fn tile_axes(load: &UOp, inner: &UOp, locals: &[UOp], uniform: &[UOp]) -> Option
         }
     }
     let index = &address.src()[1];
-    let mut strides: Vec<(i64, UOp)> = axes.into_iter().map(|r| (stride(index, &r), r)).collect();
+    let mut strides: Vec<(i64, UOp)> = axes
+        .into_iter()
+        .map(|r| (index_stride(index, &r).unwrap_or(0), r))
+        .collect();
     strides.sort_by_key(|(s, r)| (std::cmp::Reverse(*s), r.range_id()));
     let ranges: Vec<UOp> = strides.into_iter().map(|(_, r)| r).collect();
     let sizes = ranges
@@ -248,25 +252,6 @@ fn tile_axes(load: &UOp, inner: &UOp, locals: &[UOp], uniform: &[UOp]) -> Option
         .map(|r| r.range_size())
         .collect::<Option<Vec<usize>>>()?;
     Some(TileAxes { ranges, sizes })
-}
-
-/// How far `index` moves when `range` goes from 0 to 1 (every range at 0 otherwise), or 0
-/// where that is not a constant.
-fn stride(index: &UOp, range: &UOp) -> i64 {
-    let at = |v: i64| {
-        let mut env: HashMap<UOp, UOp> = HashMap::new();
-        for r in index.toposort().into_iter().filter(|u| u.op() == Op::Range) {
-            let value = if r == *range { v } else { 0 };
-            env.insert(r, UOp::constant(value, DType::Index));
-        }
-        simplify(&substitute(index, &env))
-            .const_value()
-            .map(|c| c.as_i64())
-    };
-    match (at(1), at(0)) {
-        (Some(one), Some(zero)) => one - zero,
-        _ => 0,
-    }
 }
 
 /// Builds the shared arrays, their copies and the reads that replace the staged loads.
