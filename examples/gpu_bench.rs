@@ -6,13 +6,21 @@
 //! PyTorch's times for the same work on the same GPU are printed beside ours.
 //!
 //! Every result is checked against the CPU path before it is timed. Without a GPU it says
-//! so in one line and exits.
+//! so in one line and exits. Last, the matmul's kernel is timed under other OptOps than the
+//! heuristic's (tile per thread, block, reduce step, staging), each checked against the
+//! heuristic's result: the measurements behind the GPU heuristic's constants.
 //!
 //! Run: `cargo run --release --example gpu_bench` (`DEVICE` is ignored: it uses `CUDA:0`).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tensor::core::codegen::opt::Opt;
+use tensor::core::codegen::{gpu_optimizations, lower_kernel_gpu_with_opts};
+use tensor::core::render::cuda::render_kernel;
+use tensor::core::schedule::create_schedule;
 use tensor::prelude::*;
+use tensor::runtime::cuda::CudaDevice;
+use tensor::runtime::device::Device;
 use tensor::runtime::realize::{cuda_device, realize, set_device, synchronize, to_vec};
 
 const LEN: usize = 64 * 1024 * 1024;
@@ -263,6 +271,122 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         gpu_grads / cpu_grads,
         versus("per_sample_grads", gpu_grads)
     );
+    set_device(Some("CUDA"))?;
+    matmul_variants(gpu, peak)
+}
+
+/// The matmul 4096²'s kernel under OptOps other than the heuristic's, each timed (median of
+/// 9 launches, each synchronized) and checked against the heuristic's result.
+fn matmul_variants(gpu: &CudaDevice, peak: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let a = Tensor::rand(&[MATMUL, MATMUL], 5);
+    let b = Tensor::rand(&[MATMUL, MATMUL], 6);
+    realize(&[&a, &b])?;
+    let schedule = create_schedule(&[a.matmul(&b).uop()]);
+    let item = schedule.items.last().ok_or("the matmul has a kernel")?;
+    let sizes = item.buffer_sizes();
+    let heuristic = gpu_optimizations(&item.ast);
+    let [columns, rows, local_rows, local_columns, steps] = heuristic.as_slice() else {
+        println!("matmul variants: skipped: the heuristic's opts are {heuristic:?}");
+        return Ok(());
+    };
+    let with = |opt: &Opt, factor: usize| {
+        let Opt::Split {
+            axis, target, top, ..
+        } = opt.clone();
+        Opt::Split {
+            axis,
+            factor,
+            target,
+            top,
+        }
+    };
+    let local = |r: usize, c: usize, s: usize| {
+        vec![with(local_rows, r), with(local_columns, c), with(steps, s)]
+    };
+    let per_thread = |r: usize, c: usize| vec![with(columns, c), with(rows, r)];
+    let variants: Vec<(&str, Vec<Opt>)> = vec![
+        ("heuristic", heuristic.clone()),
+        ("8x4 per thread, unstaged", per_thread(8, 4)),
+        (
+            "8x4, 8x16 threads, steps of 16",
+            [per_thread(8, 4), local(8, 16, 16)].concat(),
+        ),
+        (
+            "8x4, 8x16 threads, steps of 64",
+            [per_thread(8, 4), local(8, 16, 64)].concat(),
+        ),
+        (
+            "8x4, 16x8 threads, steps of 32",
+            [per_thread(8, 4), local(16, 8, 32)].concat(),
+        ),
+        (
+            "4x4, 8x16 threads, steps of 32",
+            [per_thread(4, 4), local(8, 16, 32)].concat(),
+        ),
+        (
+            "8x8, 8x16 threads, steps of 16",
+            [per_thread(8, 8), local(8, 16, 16)].concat(),
+        ),
+        (
+            "8x8, 8x16 threads, steps of 32",
+            [per_thread(8, 8), local(8, 16, 32)].concat(),
+        ),
+        (
+            "8x8, 16x8 threads, steps of 32",
+            [per_thread(8, 8), local(16, 8, 32)].concat(),
+        ),
+    ];
+    // Inputs of the slot sizes the kernel reads (a realized `rand` may be a view of a
+    // larger buffer), filled with values in [0, 1).
+    let input = |slot: usize| -> Result<_, Box<dyn std::error::Error>> {
+        let bytes: Vec<u8> = (0..sizes[slot] as u64)
+            .flat_map(|i| {
+                let bits = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as u32;
+                (bits as f32 / (1u32 << 24) as f32).to_le_bytes()
+            })
+            .collect();
+        let buffer = gpu.allocate(bytes.len())?;
+        gpu.copy_in(&buffer, &bytes)?;
+        Ok(buffer)
+    };
+    let (x, y) = (input(1)?, input(2)?);
+    let out = gpu.allocate(sizes[0] * 4)?;
+    let mut reference: Option<Vec<u8>> = None;
+    println!("matmul f32 {MATMUL}x{MATMUL} under other OptOps (kernel alone, median of 9):");
+    for (name, opts) in variants {
+        let kernel = render_kernel(&lower_kernel_gpu_with_opts(
+            &item.ast, &sizes, &opts, "variant",
+        ));
+        let program = gpu.compile(&kernel.source, &kernel.entry)?;
+        let launch = || {
+            gpu.launch(&program, &[&out, &x, &y], kernel.threads)
+                .and_then(|()| gpu.wait_idle())
+                .expect("the variant runs");
+        };
+        let t = ms(median(9, launch));
+        let mut result = vec![0u8; sizes[0] * 4];
+        gpu.copy_out(&out, &mut result)?;
+        let floats = |bytes: &[u8]| -> Vec<f32> {
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        };
+        let error = match &reference {
+            Some(r) => relative_error(&floats(&result), &floats(r)),
+            None => 0.0,
+        };
+        reference.get_or_insert(result);
+        let flops = 2.0 * (MATMUL as f64).powi(3) / (t * 1e-3);
+        println!(
+            "  {name:<34} {t:>7.3} ms  {:>5.2} TFLOP/s = {:>4.1}% of peak  (vs heuristic {error:.0e})",
+            flops / 1e12,
+            100.0 * flops / peak,
+        );
+        if error > 1e-5 {
+            return Err(format!("matmul variant {name} differs by {error:e}").into());
+        }
+    }
     Ok(())
 }
 

@@ -271,12 +271,15 @@ fn vector_and_staged_kernels_compile_for_cuda() {
     for (label, outputs) in &graphs {
         let sources = kernel_sources(outputs);
         let last = &sources.last().expect("a kernel").1;
-        let form = if label.starts_with("float4") {
-            "*(const float4*)"
+        let forms: &[&str] = if label.starts_with("float4") {
+            &["*(const float4*)(data"]
         } else {
-            "__shared__ float"
+            // The tiles in shared memory, read four values at a time.
+            &["__shared__ __align__(16) float", "*(const float4*)(local"]
         };
-        assert!(last.contains(form), "{label}: no `{form}` in\n{last}");
+        for form in forms {
+            assert!(last.contains(form), "{label}: no `{form}` in\n{last}");
+        }
     }
     check_all("vector_and_staged_kernels_compile_for_cuda", graphs);
 }

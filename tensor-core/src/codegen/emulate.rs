@@ -240,6 +240,22 @@ impl Thread {
                     let v = shared.load(*local, at).cast(*dtype);
                     self.temps.insert(*temp, v);
                 }
+                Line::LocalVectorLoad {
+                    temps,
+                    local,
+                    index,
+                } => {
+                    let first = self.value(index).as_i64() as usize;
+                    assert!(
+                        first.is_multiple_of(temps.len()),
+                        "emulator: a shared vector read of {} elements at {first}",
+                        temps.len()
+                    );
+                    for (k, temp) in temps.iter().enumerate() {
+                        let v = shared.load(*local, first + k);
+                        self.temps.insert(*temp, v);
+                    }
+                }
                 Line::DefineAcc { acc, reduce } => {
                     self.accs.insert(*acc, identity(reduce));
                 }
@@ -569,6 +585,17 @@ mod tests {
     /// 4 x 4 outputs per thread, 8 x 16 threads per block, the reduce staged 16 steps at a
     /// time.
     fn block_tile_opts(ast: &UOp) -> Vec<Opt> {
+        block_tile_opts_with(ast, (4, 4), (8, 16), 16)
+    }
+
+    /// A block tile of `per_thread` (rows, columns) outputs per thread, `threads` (rows,
+    /// columns) threads per block and reduce steps of `steps`.
+    fn block_tile_opts_with(
+        ast: &UOp,
+        per_thread: (usize, usize),
+        threads: (usize, usize),
+        steps: usize,
+    ) -> Vec<Opt> {
         use crate::codegen::opt::kernel_ranges;
         let ranges = kernel_ranges(ast);
         let id = |t: AxisType| -> Vec<usize> {
@@ -584,11 +611,11 @@ mod tests {
             top,
         };
         vec![
-            split(column, 4, AxisType::Upcast, true),
-            split(row, 4, AxisType::Upcast, true),
-            split(row, 8, AxisType::Local, false),
-            split(column, 16, AxisType::Local, false),
-            split(reduce, 16, AxisType::Reduce, false),
+            split(column, per_thread.1, AxisType::Upcast, true),
+            split(row, per_thread.0, AxisType::Upcast, true),
+            split(row, threads.0, AxisType::Local, false),
+            split(column, threads.1, AxisType::Local, false),
+            split(reduce, steps, AxisType::Reduce, false),
         ]
     }
 
@@ -632,13 +659,43 @@ mod tests {
     }
 
     #[test]
+    fn block_tiles_of_other_shapes_equal_the_cpu() {
+        // The shapes `gpu_bench` times against the heuristic's: 8 x 8 and 4 x 8 per thread,
+        // 16 x 8 threads, steps of 8 and 32.
+        let out = data(&[128, 64], 40).matmul(&data(&[64, 256], 41));
+        let schedule = create_schedule(&[out.uop()]);
+        for (per_thread, threads, steps) in [
+            ((8, 8), (8, 16), 8),
+            ((8, 8), (16, 8), 8),
+            ((4, 8), (16, 8), 16),
+            ((8, 4), (8, 16), 32),
+        ] {
+            let lower = |ast: &UOp, sizes: &[usize]| {
+                let opts = block_tile_opts_with(ast, per_thread, threads, steps);
+                let kernel = lower_kernel_gpu_with_opts(ast, sizes, &opts, "k");
+                let staged = kernel.body.lines.iter();
+                let vector_reads = staged.filter(|l| matches!(l, Line::LocalVectorLoad { .. }));
+                assert!(vector_reads.count() > 0, "{per_thread:?}: no vector reads");
+                kernel
+            };
+            let name = format!("{per_thread:?} per thread, {threads:?} threads, steps {steps}");
+            compare(&name, &schedule, emulated_with(&schedule, lower), 1e-4);
+        }
+    }
+
+    #[test]
     fn a_large_matmul_gets_the_block_tile_emulated_above() {
-        // 2^20 outputs: the heuristic picks 4 x 4 per thread and the same block tile, which
-        // is emulated on small shapes (a grid of 2^16 threads takes half a minute here).
-        let out = data(&[1024, 32], 38).matmul(&data(&[32, 1024], 39));
+        // 2^20 outputs: the heuristic picks 4 x 4 per thread and the same block tile, with
+        // reduce steps of STAGE_STEPS, which is emulated on small shapes (a grid of 2^16
+        // threads takes half a minute here).
+        let out = data(&[1024, 64], 38).matmul(&data(&[64, 1024], 39));
         let schedule = create_schedule(&[out.uop()]);
         let ast = &schedule.items.last().unwrap().ast;
-        assert_eq!(crate::codegen::gpu_optimizations(ast), block_tile_opts(ast));
+        let steps = crate::codegen::heuristic::STAGE_STEPS;
+        assert_eq!(
+            crate::codegen::gpu_optimizations(ast),
+            block_tile_opts_with(ast, (4, 4), (8, 16), steps)
+        );
     }
 
     #[test]

@@ -59,6 +59,11 @@ impl Fresh {
                 let last = temps.iter().max().map_or(0, |t| t + 1);
                 self.temp = self.temp.max(last);
             }
+            Line::LocalVectorLoad { temps, local, .. } => {
+                let last = temps.iter().max().map_or(0, |t| t + 1);
+                self.temp = self.temp.max(last);
+                self.local = self.local.max(local + 1);
+            }
             Line::LocalLoad { temp, local, .. } => {
                 self.temp = self.temp.max(temp + 1);
                 self.local = self.local.max(local + 1);

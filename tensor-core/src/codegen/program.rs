@@ -122,6 +122,17 @@ pub enum Line {
         /// The element read.
         index: Value,
     },
+    /// Reads the `temps.len()` (4) neighbouring elements from `index` on of shared array
+    /// `local` (`f32`) in one access (GPU only, `codegen::stage`; `index` is a multiple of 4
+    /// and the array 16-byte aligned): temp `temps[k]` gets element `index + k`.
+    LocalVectorLoad {
+        /// The temporaries written, one per element.
+        temps: Vec<usize>,
+        /// The shared array.
+        local: usize,
+        /// The first element read.
+        index: Value,
+    },
     /// Opens a block whose lines run only where the bool `Value` holds, closed by the next
     /// unmatched `EndIf` (`codegen::linearize` puts the updates of a reduce that are gated by
     /// an equality in one).
@@ -211,7 +222,9 @@ impl Line {
         match self {
             Line::Assign { operands, .. } => operands.iter().collect(),
             Line::Accumulate { value, .. } | Line::If(value) => vec![value],
-            Line::LocalLoad { index, .. } | Line::VectorLoad { index, .. } => vec![index],
+            Line::LocalLoad { index, .. }
+            | Line::LocalVectorLoad { index, .. }
+            | Line::VectorLoad { index, .. } => vec![index],
             Line::LocalStore { index, value, .. } => vec![index, value],
             Line::VectorStore { index, values, .. } => {
                 std::iter::once(index).chain(values).collect()

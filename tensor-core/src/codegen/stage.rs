@@ -6,40 +6,52 @@
 //! 64 x 64 outputs; without staging each thread loads its own 8 rows and 4 columns at every
 //! step of the reduce, so the block asks memory for every row element 16 times and every
 //! column element 8 times. The pass works on a reduce split into steps (an outer loop whose
-//! body holds the inner loop, see the heuristic's reduce split); for every load of the inner
-//! loop that is the same for some threads of the block (its index does not depend on every
-//! LOCAL range):
+//! body holds the inner loop, see the heuristic's reduce split). The loads of the inner loop
+//! that are the same for some threads of the block (the index does not depend on every LOCAL
+//! range) are staged, in *families*: the loads of one buffer whose indices differ by
+//! multiples of one constant (a thread's upcast rows or columns, `u = 0, 1, ...`) share one
+//! array with `u` as its innermost axis:
 //!
 //! ```text
-//! for o:                               __shared__ T tile[Π sizes];
+//! for o:                               __shared__ T tile[inner][locals...][u];
 //!   for i:                             for o:
-//!     v = buf[f(l, i, o, g)]    =>       for e = lane; e < Π sizes; e += block:   (copy)
-//!     ...                                  tile[e] = buf[f(digits of e, o, g)]
+//!     v_u = buf[f(l, i, o, g) + u·d]  =>  x_j = buf[f(digits of e_j, o, g) + u_j·d]   (copy:
+//!     ...                                tile[position of e_j] = x_j              e_j = lane + j·block)
 //!                                        barrier
 //!                                        for i:
-//!                                          v = tile[mixed-radix(l, i)]
+//!                                          v_0..v_3 = tile[i][l][0..4]   (one float4)
 //!                                          ...
 //!                                        barrier
 //! ```
 //!
-//! where `l` are the LOCAL ranges and `i` the inner range the index depends on (the tile's
-//! axes), and `o` and the other grid indices `g` are the same for every thread of the block.
-//! The tile's axes are ordered by their stride in the index, largest first, so the copy's
-//! consecutive threads read consecutive addresses (a coalesced load) and the shared array
-//! keeps the operand's layout. The second barrier keeps the next step's copy from
-//! overwriting values a slower thread still reads.
+//! where `l` are the LOCAL ranges and `i` the inner range (with `u`, the tile's axes), and
+//! `o` and the other grid indices `g` are the same for every thread of the block.
+//!
+//! - **The copy** numbers the tile's elements in the order of their strides in memory,
+//!   largest first, so consecutive threads read consecutive addresses (a coalesced load).
+//!   Each thread's elements `e_j = lane + j·block` are loaded one after the other before any
+//!   is stored, so the loads of a step wait on memory once, not once each.
+//! - **The layout** is the order the threads read in: the inner range outermost (every
+//!   thread reads the same step together), then the LOCAL ranges, then `u`, so a thread's 4
+//!   neighbouring `u` of an `f32` family are one aligned `float4` read. A row (one step)
+//!   of 32 words or a multiple is padded by 4 words (1 when not read as vectors), so the
+//!   copy's stores along the inner range do not fall in one bank.
+//! - The second barrier keeps the next step's copy from overwriting values a slower thread
+//!   still reads.
 
 use super::emit::{Emitter, drop_unused};
 use super::fresh::Fresh;
 use super::heuristic::index_stride;
 use super::program::{GpuKernel, Line, LocalTile};
+use super::vectorize::{VECTOR_WIDTH, affine};
 use crate::symbolic::simplify;
 use crate::uop::{AxisType, DType, Op, UOp, substitute};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-/// The most bytes of shared memory a kernel's tiles take (CUDA's limit for a static
-/// `__shared__` array per block is 48 KiB; half of it leaves room for two blocks per SM).
-pub const STAGE_BYTES: usize = 24 * 1024;
+/// The most bytes of shared memory a kernel's tiles take: below CUDA's 48 KiB of static
+/// `__shared__` arrays per block, and room for 5 blocks in the 228 KiB of a Hopper
+/// multiprocessor (a 4096² matmul's tiles take 17 KiB).
+pub const STAGE_BYTES: usize = 40 * 1024;
 
 /// `kernel` with the loads of its first split reduce staged through shared memory, when it
 /// has a block of LOCAL threads and such a reduce; otherwise unchanged.
@@ -50,63 +62,64 @@ pub fn stage_tiles(kernel: GpuKernel) -> GpuKernel {
     let Some(site) = find_site(&kernel.body.lines) else {
         return kernel;
     };
+    let is_local = |r: &UOp| r.range_axis_type() == AxisType::Local;
     let locals: Vec<UOp> = kernel
         .specials
         .iter()
-        .filter(|s| s.range.range_axis_type() == AxisType::Local)
+        .filter(|s| is_local(&s.range))
         .map(|s| s.range.clone())
         .collect();
     let uniform: Vec<UOp> = kernel
         .specials
         .iter()
-        .filter(|s| s.range.range_axis_type() != AxisType::Local)
+        .filter(|s| !is_local(&s.range))
         .map(|s| s.range.clone())
         .chain([site.outer.clone()])
         .collect();
+    let lines = &kernel.body.lines;
+    let inner_lines = &lines[site.inner_open + 1..site.inner_end];
     let mut fresh = Fresh::after(&kernel);
-    let mut budget = STAGE_BYTES;
     let mut stager = Stager {
         tile: &tile,
         inner: &site.inner,
         fresh: &mut fresh,
         defines: Vec::new(),
-        copies: Vec::new(),
+        copy_loads: Vec::new(),
+        copy_stores: Vec::new(),
+        reads: HashMap::new(),
+        replaced: HashSet::new(),
     };
-    let lines = &kernel.body.lines;
-    let mut inner_body = Vec::with_capacity(site.inner_end - site.inner_open);
-    for line in &lines[site.inner_open + 1..site.inner_end] {
-        let staged = match line {
-            Line::Assign { temp, node, .. } if node.op() == Op::Load => {
-                tile_axes(node, &site.inner, &locals, &uniform)
-                    .filter(|axes| {
-                        let bytes = axes.size() * node.dtype().size_bytes();
-                        let fits = bytes <= budget;
-                        if fits {
-                            budget -= bytes;
-                        }
-                        fits
-                    })
-                    .map(|axes| stager.stage(*temp, node, &axes))
-            }
-            _ => None,
-        };
-        match staged {
-            Some(reads) => inner_body.extend(reads),
-            None => inner_body.push(line.clone()),
+    let mut budget = STAGE_BYTES;
+    for family in families(inner_lines, &site.inner, &locals, &uniform) {
+        let bytes = family.layout(&site.inner).len * family.load.dtype().size_bytes();
+        if bytes <= budget {
+            budget -= bytes;
+            stager.stage(&family);
         }
     }
-    if stager.copies.is_empty() {
+    if stager.defines.is_empty() {
         return kernel;
     }
     let Stager {
-        defines, copies, ..
+        defines,
+        copy_loads,
+        copy_stores,
+        mut reads,
+        replaced,
+        ..
     } = stager;
     let mut body = defines;
     body.extend_from_slice(&lines[..site.inner_open]);
-    body.extend(copies);
+    body.extend(copy_loads);
+    body.extend(copy_stores);
     body.push(Line::Barrier);
     body.push(lines[site.inner_open].clone());
-    body.extend(inner_body);
+    for (i, line) in inner_lines.iter().enumerate() {
+        body.extend(reads.remove(&i).unwrap_or_default());
+        if !replaced.contains(&i) {
+            body.push(line.clone());
+        }
+    }
     body.push(Line::EndLoop);
     body.push(Line::Barrier);
     body.extend_from_slice(&lines[site.inner_end + 1..]);
@@ -181,48 +194,9 @@ fn is_reduce(r: &UOp) -> bool {
     r.range_axis_type() == AxisType::Reduce
 }
 
-/// The axes of the shared tile of one load: the ranges its index varies over inside a block
-/// step, outermost first, with their sizes.
-struct TileAxes {
-    ranges: Vec<UOp>,
-    sizes: Vec<usize>,
-}
-
-impl TileAxes {
-    fn size(&self) -> usize {
-        self.sizes.iter().product()
-    }
-
-    /// The weight of each axis in the tile's row-major layout: the digits of an element's
-    /// number in the dense tile.
-    fn weights(&self) -> Vec<usize> {
-        let mut weights = vec![1; self.sizes.len()];
-        for k in (0..self.sizes.len().saturating_sub(1)).rev() {
-            weights[k] = weights[k + 1] * self.sizes[k + 1];
-        }
-        weights
-    }
-
-    /// The weight of each axis in the shared array. When the innermost axis is the reduce's
-    /// (the threads of a warp read along an outer axis, as the weight rows of `x @ w.T`), its
-    /// rows are padded by one element: rows of 16 words would put 16 threads on two of the 32
-    /// banks of shared memory (an 8-way conflict), rows of 17 put each on its own.
-    fn layout(&self, inner: &UOp) -> Vec<usize> {
-        let n = self.sizes.len();
-        let padded = n > 1 && self.ranges[n - 1] == *inner;
-        let mut weights = vec![1; n];
-        for k in (0..n.saturating_sub(1)).rev() {
-            let next = self.sizes[k + 1] + usize::from(padded && k + 1 == n - 1);
-            weights[k] = weights[k + 1] * next;
-        }
-        weights
-    }
-}
-
-/// The tile axes of `load` when it reads through the inner range, is shared by some threads
-/// of the block (some LOCAL range is not among its ranges), and otherwise depends only on
-/// values every thread of the block has alike.
-fn tile_axes(load: &UOp, inner: &UOp, locals: &[UOp], uniform: &[UOp]) -> Option<TileAxes> {
+/// The ranges a staged load varies over inside a block step (the inner range and some LOCAL
+/// ranges), ordered by their stride in the load's index, largest first.
+fn tile_ranges(load: &UOp, inner: &UOp, locals: &[UOp], uniform: &[UOp]) -> Option<Vec<UOp>> {
     let address = load.s(0);
     let ranges: Vec<UOp> = address
         .toposort()
@@ -247,11 +221,165 @@ fn tile_axes(load: &UOp, inner: &UOp, locals: &[UOp], uniform: &[UOp]) -> Option
         .collect();
     strides.sort_by_key(|(s, r)| (std::cmp::Reverse(*s), r.range_id()));
     let ranges: Vec<UOp> = strides.into_iter().map(|(_, r)| r).collect();
-    let sizes = ranges
+    ranges
         .iter()
-        .map(|r| r.range_size())
-        .collect::<Option<Vec<usize>>>()?;
-    Some(TileAxes { ranges, sizes })
+        .all(|r| r.range_size().is_some())
+        .then_some(ranges)
+}
+
+/// Staged loads that share one shared array: loads of one buffer over the same tile ranges
+/// whose indices are `index(load) + u·step` for `u = 0, 1, ...` (one load alone: `step` 0).
+struct Family {
+    /// The member with `u = 0`.
+    load: UOp,
+    /// The tile's ranges, largest stride first.
+    ranges: Vec<UOp>,
+    /// `(line in the inner loop, temp)` of each member, by `u`.
+    members: Vec<(usize, usize)>,
+    /// How far apart neighbouring members' indices are.
+    step: i64,
+}
+
+/// Where each element of a family's array is: the weight of the inner range, of each LOCAL
+/// range (in the family's order) and of `u`, and the array's length.
+struct Layout {
+    weights: HashMap<UOp, usize>,
+    len: usize,
+}
+
+impl Family {
+    fn count(&self) -> usize {
+        self.members.len()
+    }
+
+    fn size(r: &UOp) -> usize {
+        r.range_size().expect("tile ranges have constant sizes")
+    }
+
+    /// True when a thread reads its `u` four at a time as one `float4`.
+    fn vectorized(&self) -> bool {
+        self.load.dtype() == DType::F32 && self.count().is_multiple_of(VECTOR_WIDTH)
+    }
+
+    /// The array's layout (see the module docs): the inner range outermost, then the LOCAL
+    /// ranges, then `u`; a row of a multiple of 32 words padded.
+    fn layout(&self, inner: &UOp) -> Layout {
+        let mut weights = HashMap::new();
+        let mut row = self.count();
+        for r in self.ranges.iter().rev().filter(|r| *r != inner) {
+            weights.insert(r.clone(), row);
+            row *= Self::size(r);
+        }
+        if row.is_multiple_of(32) {
+            row += if self.vectorized() { VECTOR_WIDTH } else { 1 };
+        }
+        weights.insert(inner.clone(), row);
+        Layout {
+            weights,
+            len: row * Self::size(inner),
+        }
+    }
+
+    /// The copy's axes, largest stride in memory first: each tile range and `u` (`None`),
+    /// with its size.
+    fn copy_axes(&self) -> Vec<(Option<UOp>, usize)> {
+        let index = &self.load.s(0).src()[1];
+        let mut axes: Vec<(i64, Option<UOp>, usize)> = self
+            .ranges
+            .iter()
+            .map(|r| {
+                (
+                    index_stride(index, r).unwrap_or(0),
+                    Some(r.clone()),
+                    Self::size(r),
+                )
+            })
+            .collect();
+        if self.count() > 1 {
+            axes.push((self.step, None, self.count()));
+        }
+        axes.sort_by_key(|(stride, _, _)| std::cmp::Reverse(*stride));
+        axes.into_iter().map(|(_, r, n)| (r, n)).collect()
+    }
+}
+
+/// The families of the stageable loads of the inner loop's lines, in line order of their
+/// first members.
+fn families(lines: &[Line], inner: &UOp, locals: &[UOp], uniform: &[UOp]) -> Vec<Family> {
+    struct Candidate {
+        line: usize,
+        temp: usize,
+        load: UOp,
+        ranges: Vec<UOp>,
+    }
+    let mut groups: Vec<Vec<Candidate>> = Vec::new();
+    for (line, l) in lines.iter().enumerate() {
+        let Line::Assign { temp, node, .. } = l else {
+            continue;
+        };
+        if node.op() != Op::Load {
+            continue;
+        }
+        let Some(ranges) = tile_ranges(node, inner, locals, uniform) else {
+            continue;
+        };
+        let candidate = Candidate {
+            line,
+            temp: *temp,
+            load: node.clone(),
+            ranges,
+        };
+        match groups.iter_mut().find(|g| {
+            index_offset(&g[0].load, &candidate.load).is_some() && g[0].ranges == candidate.ranges
+        }) {
+            Some(group) => group.push(candidate),
+            None => groups.push(vec![candidate]),
+        }
+    }
+    let mut families = Vec::new();
+    for mut group in groups {
+        let first = group[0].load.clone();
+        group.sort_by_key(|c| index_offset(&first, &c.load).expect("grouped by offset"));
+        let offsets: Vec<i64> = group
+            .iter()
+            .map(|c| index_offset(&group[0].load, &c.load).expect("grouped by offset"))
+            .collect();
+        let step = offsets.get(1).copied().unwrap_or(0);
+        let progression = offsets
+            .iter()
+            .enumerate()
+            .all(|(u, &o)| o == u as i64 * step);
+        if progression {
+            families.push(Family {
+                load: group[0].load.clone(),
+                ranges: group[0].ranges.clone(),
+                members: group.iter().map(|c| (c.line, c.temp)).collect(),
+                step,
+            });
+        } else {
+            families.extend(group.into_iter().map(|c| Family {
+                load: c.load,
+                ranges: c.ranges,
+                members: vec![(c.line, c.temp)],
+                step: 0,
+            }));
+        }
+    }
+    families.sort_by_key(|f| f.members.iter().map(|(line, _)| *line).min());
+    families
+}
+
+/// `index(b) - index(a)` when both are ungated loads of one buffer and dtype whose indices
+/// are affine in the ranges and differ by a constant.
+fn index_offset(a: &UOp, b: &UOp) -> Option<i64> {
+    let (address_a, address_b) = (a.s(0), b.s(0));
+    let same_buffer = address_a.s(0) == address_b.s(0) && a.dtype() == b.dtype();
+    let ungated = address_a.src().len() == 2 && address_b.src().len() == 2;
+    if !same_buffer || !ungated {
+        return None;
+    }
+    let (form_a, form_b) = (affine(&address_a.src()[1])?, affine(&address_b.src()[1])?);
+    (form_a.terms == form_b.terms).then(|| form_b.constant - form_a.constant)
 }
 
 /// Builds the shared arrays, their copies and the reads that replace the staged loads.
@@ -260,96 +388,176 @@ struct Stager<'a> {
     inner: &'a UOp,
     fresh: &'a mut Fresh,
     defines: Vec<Line>,
-    copies: Vec<Line>,
+    /// Every global load of a step's copy, then every shared store.
+    copy_loads: Vec<Line>,
+    copy_stores: Vec<Line>,
+    /// The lines that read staged values, by the inner-loop line they go before.
+    reads: HashMap<usize, Vec<Line>>,
+    /// The inner-loop lines whose loads now read shared memory.
+    replaced: HashSet<usize>,
 }
 
 impl Stager<'_> {
-    /// Stages the load `node` (temp `temp`) over `axes`: defines its shared array, adds its
-    /// copy, and returns the lines that read the thread's value from the array into `temp`.
-    fn stage(&mut self, temp: usize, node: &UOp, axes: &TileAxes) -> Vec<Line> {
+    /// Stages `family`: defines its shared array, adds its copy, and reads each member's
+    /// value from the array where the member was loaded.
+    fn stage(&mut self, family: &Family) {
         let local = self.fresh.local();
-        let (size, weights) = (axes.size(), axes.weights());
-        let layout = axes.layout(self.inner);
+        let layout = family.layout(self.inner);
         self.defines.push(Line::DefineLocal {
             local,
-            dtype: node.dtype(),
-            size: layout[0] * axes.sizes[0],
+            dtype: family.load.dtype(),
+            size: layout.len,
         });
-        let element = UOp::range(size, self.fresh.range(), AxisType::Loop);
-        let digits: HashMap<UOp, UOp> = axes
-            .ranges
-            .iter()
-            .zip(&weights)
-            .zip(&axes.sizes)
-            .enumerate()
-            .map(|(k, ((r, &w), &n))| {
-                let mut digit = element.clone();
-                if w > 1 {
-                    digit = UOp::alu(Op::Idiv, vec![digit, index(w)]);
-                }
-                if k > 0 {
-                    digit = UOp::alu(Op::Mod, vec![digit, index(n)]);
-                }
-                (r.clone(), digit)
-            })
-            .collect();
-        let copied = simplify_address(&substitute(node, &digits));
-        self.copies.push(Line::StridedLoop {
-            range: element.clone(),
-            lane: self.tile.lane.clone(),
-            lanes: self.tile.size,
-        });
-        let mut emit = Emitter::new(self.fresh);
-        let value = emit.value(&copied);
-        let stored_at = position(&axes.ranges, &layout);
-        let stored_at = emit.value(&simplify(&substitute(&stored_at, &digits)));
-        self.copies.extend(emit.lines);
-        self.copies.push(Line::LocalStore {
-            local,
-            index: stored_at,
-            value,
-        });
-        self.copies.push(Line::EndLoop);
-        let mut emit = Emitter::new(self.fresh);
-        let at = emit.value(&position(&axes.ranges, &layout));
-        let mut reads = emit.lines;
-        reads.push(Line::LocalLoad {
-            temp,
-            local,
-            dtype: node.dtype(),
-            index: at,
-        });
-        reads
+        self.copy(family, local, &layout);
+        self.read(family, local, &layout);
+    }
+
+    /// The copy of one step's tile: element `e` of the tile (numbered along `copy_axes`)
+    /// goes from its global address to its place in the layout. Each thread copies
+    /// `lane + j·block` for every `j` when the block divides the tile, else in a strided loop.
+    fn copy(&mut self, family: &Family, local: usize, layout: &Layout) {
+        let axes = family.copy_axes();
+        let elements: usize = axes.iter().map(|(_, n)| n).product();
+        let lanes = self.tile.size;
+        if elements.is_multiple_of(lanes) {
+            let mut emit = Emitter::new(self.fresh);
+            let mut values = Vec::new();
+            for j in 0..elements / lanes {
+                let e = UOp::alu(
+                    Op::Add,
+                    vec![self.tile.lane.clone(), index((j * lanes) as i64)],
+                );
+                let (load, at) = element_copy(family, &axes, layout, &simplify(&e));
+                values.push((emit.value(&load), at));
+            }
+            self.copy_loads.append(&mut emit.lines);
+            for (value, at) in values {
+                let index = emit.value(&at);
+                emit.lines.push(Line::LocalStore {
+                    local,
+                    index,
+                    value,
+                });
+            }
+            self.copy_stores.append(&mut emit.lines);
+        } else {
+            let element = UOp::range(elements, self.fresh.range(), AxisType::Loop);
+            self.copy_stores.push(Line::StridedLoop {
+                range: element.clone(),
+                lane: self.tile.lane.clone(),
+                lanes,
+            });
+            let (load, at) = element_copy(family, &axes, layout, &element);
+            let mut emit = Emitter::new(self.fresh);
+            let value = emit.value(&load);
+            let index = emit.value(&at);
+            emit.lines.push(Line::LocalStore {
+                local,
+                index,
+                value,
+            });
+            self.copy_stores.append(&mut emit.lines);
+            self.copy_stores.push(Line::EndLoop);
+        }
+    }
+
+    /// The reads of the family's members: a thread's `u` four at a time as one vector read
+    /// when the family allows, else one by one, each before the first line of its members.
+    fn read(&mut self, family: &Family, local: usize, layout: &Layout) {
+        let width = if family.vectorized() { VECTOR_WIDTH } else { 1 };
+        let position = position(self.inner, &family.ranges, layout);
+        for (q, quad) in family.members.chunks(width).enumerate() {
+            let at = UOp::alu(Op::Add, vec![position.clone(), index((q * width) as i64)]);
+            let mut emit = Emitter::new(self.fresh);
+            let index = emit.value(&simplify(&at));
+            let mut lines = emit.lines;
+            let temps: Vec<usize> = quad.iter().map(|(_, temp)| *temp).collect();
+            lines.push(match temps.as_slice() {
+                [temp] => Line::LocalLoad {
+                    temp: *temp,
+                    local,
+                    dtype: family.load.dtype(),
+                    index,
+                },
+                _ => Line::LocalVectorLoad {
+                    temps,
+                    local,
+                    index,
+                },
+            });
+            let first = quad.iter().map(|(line, _)| *line).min().expect("a member");
+            self.reads.entry(first).or_default().extend(lines);
+            self.replaced.extend(quad.iter().map(|(line, _)| *line));
+        }
     }
 }
 
-/// `Σ r_k * w_k`: the element of the shared array at the ranges' values.
-fn position(ranges: &[UOp], weights: &[usize]) -> UOp {
+/// The global load and the array position of the tile element `e` (numbered along `axes`,
+/// last fastest).
+fn element_copy(
+    family: &Family,
+    axes: &[(Option<UOp>, usize)],
+    layout: &Layout,
+    e: &UOp,
+) -> (UOp, UOp) {
+    let mut digits: HashMap<UOp, UOp> = HashMap::new();
+    let mut u_digit = index(0);
+    let mut weight = 1usize;
+    for (k, (range, size)) in axes.iter().enumerate().rev() {
+        let mut digit = e.clone();
+        if weight > 1 {
+            digit = UOp::alu(Op::Idiv, vec![digit, index(weight as i64)]);
+        }
+        if k > 0 {
+            digit = UOp::alu(Op::Mod, vec![digit, index(*size as i64)]);
+        }
+        match range {
+            Some(r) => {
+                digits.insert(r.clone(), digit);
+            }
+            None => u_digit = digit,
+        }
+        weight *= size;
+    }
+    let address = family.load.s(0);
+    let offset = UOp::alu(Op::Mul, vec![u_digit.clone(), index(family.step)]);
+    let at = UOp::alu(
+        Op::Add,
+        vec![substitute(&address.src()[1], &digits), offset],
+    );
+    let load = family.load.with_src(vec![
+        address.with_src(vec![address.s(0).clone(), simplify(&at)]),
+    ]);
+    let tile_position = family
+        .ranges
+        .iter()
+        .map(|r| scaled(&digits[r], layout.weights[r]))
+        .chain([u_digit])
+        .reduce(|a, b| UOp::alu(Op::Add, vec![a, b]))
+        .expect("a tile has an axis");
+    (load, simplify(&tile_position))
+}
+
+/// The array position a thread reads at step `inner`: `Σ r · weight(r)` over the tile's
+/// ranges (`u` is added per member).
+fn position(inner: &UOp, ranges: &[UOp], layout: &Layout) -> UOp {
+    debug_assert!(ranges.contains(inner));
     ranges
         .iter()
-        .zip(weights)
-        .map(|(r, &w)| match w {
-            1 => r.clone(),
-            _ => UOp::alu(Op::Mul, vec![r.clone(), index(w)]),
-        })
+        .map(|r| scaled(r, layout.weights[r]))
         .reduce(|a, b| UOp::alu(Op::Add, vec![a, b]))
         .expect("a tile has an axis")
 }
 
-fn index(v: usize) -> UOp {
-    UOp::constant(v as i64, DType::Index)
+fn scaled(x: &UOp, weight: usize) -> UOp {
+    match weight {
+        1 => x.clone(),
+        w => UOp::alu(Op::Mul, vec![x.clone(), index(w as i64)]),
+    }
 }
 
-/// A load with its index and gate simplified.
-fn simplify_address(load: &UOp) -> UOp {
-    let address = load.s(0);
-    let parts: Vec<UOp> = address
-        .src()
-        .iter()
-        .enumerate()
-        .map(|(k, s)| if k == 0 { s.clone() } else { simplify(s) })
-        .collect();
-    load.with_src(vec![address.with_src(parts)])
+fn index(v: i64) -> UOp {
+    UOp::constant(v, DType::Index)
 }
 
 #[cfg(test)]
@@ -380,32 +588,55 @@ mod tests {
         let k = contraction(&[4096, 64], &[64, 4096]);
         let tile = k.local.as_ref().expect("a block of LOCAL threads");
         assert_eq!(tile.size, 128);
-        // 8 x 4 outputs per thread: 8 row slices and 4 column slices, copied per step.
-        assert_eq!(count(&k, |l| matches!(l, Line::DefineLocal { .. })), 12);
-        assert_eq!(count(&k, |l| matches!(l, Line::StridedLoop { .. })), 12);
+        // 8 x 4 outputs per thread: the 8 row slices share one array, the 4 column slices
+        // another, each 32 steps of rows of 64 words padded to 68.
+        let sizes: Vec<usize> = k
+            .body
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::DefineLocal { size, .. } => Some(*size),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sizes, vec![32 * 68, 32 * 68]);
         assert_eq!(count(&k, |l| matches!(l, Line::Barrier)), 2);
-        // Inside the step loop every operand comes from shared memory: 12 reads per step for
-        // 32 multiply-adds, where each thread loaded 12 values from global memory.
+        // The block's 128 threads copy 32 x 64 elements of each array per step: 16 global
+        // loads each, all before the first shared store, with no copy loop.
+        assert_eq!(count(&k, |l| matches!(l, Line::StridedLoop { .. })), 0);
+        let stores = count(&k, |l| matches!(l, Line::LocalStore { .. }));
+        assert_eq!(stores, 32);
+        let first_store = k
+            .body
+            .lines
+            .iter()
+            .position(|l| matches!(l, Line::LocalStore { .. }))
+            .expect("the copy's stores");
+        let loads_before = k.body.lines[..first_store]
+            .iter()
+            .filter(|l| matches!(l, Line::Assign { node, .. } if node.op() == Op::Load))
+            .count();
+        assert_eq!(loads_before, 32);
+        // Inside the step loop every operand comes from shared memory: 3 float4 reads per
+        // step (8 rows, 4 columns) for 32 multiply-adds.
         let step = k
             .body
             .lines
             .iter()
-            .rposition(|l| matches!(l, Line::Loop(r) if r.range_size() == Some(16)))
+            .rposition(|l| matches!(l, Line::Loop(r) if r.range_size() == Some(32)))
             .expect("the step loop");
         let inner = &k.body.lines[step..];
         let end = inner
             .iter()
             .position(|l| matches!(l, Line::EndLoop))
             .unwrap();
-        let reads = inner[..end]
-            .iter()
-            .filter(|l| matches!(l, Line::LocalLoad { .. }))
-            .count();
-        let loads = inner[..end]
-            .iter()
-            .filter(|l| matches!(l, Line::Assign { node, .. } if node.op() == Op::Load))
-            .count();
-        assert_eq!((reads, loads), (12, 0));
+        let reads = |f: fn(&Line) -> bool| inner[..end].iter().filter(|l| f(l)).count();
+        assert_eq!(reads(|l| matches!(l, Line::LocalVectorLoad { .. })), 3);
+        assert_eq!(reads(|l| matches!(l, Line::LocalLoad { .. })), 0);
+        assert_eq!(
+            reads(|l| matches!(l, Line::Assign { node, .. } if node.op() == Op::Load)),
+            0
+        );
         // 64 x 64 outputs per block of 128 threads, the blocks the runtime launches for the
         // rendered kernel's thread count.
         assert_eq!(k.launch_dims().grid, 4096 * 4096 / (64 * 64));
@@ -418,23 +649,30 @@ mod tests {
         // Fewer than 2^20 outputs: one thread per 1x4 outputs, no block tile.
         assert!(contraction(&[256, 64], &[64, 256]).local.is_none());
         // A reduce of one step has nothing to stage step by step.
-        assert!(contraction(&[4096, 16], &[16, 4096]).local.is_none());
+        assert!(contraction(&[4096, 32], &[32, 4096]).local.is_none());
     }
 
     #[test]
-    fn the_rows_of_a_tile_read_along_the_reduce_are_padded() {
-        let inner = UOp::range(16, 1, AxisType::Reduce);
-        let local = UOp::range(16, 2, AxisType::Local);
-        let along_reduce = TileAxes {
-            ranges: vec![local.clone(), inner.clone()],
-            sizes: vec![16, 16],
-        };
-        assert_eq!(along_reduce.layout(&inner), vec![17, 1]);
-        assert_eq!(along_reduce.weights(), vec![16, 1]);
-        let along_columns = TileAxes {
-            ranges: vec![inner.clone(), local],
-            sizes: vec![16, 16],
-        };
-        assert_eq!(along_columns.layout(&inner), vec![16, 1]);
+    fn a_transposed_operand_is_laid_out_for_its_readers() {
+        // `x @ w.T`: the weight rows are read along the reduce, yet the shared array puts
+        // the step outermost and a thread's 4 columns side by side, as for `a @ b`.
+        let w = Tensor::from_vec(vec![0.5f32; 4096 * 64], &[4096, 64]);
+        let x = Tensor::from_vec(vec![0.5f32; 4096 * 64], &[4096, 64]);
+        let schedule = create_schedule(&[x.matmul(&w.transpose(0, 1)).uop()]);
+        let item = schedule.items.last().expect("a kernel");
+        let k = lower_kernel_gpu(
+            &item.ast,
+            &item.buffer_sizes(),
+            &CodegenOptions::default(),
+            "k",
+        );
+        assert_eq!(
+            count(
+                &k,
+                |l| matches!(l, Line::DefineLocal { size, .. } if *size == 32 * 68)
+            ),
+            2
+        );
+        assert_eq!(count(&k, |l| matches!(l, Line::LocalVectorLoad { .. })), 3);
     }
 }

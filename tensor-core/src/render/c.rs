@@ -236,7 +236,10 @@ impl<'a> CRenderer<'a> {
                 format!("for ({it} {var} = {start}; {var} < {size}; {var} += {lanes}) {{")
             }
             Line::DefineLocal { local, dtype, size } => {
-                format!("__shared__ {} local{local}[{size}];", self.ctype(*dtype))
+                format!(
+                    "__shared__ __align__(16) {} local{local}[{size}];",
+                    self.ctype(*dtype)
+                )
             }
             Line::LocalStore {
                 local,
@@ -253,6 +256,11 @@ impl<'a> CRenderer<'a> {
                 let ty = self.ctype(*dtype);
                 format!("{ty} {name} = local{local}[{}];", self.bare(index))
             }
+            Line::LocalVectorLoad {
+                temps,
+                local,
+                index,
+            } => self.local_vector_load(temps, *local, index),
             Line::Barrier => "__syncthreads();".to_string(),
             Line::VectorLoad { temps, load, index } => self.vector_load(temps, load, index),
             Line::VectorStore {
@@ -269,6 +277,20 @@ impl<'a> CRenderer<'a> {
         let vector = format!("vec{}", self.loads);
         let mut text = format!(
             "float4 {vector} = *(const float4*)(data{slot} + {});",
+            self.atom(index)
+        );
+        for (temp, lane) in temps.iter().zip(["x", "y", "z", "w"]) {
+            let name = self.fresh_name(*temp, true);
+            let _ = write!(text, " float {name} = {vector}.{lane};");
+        }
+        text
+    }
+
+    /// `float4 vecN = *(const float4*)(localL + index);` and one `float` per element.
+    fn local_vector_load(&mut self, temps: &[usize], local: usize, index: &Value) -> String {
+        let vector = format!("vec{}", self.loads);
+        let mut text = format!(
+            "float4 {vector} = *(const float4*)(local{local} + {});",
             self.atom(index)
         );
         for (temp, lane) in temps.iter().zip(["x", "y", "z", "w"]) {
