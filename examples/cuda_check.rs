@@ -79,7 +79,18 @@ fn bench_kernels() -> Vec<Tensor> {
     let square = Tensor::rand(&[4096, 4096], 2).matmul(&Tensor::rand(&[4096, 4096], 3));
     let (a, b) = (Tensor::rand(&[2048, 256], 4), Tensor::rand(&[256, 2048], 5));
     let dot_form = a.matmul(&Tensor::rand(&[2048, 256], 6).transpose(0, 1));
-    vec![chain, square, a.matmul(&b), dot_form]
+    let total = Tensor::rand(&[64 << 20], 7).sum_all();
+    let row_sums = Tensor::rand(&[4096, 16384], 8).sum(1, false);
+    let softmax = Tensor::rand(&[4096, 4096], 9).softmax(-1);
+    vec![
+        chain,
+        square,
+        a.matmul(&b),
+        dot_form,
+        total,
+        row_sums,
+        softmax,
+    ]
 }
 
 fn main() {

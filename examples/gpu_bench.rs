@@ -126,6 +126,11 @@ print("exp2_chain_compiled", med(lambda: chain(x)))
 a = torch.rand(4096, 4096, device=dev)
 b = torch.rand(4096, 4096, device=dev)
 print("matmul", med(lambda: a @ b))
+r = torch.rand(4096, 16384, device=dev)
+print("sum_all", med(lambda: x.sum()))
+print("row_sums", med(lambda: r.sum(1, false)))
+s = torch.rand(4096, 4096, device=dev)
+print("softmax", med(lambda: torch.softmax(s, -1)))
 w1 = torch.randn(784, 128, device=dev) / 28.0
 b1 = torch.zeros(128, device=dev)
 w2 = torch.randn(128, 10, device=dev) / 128 ** 0.5
@@ -193,6 +198,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     check("x @ w.T 2048x256 @ 256x2048 (staged, padded)", 1e-5, || {
         let w = Tensor::rand(&[2048, 256], 3);
         Tensor::rand(&[2048, 256], 2).matmul(&w.transpose(0, 1))
+    })?;
+    check("sum of 16M (group reduction)", 1e-5, || {
+        Tensor::rand(&[1 << 24], 4).sum_all()
+    })?;
+    check("row sums 256 x 16384 (group reduction)", 1e-5, || {
+        Tensor::rand(&[256, 16384], 4).sum(1, false)
+    })?;
+    check("softmax 256 x 4096 (group reduction)", 1e-5, || {
+        Tensor::rand(&[256, 4096], 4).softmax(-1)
     })?;
 
     let torch = torch_peer();
@@ -263,6 +277,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         versus("matmul", t)
     );
 
+    reductions(copy, &versus)?;
+
     let gpu_grads = ms(per_sample_grads("CUDA")?);
     let cpu_grads = ms(per_sample_grads("CPU")?);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -273,6 +289,63 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     set_device(Some("CUDA"))?;
     matmul_variants(gpu, peak)
+}
+
+/// A timed reduction: its name, its PyTorch figure's key, its input, the reduction and the
+/// bytes it reads.
+type Reduction = (
+    &'static str,
+    &'static str,
+    Tensor,
+    fn(&Tensor) -> Tensor,
+    usize,
+);
+
+/// Group reductions (a block of threads per output, combined in shared memory) against the
+/// copy's bandwidth: each reads its input once.
+fn reductions(
+    copy: f64,
+    versus: &dyn Fn(&str, f64) -> String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let copy_gbps = (LEN * 4 * 2) as f64 / (copy * 1e-3) / 1e9;
+    println!("reductions (each reads its input once; copy {copy_gbps:.0} GB/s):");
+    let cases: [Reduction; 3] = [
+        (
+            "sum of 64M f32",
+            "sum_all",
+            Tensor::rand(&[LEN], 7),
+            |x| x.sum_all(),
+            LEN * 4,
+        ),
+        (
+            "row sums, 4096 x 16384",
+            "row_sums",
+            Tensor::rand(&[4096, 16384], 8),
+            |x| x.sum(1, false),
+            LEN * 4,
+        ),
+        (
+            "softmax over rows, 4096 x 4096",
+            "softmax",
+            Tensor::rand(&[4096, 4096], 9),
+            |x| x.softmax(-1),
+            4096 * 4096 * 8,
+        ),
+    ];
+    for (name, key, x, f, bytes) in cases {
+        x.realize()?;
+        let t = ms(median(21, || {
+            f(&x).realize().expect("the reduction runs");
+            synchronize().expect("the reduction finishes");
+        }));
+        let gbps = bytes as f64 / (t * 1e-3) / 1e9;
+        println!(
+            "  {name:<40} {t:>8.3} ms  {gbps:>7.1} GB/s = {:>3.0}% of the copy's{}",
+            100.0 * gbps / copy_gbps,
+            versus(key, t)
+        );
+    }
+    Ok(())
 }
 
 /// The matmul 4096²'s kernel under OptOps other than the heuristic's, each timed (median of
