@@ -874,6 +874,27 @@ mod tests {
             &[data(&[3, 20000], 22).mean([1], false)],
             1e-4,
         );
+        // Rows of 128 blocks: the lanes split each block's terms, not the blocks, so the
+        // lanes of a warp read neighbouring terms.
+        let rows = data(&[2, 128 * BLOCK], 23).abs() + 0.5;
+        let sums = rows.sum(1, false);
+        let kernels = gpu_kernels(std::slice::from_ref(&sums));
+        let strided = kernels[0].body.lines.iter().filter_map(|l| match l {
+            Line::StridedLoop { range, .. } => range.range_size(),
+            _ => None,
+        });
+        assert_eq!(strided.collect::<Vec<_>>(), vec![BLOCK]);
+        // Against the sums in f64 (the kernel ASTs run in Rust add 2^19 terms one by one in
+        // f32, 2e-4 off here).
+        let (got, _) = emulated(&create_schedule(&[sums.uop()]));
+        let terms = crate::interp::evaluate(&rows.uop()).to_f64_vec();
+        for (row, sum) in got[0].iter().enumerate() {
+            let exact: f64 = terms[row * 128 * BLOCK..(row + 1) * 128 * BLOCK]
+                .iter()
+                .sum();
+            let error = (sum.as_f64() - exact).abs() / exact;
+            assert!(error < 1e-6, "row {row}: {} against {exact}", sum.as_f64());
+        }
     }
 
     #[test]

@@ -169,17 +169,15 @@ fn split_loops(
 }
 
 /// The position of the loop of the nest `lines[open..=end]` whose values the block's lanes
-/// split: the top-level loop, unless it is shorter than the block and holds one loop (a sum
+/// split: the top-level loop, unless it holds one loop of at least a block's values (a sum
 /// that `blocked_sum` nested: an outer loop over blocks of terms) whose partial results only
-/// fold into accumulators declared before the nest, by the op that made them. Striding that
-/// inner loop instead keeps every lane busy (all 128 where the 16 blocks of a 65536-term sum
-/// kept 16), each lane's partial then holding its part of the block, which folds into its
-/// part of the total like any other; the outer loop runs whole in every thread.
+/// fold into accumulators declared before the nest, by the op that made them; then that inner
+/// loop, and so on inwards. Striding the innermost such loop keeps every lane busy (all 128
+/// where the 16 blocks of a 65536-term sum kept 16) and makes the lanes of a warp read
+/// neighbouring terms (where striding the loop over blocks gave each lane a contiguous run of
+/// its own); each lane's partial then holds its part of the block, which folds into its part
+/// of the total like any other, and the outer loops run whole in every thread.
 fn loop_to_stride(lines: &[Line], open: usize, end: usize) -> usize {
-    let short = match &lines[open] {
-        Line::Loop(r) => r.range_size().is_some_and(|n| n < GROUP_SIZE),
-        _ => false,
-    };
     let inner = top_level_loops(&lines[open + 1..end]);
     let [(inner_open, inner_end)] = inner.as_slice() else {
         return open;
@@ -189,8 +187,7 @@ fn loop_to_stride(lines: &[Line], open: usize, end: usize) -> usize {
         Line::Loop(r) => r.range_size().is_some_and(|n| n >= GROUP_SIZE),
         _ => false,
     };
-    let splittable = short
-        && inner_long
+    let splittable = inner_long
         && order_free(&lines[inner_open..=inner_end])
         && partials_only_fold_outward(lines, open, (inner_open, inner_end), end);
     match splittable {

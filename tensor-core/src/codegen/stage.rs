@@ -42,7 +42,7 @@
 use super::emit::{Emitter, drop_unused};
 use super::fresh::Fresh;
 use super::heuristic::index_stride;
-use super::program::{GpuKernel, Line, LocalTile};
+use super::program::{GpuKernel, Line, LocalTile, Value};
 use super::vectorize::{VECTOR_WIDTH, affine};
 use crate::symbolic::simplify;
 use crate::uop::{AxisType, DType, Op, UOp, substitute};
@@ -432,12 +432,7 @@ impl Stager<'_> {
             }
             self.copy_loads.append(&mut emit.lines);
             for (value, at) in values {
-                let index = emit.value(&at);
-                emit.lines.push(Line::LocalStore {
-                    local,
-                    index,
-                    value,
-                });
+                store_at(&mut emit, local, &at, value);
             }
             self.copy_stores.append(&mut emit.lines);
         } else {
@@ -450,12 +445,7 @@ impl Stager<'_> {
             let (load, at) = element_copy(family, &axes, layout, &element);
             let mut emit = Emitter::new(self.fresh);
             let value = emit.value(&load);
-            let index = emit.value(&at);
-            emit.lines.push(Line::LocalStore {
-                local,
-                index,
-                value,
-            });
+            store_at(&mut emit, local, &at, value);
             self.copy_stores.append(&mut emit.lines);
             self.copy_stores.push(Line::EndLoop);
         }
@@ -490,6 +480,16 @@ impl Stager<'_> {
             self.replaced.extend(quad.iter().map(|(line, _)| *line));
         }
     }
+}
+
+/// Emits the store of `value` at position `at` of shared array `local`.
+fn store_at(emit: &mut Emitter, local: usize, at: &UOp, value: Value) {
+    let index = emit.value(at);
+    emit.lines.push(Line::LocalStore {
+        local,
+        index,
+        value,
+    });
 }
 
 /// The global load and the array position of the tile element `e` (numbered along `axes`,

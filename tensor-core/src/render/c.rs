@@ -274,23 +274,19 @@ impl<'a> CRenderer<'a> {
     /// `float4 vecN = *(const float4*)(dataS + index);` and one `float` per element.
     fn vector_load(&mut self, temps: &[usize], load: &UOp, index: &Value) -> String {
         let slot = load.s(0).s(0).global_slot();
-        let vector = format!("vec{}", self.loads);
-        let mut text = format!(
-            "float4 {vector} = *(const float4*)(data{slot} + {});",
-            self.atom(index)
-        );
-        for (temp, lane) in temps.iter().zip(["x", "y", "z", "w"]) {
-            let name = self.fresh_name(*temp, true);
-            let _ = write!(text, " float {name} = {vector}.{lane};");
-        }
-        text
+        self.vector_read(temps, &format!("data{slot}"), index)
     }
 
     /// `float4 vecN = *(const float4*)(localL + index);` and one `float` per element.
     fn local_vector_load(&mut self, temps: &[usize], local: usize, index: &Value) -> String {
+        self.vector_read(temps, &format!("local{local}"), index)
+    }
+
+    /// `float4 vecN = *(const float4*)(array + index);` and one `float` per element.
+    fn vector_read(&mut self, temps: &[usize], array: &str, index: &Value) -> String {
         let vector = format!("vec{}", self.loads);
         let mut text = format!(
-            "float4 {vector} = *(const float4*)(local{local} + {});",
+            "float4 {vector} = *(const float4*)({array} + {});",
             self.atom(index)
         );
         for (temp, lane) in temps.iter().zip(["x", "y", "z", "w"]) {
