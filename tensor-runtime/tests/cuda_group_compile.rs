@@ -1,10 +1,12 @@
 //! Group reductions (`codegen::group`: a block of threads per output, shared memory and
 //! barriers) rendered as CUDA C, compiled by NVRTC and assembled by ptxas for sm_80 and
-//! sm_90 with zero errors (no GPU needed), with the launch dims the runtime uses. Without the
+//! sm_90 with zero errors (no GPU needed), with the launch dims the runtime uses (blocks of
+//! the kernel's `__launch_bounds__`). Without the
 //! tools of `scripts/cuda-tools.sh` each test prints why it is skipped; under `CI=true` it
 //! fails instead.
 
 use tensor_core::codegen::LaunchDims;
+use tensor_core::render::cuda::launch_block;
 use tensor_core::schedule::create_schedule;
 use tensor_core::tensor::Tensor;
 use tensor_runtime::cuda::{cuda_kernels, nvrtc};
@@ -17,11 +19,29 @@ fn data(shape: &[usize]) -> Tensor {
 #[test]
 fn group_reductions_compile_for_sm_80_and_sm_90() {
     let cases = [
-        ("sum of 65536", data(&[65536]).sum_all(), 1),
-        ("max of rows of 5000", data(&[6, 5000]).max([1], false), 6),
+        ("sum of 65536", data(&[65536]).sum_all(), (1, 128)),
+        // 5000 = 40 x 125: a block of 125 threads per row.
+        (
+            "max of rows of 5000",
+            data(&[6, 5000]).max([1], false),
+            (6, 125),
+        ),
         // Rows read contiguously along the reduce are not upcast: a block per row.
-        ("mean of rows of 4096", data(&[8, 4096]).mean([1], false), 8),
-        ("softmax rows of 4096", data(&[8, 4096]).softmax(-1), 8),
+        (
+            "mean of rows of 4096",
+            data(&[8, 4096]).mean([1], false),
+            (8, 128),
+        ),
+        (
+            "softmax rows of 4096",
+            data(&[8, 4096]).softmax(-1),
+            (8, 128),
+        ),
+        (
+            "sum of squared row sums",
+            data(&[8, 4096]).sum([1], false).square().sum_all(),
+            (1, 128),
+        ),
     ];
     let missing = nvrtc::tools_missing();
     if let Some(why) = &missing {
@@ -30,7 +50,7 @@ fn group_reductions_compile_for_sm_80_and_sm_90() {
         }
         println!("skipped: group_reductions_compile_for_sm_80_and_sm_90 (compile part): {why}");
     }
-    for (name, out, blocks) in cases {
+    for (name, out, (blocks, block)) in cases {
         let kernels = cuda_kernels(&create_schedule(&[out.uop()]));
         let grouped: Vec<_> = kernels
             .iter()
@@ -39,11 +59,18 @@ fn group_reductions_compile_for_sm_80_and_sm_90() {
         assert!(!grouped.is_empty(), "{name}: no group reduction");
         for k in &grouped {
             assert!(k.source.contains("__shared__"), "{name}:\n{}", k.source);
-            assert!(k.source.contains("__launch_bounds__(128)"), "{name}");
-            // The runtime launches `threads` in blocks of 128: one block per output.
-            let dims = LaunchDims::for_threads(k.threads);
-            assert_eq!(dims.block, 128, "{name}");
-            assert_eq!(dims.grid, blocks, "{name}: {dims:?}");
+            // The runtime launches `threads` in blocks of the launch bounds: one block per
+            // output.
+            let bounds = launch_block(&k.source).expect("launch bounds");
+            let dims = LaunchDims::with_block(k.threads, bounds);
+            assert_eq!(
+                dims,
+                LaunchDims {
+                    grid: blocks,
+                    block
+                },
+                "{name}"
+            );
             println!("{name}: {} launched as {dims:?}", k.name);
         }
         if missing.is_none() {

@@ -16,9 +16,10 @@
 //! the kernels users time most are unchanged. Integer sums are exact (wrapping) and `max` /
 //! `min` round nothing, so only float `Add` reduces are blocked. The pass runs after the
 //! OptOps: it blocks plain `Reduce` ranges, keeps a reduce's UNROLL and LANE ranges (its
-//! partial accumulators, see `expand` and `render::c`) in the innermost sum it builds, so each
-//! partial accumulator takes at most `B` terms, and leaves a reduce with other ranges in its
-//! list alone.
+//! partial accumulators, see `expand` and `render::c`) and its GROUP ranges (the threads of a
+//! GPU block, each with its own accumulator, see `codegen::group`) in the innermost sum it
+//! builds, so each partial accumulator takes at most `B` terms, and leaves a reduce with other
+//! ranges in its list alone.
 
 use super::expand::is_kernel_reduce;
 use super::opt::kernel_ranges;
@@ -93,7 +94,7 @@ fn long_sum_ranges(reduce: &UOp) -> Option<(Vec<UOp>, Vec<UOp>)> {
                 terms = terms.saturating_mul(r.range_size()?);
                 ranges.push(r.clone());
             }
-            AxisType::Unroll | AxisType::Lane => lanes.push(r.clone()),
+            AxisType::Unroll | AxisType::Lane | AxisType::Group => lanes.push(r.clone()),
             _ => return None,
         }
     }

@@ -9,7 +9,8 @@
 //! each block has its own shared memory (a loop with a barrier inside runs each iteration that
 //! way). A shared element read in the phase another thread wrote it, or written by two threads
 //! in one phase, is a race the emulator stops at, as is a read of an element never written or
-//! a barrier where threads diverge (in a strided loop or an `If`).
+//! a barrier where threads diverge (in a strided loop of more or fewer values than threads,
+//! or an `If`).
 
 #[cfg(test)]
 use super::program::LaunchDims;
@@ -31,9 +32,10 @@ pub fn run_on_grid(kernel: &GpuKernel, buffers: &mut [Vec<Scalar>]) {
 }
 
 /// Runs `lines` on every thread of a block, in phases that end at barriers: a barrier at the
-/// top level, or inside a loop that every thread runs alike (its bounds are constants), whose
-/// iterations the block then runs together. A barrier inside a strided loop or an `If` (where
-/// threads diverge) stops the emulator.
+/// top level, inside a loop that every thread runs alike (its bounds are constants), whose
+/// iterations the block then runs together, or inside a strided loop that runs one value per
+/// thread (a GROUP loop as long as the block). A barrier inside another strided loop or an
+/// `If` (where threads diverge) stops the emulator.
 fn run_block(
     lines: &[Line],
     threads: &mut [(usize, Thread)],
@@ -61,6 +63,20 @@ fn run_block(
                     }
                     run_block(&lines[i + 1..end], threads, buffers, shared);
                 }
+                start = end + 1;
+                i = end + 1;
+            }
+            Line::StridedLoop { range, lane, lanes }
+                if range.range_size() == Some(*lanes)
+                    && has_barrier(&lines[i..i + matching_end(&lines[i..])]) =>
+            {
+                run_phase(&lines[start..i], threads, buffers, shared);
+                let end = i + matching_end(&lines[i..]);
+                for (_, thread) in threads.iter_mut() {
+                    let value = thread.ranges[&lane.range_id()];
+                    thread.ranges.insert(range.range_id(), value);
+                }
+                run_block(&lines[i + 1..end], threads, buffers, shared);
                 start = end + 1;
                 i = end + 1;
             }
@@ -417,7 +433,9 @@ fn identity(reduce: &UOp) -> Scalar {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codegen::{CodegenOptions, Opt, lower_kernel_gpu, lower_kernel_gpu_with_opts};
+    use crate::codegen::{
+        CodegenOptions, Opt, gpu_optimizations, lower_kernel_gpu, lower_kernel_gpu_with_opts,
+    };
     use crate::schedule::{Schedule, create_schedule, exec};
     use crate::tensor::Tensor;
     use crate::transform::{grad, vmap};
@@ -805,18 +823,15 @@ mod tests {
     #[test]
     fn group_reductions_on_the_grid_equal_the_cpu() {
         use crate::codegen::group::GROUP_SIZE;
-        let block = |grid| LaunchDims {
-            grid,
-            block: GROUP_SIZE,
-        };
+        let block = |grid, block| LaunchDims { grid, block };
         // Positive terms, so a sum in another order stays within 1e-4 of the CPU's.
         let long = data(&[65536], 12).abs() + 0.5;
-        assert_eq!(grouped_dims(&[long.sum_all()]), [block(1)]);
+        assert_eq!(grouped_dims(&[long.sum_all()]), [block(1, GROUP_SIZE)]);
         assert_eq!(check_within("sum of 65536", &[long.sum_all()], 1e-4), 1);
         check("max of 65536", &[data(&[65536], 13).max_all()]);
-        // Rows not a multiple of the block size.
+        // Rows of 5000 = 40 x 125: blocks of 125 threads (the widest that divides a row).
         let rows = data(&[6, 5000], 14);
-        assert_eq!(grouped_dims(&[rows.mean([1], false)]), [block(6)]);
+        assert_eq!(grouped_dims(&[rows.mean([1], false)]), [block(6, 125)]);
         check_within("mean of rows of 5000", &[rows.mean([1], false)], 1e-4);
         check(
             "max of rows of 1000",
@@ -828,7 +843,7 @@ mod tests {
         let softmax_dims = grouped_dims(&[wide.softmax(-1)]);
         assert!(!softmax_dims.is_empty(), "softmax is not grouped");
         assert!(
-            softmax_dims.iter().all(|d| *d == block(8)),
+            softmax_dims.iter().all(|d| *d == block(8, GROUP_SIZE)),
             "{softmax_dims:?}"
         );
         check_within("softmax rows of 4096", &[wide.softmax(-1)], 1e-4);
@@ -844,57 +859,151 @@ mod tests {
         );
     }
 
+    /// The kernel of `out` lowered for the GPU with the heuristic's GROUP splits changed by
+    /// `change` (after its other opts), run on the emulated grid against the CPU.
+    #[track_caller]
+    fn check_group_variant(name: &str, out: &Tensor, change: impl Fn(Opt) -> Opt) {
+        let schedule = create_schedule(&[out.uop()]);
+        let lowered = emulated_with(&schedule, |ast, sizes| {
+            let opts: Vec<Opt> = gpu_optimizations(ast).into_iter().map(&change).collect();
+            let kernel = lower_kernel_gpu_with_opts(ast, sizes, &opts, "k");
+            let grouped = opts.iter().any(|o| o.target() == AxisType::Group);
+            assert_eq!(kernel.group.is_some(), grouped, "{name}: {opts:?}");
+            kernel
+        });
+        compare(name, &schedule, lowered, 1e-4);
+    }
+
     #[test]
-    fn a_sum_nested_into_blocks_splits_each_blocks_terms_across_every_lane() {
+    fn group_and_grouptop_splits_of_any_width_equal_the_cpu() {
+        let grouptop = |opt: Opt| match opt {
+            Opt::Split {
+                axis,
+                factor,
+                target: AxisType::Group,
+                ..
+            } => Opt::Split {
+                axis,
+                factor,
+                target: AxisType::Group,
+                top: true,
+            },
+            other => other,
+        };
+        let narrower = |lanes: usize| {
+            move |opt: Opt| match opt {
+                Opt::Split {
+                    axis,
+                    target: AxisType::Group,
+                    top,
+                    ..
+                } => Opt::Split {
+                    axis,
+                    factor: lanes,
+                    target: AxisType::Group,
+                    top,
+                },
+                other => other,
+            }
+        };
+        let rows = data(&[6, 4096], 50).abs() + 0.5;
+        let cases = [
+            ("row sums", rows.sum([1], false)),
+            ("row max", rows.max([1], false)),
+            ("softmax", rows.softmax(-1)),
+            ("variance", rows.var([1], false)),
+            // Small integers: every order of the sum is exact in f32, the CPU's included.
+            (
+                "sum of 2^19",
+                ((data(&[1 << 19], 51) * 4.0).floor().abs() + 1.0).sum_all(),
+            ),
+        ];
+        for (name, out) in &cases {
+            check_group_variant(&format!("{name}, GROUPTOP"), out, grouptop);
+            check_group_variant(&format!("{name}, GROUP 64"), out, narrower(64));
+            check_group_variant(&format!("{name}, GROUPTOP 32"), out, |o| {
+                grouptop(narrower(32)(o))
+            });
+        }
+    }
+
+    #[test]
+    fn a_lanes_part_of_a_long_sum_is_blocked_and_combined_once() {
         use crate::codegen::blocked_sum::BLOCK;
-        let long = data(&[65536], 21).abs() + 0.5;
+        use crate::codegen::group::GROUP_SIZE;
+        // 2^20 terms: 8192 per lane, summed in 2 blocks of BLOCK.
+        let long = data(&[1 << 20], 21).abs() + 0.5;
         let kernels = gpu_kernels(&[long.sum_all()]);
         let [kernel] = kernels.as_slice() else {
             panic!("one kernel: {kernels:?}");
         };
-        let strided: Vec<usize> = kernel
+        let loops: Vec<(bool, Option<usize>)> = kernel
             .body
             .lines
             .iter()
             .filter_map(|l| match l {
-                Line::StridedLoop { range, .. } => range.range_size(),
+                Line::Loop(r) => Some((false, r.range_size())),
+                Line::StridedLoop { range, .. } => Some((true, range.range_size())),
                 _ => None,
             })
             .collect();
-        // The 16 blocks loop whole in every thread; the 4096 terms of each are split.
-        assert_eq!(strided, vec![BLOCK]);
-        let outer = kernel.body.lines.iter().find_map(|l| match l {
-            Line::Loop(r) => r.range_size(),
-            _ => None,
-        });
-        assert_eq!(outer, Some(65536 / BLOCK));
-        check_within("sum of 65536 over every lane", &[long.sum_all()], 1e-4);
+        let per_lane = (1 << 20) / GROUP_SIZE / BLOCK;
+        assert_eq!(
+            loops,
+            [
+                (false, Some(per_lane)),
+                (false, Some(BLOCK)),
+                (true, Some(GROUP_SIZE))
+            ],
+            "blocks, a block's terms, the lane's term"
+        );
+        let shared = |l: &&Line| matches!(l, Line::DefineLocal { .. });
+        assert_eq!(
+            kernel.body.lines.iter().filter(shared).count(),
+            1,
+            "the blocks' parts fold into the lane's total, combined once"
+        );
+        // Against the sum in f64 (the kernel AST run in Rust adds 2^20 terms one by one in
+        // f32).
+        let schedule = create_schedule(&[long.sum_all().uop()]);
+        let (got, _) = emulated(&schedule);
+        let exact: f64 = crate::interp::evaluate(&long.uop())
+            .to_f64_vec()
+            .iter()
+            .sum();
+        let error = (got[0][0].as_f64() - exact).abs() / exact;
+        assert!(error < 1e-6, "{} against {exact}", got[0][0].as_f64());
         check_within(
             "mean of rows of 20000",
             &[data(&[3, 20000], 22).mean([1], false)],
             1e-4,
         );
-        // Rows of 128 blocks: the lanes split each block's terms, not the blocks, so the
-        // lanes of a warp read neighbouring terms.
-        let rows = data(&[2, 128 * BLOCK], 23).abs() + 0.5;
-        let sums = rows.sum(1, false);
-        let kernels = gpu_kernels(std::slice::from_ref(&sums));
-        let strided = kernels[0].body.lines.iter().filter_map(|l| match l {
-            Line::StridedLoop { range, .. } => range.range_size(),
-            _ => None,
-        });
-        assert_eq!(strided.collect::<Vec<_>>(), vec![BLOCK]);
-        // Against the sums in f64 (the kernel ASTs run in Rust add 2^19 terms one by one in
-        // f32, 2e-4 off here).
-        let (got, _) = emulated(&create_schedule(&[sums.uop()]));
-        let terms = crate::interp::evaluate(&rows.uop()).to_f64_vec();
-        for (row, sum) in got[0].iter().enumerate() {
-            let exact: f64 = terms[row * 128 * BLOCK..(row + 1) * 128 * BLOCK]
-                .iter()
-                .sum();
-            let error = (sum.as_f64() - exact).abs() / exact;
-            assert!(error < 1e-6, "row {row}: {} against {exact}", sum.as_f64());
-        }
+    }
+
+    #[test]
+    fn a_combine_inside_a_loop_waits_before_the_next_iteration() {
+        // The squares of row sums, summed: the kernel loops over the rows, and the lanes'
+        // parts of each row's sum are combined before it is squared.
+        let out = data(&[8, 4096], 24).sum([1], false).square().sum_all();
+        let kernels = gpu_kernels(std::slice::from_ref(&out));
+        let [kernel] = kernels.as_slice() else {
+            panic!("one kernel: {kernels:?}");
+        };
+        assert!(kernel.group.is_some());
+        let opens = kernel
+            .body
+            .lines
+            .iter()
+            .position(|l| matches!(l, Line::Loop(_)));
+        let shared = kernel
+            .body
+            .lines
+            .iter()
+            .position(|l| matches!(l, Line::DefineLocal { .. }));
+        assert!(opens < shared, "the combine is inside the loop over rows");
+        check_within("sum of squared row sums", std::slice::from_ref(&out), 1e-4);
+        let schedule = create_schedule(&[out.uop()]);
+        assert_every_barrier_is_needed(kernel, &schedule.items[0]);
     }
 
     #[test]

@@ -12,9 +12,16 @@
 //! other statements (a second loop nest of the kernel) stays a loop inside the thread, and the
 //! statements between two mapped loop headers must be computations (every thread computes
 //! them; a store or an accumulation there would run once per thread instead of once).
+//!
+//! GROUP ranges (the GROUP and GROUPTOP OptOps) are the threads of a block that share one
+//! output: the block's number is the output's, and each GROUP loop runs one value per thread,
+//! the thread's position in the block (`codegen::group` then combines the threads' partial
+//! accumulators).
 
 use super::fresh::Fresh;
-use super::program::{GpuKernel, KernelArg, Line, LocalTile, MAX_BLOCK_THREADS, Program, Special};
+use super::program::{
+    GpuKernel, Group, KernelArg, Line, LocalTile, MAX_BLOCK_THREADS, Program, Special,
+};
 use crate::uop::{AxisType, UOp};
 
 /// Maps the outer output loops of `program` to grid indices.
@@ -58,7 +65,52 @@ pub fn map_to_grid(name: &str, program: &Program, args: &[KernelArg]) -> GpuKern
         args: args.to_vec(),
     };
     kernel.local = local_tile(&kernel);
-    kernel
+    map_group_loops(kernel)
+}
+
+/// `kernel` with each loop over a GROUP range run by the threads of a block, one value each
+/// (a loop strided by the block's size over a range of that size), and its [`Group`] set;
+/// unchanged without GROUP loops.
+fn map_group_loops(kernel: GpuKernel) -> GpuKernel {
+    let is_group = |r: &UOp| r.range_axis_type() == AxisType::Group;
+    let sizes: Vec<usize> = kernel
+        .body
+        .lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Loop(r) if is_group(r) => r.range_size(),
+            _ => None,
+        })
+        .collect();
+    let Some(&size) = sizes.first() else {
+        return kernel;
+    };
+    assert!(
+        sizes.iter().all(|&s| s == size),
+        "codegen: a kernel's GROUP ranges share one block, but their sizes are {sizes:?}"
+    );
+    let lane = UOp::range(size, Fresh::after(&kernel).range(), AxisType::Group);
+    let lines = kernel
+        .body
+        .lines
+        .into_iter()
+        .map(|line| match line {
+            Line::Loop(r) if is_group(&r) => Line::StridedLoop {
+                range: r,
+                lane: lane.clone(),
+                lanes: size,
+            },
+            other => other,
+        })
+        .collect();
+    GpuKernel {
+        group: Some(Group { lane, size }),
+        body: Program {
+            lines,
+            threads: kernel.body.threads,
+        },
+        ..kernel
+    }
 }
 
 /// The block of a kernel whose LOCAL ranges are its innermost grid indices and make up

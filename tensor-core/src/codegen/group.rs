@@ -1,71 +1,130 @@
-//! Group reductions on the GPU: when a kernel has few outputs and long loops (a sum of 65536
-//! elements, softmax over rows of 4096), one thread per output leaves the GPU idle, so each
-//! output gets a block of [`GROUP_SIZE`] threads that split its loops.
+//! Group reductions on the GPU (tinygrad's GROUP): when a kernel has few outputs and long loops
+//! (a sum of 65536 elements, softmax over rows of 4096), one thread per output leaves the GPU
+//! idle, so the threads of a block share one output, each running part of its loops.
 //!
-//! The kernel's top-level loops (those of one output's thread, after `codegen::gpu` mapped the
-//! output loops to the grid) become strided loops: the thread at position `lane` of the block
-//! runs the values `lane, lane + GROUP_SIZE, ...`. An accumulator a loop folds into but that
-//! is declared before it then holds only the thread's part, so after the loop every thread
-//! writes its part to shared memory (DEFINE_LOCAL), waits at a barrier, and the block folds
-//! the parts pairwise in a tree (log2 of the block size steps, a barrier after each) into a
-//! new accumulator that the rest of the kernel reads. Every thread ends with the same total,
-//! so the statements after a loop (the next loop of a softmax, the final store) see the whole
-//! result; a store outside any loop is made by every thread of the block, with the same value.
+//! Two halves, around the lowering:
 //!
-//! A loop that reads an accumulator it is still folding into (a running sum) depends on the
-//! order of its iterations, so a kernel with one is left as it was. A top-level loop shorter
-//! than the block that holds one long loop (a sum longer than `blocked_sum::BLOCK` terms,
-//! nested by that pass into an outer loop over blocks) has that inner loop strided instead,
-//! when the block's partial only folds into the total: every lane stays busy.
+//! - [`group_opts`] chooses the GROUP OptOps (`codegen::opt`) from the kernel linearized for
+//!   the GPU without them: with at most [`GROUP_MAX_OUTPUTS`] outputs and a loop nest of at
+//!   least [`GROUP_MIN_LOOP`] iterations, every top-level loop nest of a thread (softmax has
+//!   three: its maximum, its sum and its stores) splits one of its ranges across the block's
+//!   lanes. The block is as wide as possible, at most [`GROUP_SIZE`] and at least a warp.
+//! - [`combine_partials`] runs after `codegen::gpu` ran each GROUP loop as one value per lane:
+//!   an accumulator that a GROUP loop folds into but that is declared outside it holds only its
+//!   lane's part. Where the accumulator is complete (after the loop nest that folds into it),
+//!   every lane writes its part to shared memory (DEFINE_LOCAL), waits at a barrier, and the
+//!   block folds the parts pairwise in a tree (log2 of the block's size steps, a barrier after
+//!   each) into a new accumulator that the rest of the kernel reads. Every lane ends with the
+//!   total, so the statements after it (the next loop of a softmax, the final store) see the
+//!   whole result; a store outside any loop is made by every lane, with the same value. A part
+//!   that only folds into an outer accumulator by the same op (the blocks of a long sum, see
+//!   `codegen::blocked_sum`) is not combined: the outer accumulator becomes the lane's part of
+//!   the total and is combined once, after its own loops.
 
 use super::fresh::Fresh;
-use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Value};
+use super::opt::Opt;
+use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Program, Value};
 use crate::uop::{AxisType, Op, ReduceOp, UOp};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-/// Threads per block of a grouped kernel (the launch's usual block size, so the runtime's
-/// `LaunchDims::for_threads` of all the launch's threads gives one block per output).
+/// The most threads of a block that share one output (the launch's usual block size).
 pub const GROUP_SIZE: usize = MAX_BLOCK_THREADS;
 
-/// The shortest loop worth splitting across a block.
+/// The fewest threads of a block that share one output (a warp).
+pub const GROUP_MIN_SIZE: usize = 32;
+
+/// The shortest loop nest worth splitting across a block.
 pub const GROUP_MIN_LOOP: usize = 256;
 
 /// The most outputs a kernel may have to be grouped (beyond, one thread per output already
 /// fills the GPU).
 pub const GROUP_MAX_OUTPUTS: usize = 4096;
 
-/// `kernel` with its loops split across blocks of [`GROUP_SIZE`] threads when it has at most
-/// [`GROUP_MAX_OUTPUTS`] outputs and a top-level loop of at least [`GROUP_MIN_LOOP`] values;
-/// otherwise unchanged.
-pub fn group_reductions(kernel: GpuKernel) -> GpuKernel {
-    if kernel.group.is_some() || kernel.local.is_some() || kernel.threads > GROUP_MAX_OUTPUTS {
-        return kernel;
+/// The GROUP splits of the kernel whose GPU lowering without them is `trial` (its output loops
+/// mapped to the grid; no blocked sums): for the widest block of [`GROUP_MIN_SIZE`] to
+/// [`GROUP_SIZE`] threads that splits a range of every long loop nest, one split per top-level
+/// loop nest that has such a range ([`group_range`]; a short nest without one runs whole in
+/// every lane). Empty when the kernel has more than [`GROUP_MAX_OUTPUTS`] outputs, a block
+/// already (LOCAL), no nest of [`GROUP_MIN_LOOP`] iterations, or a loop whose result depends
+/// on the order of its iterations.
+pub fn group_opts(trial: &GpuKernel) -> Vec<Opt> {
+    if trial.group.is_some() || trial.local.is_some() || trial.threads > GROUP_MAX_OUTPUTS {
+        return Vec::new();
     }
-    let lines = &kernel.body.lines;
-    let loops = top_level_loops(lines);
-    let long = loops
+    let lines = &trial.body.lines;
+    let nests = top_level_loops(lines);
+    let long: Vec<bool> = nests
         .iter()
-        .any(|&(open, end)| loop_work(&lines[open..=end]) >= GROUP_MIN_LOOP);
-    let splittable = loops
+        .map(|&(open, end)| loop_work(&lines[open..=end]) >= GROUP_MIN_LOOP)
+        .collect();
+    let order_free = nests
         .iter()
         .all(|&(open, end)| order_free(&lines[open..=end]));
-    if !long || !splittable {
-        return kernel;
+    if !long.contains(&true) || !order_free {
+        return Vec::new();
     }
-    let mut fresh = Fresh::after(&kernel);
-    let lane = UOp::range(GROUP_SIZE, fresh.range(), AxisType::Group);
-    let body = split_loops(lines, &loops, &lane, &mut fresh);
-    GpuKernel {
-        body: super::program::Program {
-            lines: body,
-            threads: kernel.body.threads,
-        },
-        group: Some(Group {
-            lane,
-            size: GROUP_SIZE,
-        }),
-        ..kernel
-    }
+    let ranges_for = |lanes| -> Vec<Option<UOp>> {
+        nests
+            .iter()
+            .map(|&(open, end)| group_range(lines, open, end, lanes))
+            .collect()
+    };
+    let widest = (GROUP_MIN_SIZE..=GROUP_SIZE).rev().find_map(|lanes| {
+        let ranges = ranges_for(lanes);
+        let covers_long = ranges.iter().zip(&long).all(|(r, &l)| r.is_some() || !l);
+        covers_long.then_some((lanes, ranges))
+    });
+    let Some((lanes, ranges)) = widest else {
+        return Vec::new();
+    };
+    ranges
+        .into_iter()
+        .flatten()
+        .map(|range| Opt::Split {
+            axis: range.range_id(),
+            factor: lanes,
+            target: AxisType::Group,
+            top: false,
+        })
+        .collect()
+}
+
+/// The range of the loop nest `lines[open..=end]` that a block of `lanes` threads splits: the
+/// innermost loop of its chain of single nested loops whose size `lanes` divides (in a
+/// row-major array the innermost loop walks neighbouring elements, so the lanes of a warp read
+/// neighbours). Preferably where each lane's part of an inner loop's result only folds into an
+/// outer accumulator by the same op, so the block combines once after the nest; otherwise
+/// anywhere along the chain, the block then combining once per iteration of the loops around.
+fn group_range(lines: &[Line], open: usize, end: usize, lanes: usize) -> Option<UOp> {
+    chain_range(lines, open, end, lanes, true)
+        .or_else(|| chain_range(lines, open, end, lanes, false))
+}
+
+/// [`group_range`] along the chain, with `folds_only`: only through inner loops whose parts
+/// only fold outward.
+fn chain_range(
+    lines: &[Line],
+    open: usize,
+    end: usize,
+    lanes: usize,
+    folds_only: bool,
+) -> Option<UOp> {
+    let Line::Loop(range) = &lines[open] else {
+        return None;
+    };
+    let inner = match top_level_loops(&lines[open + 1..end]).as_slice() {
+        [(o, e)] => Some((open + 1 + o, open + 1 + e)),
+        _ => None,
+    };
+    let deeper = inner
+        .filter(|&(o, e)| {
+            order_free(&lines[o..=e])
+                && (!folds_only || partials_only_fold_outward(lines, open, (o, e), end))
+        })
+        .and_then(|(o, e)| chain_range(lines, o, e, lanes, folds_only));
+    let splits = matches!(range.range_axis_type(), AxisType::Reduce | AxisType::Loop)
+        && range.range_size().is_some_and(|n| n.is_multiple_of(lanes));
+    deeper.or_else(|| splits.then(|| range.clone()))
 }
 
 /// The `(open, end)` positions of the loops not inside another loop.
@@ -134,68 +193,6 @@ fn order_free(lines: &[Line]) -> bool {
         })
 }
 
-/// The lines with each top-level loop strided over the block's lanes and followed by the
-/// combine of the accumulators it folds into; later reads of those read the combined ones.
-fn split_loops(
-    lines: &[Line],
-    loops: &[(usize, usize)],
-    lane: &UOp,
-    fresh: &mut Fresh,
-) -> Vec<Line> {
-    let mut out = Vec::with_capacity(lines.len());
-    let mut renamed: Vec<(usize, usize)> = Vec::new();
-    let mut next = 0;
-    for &(open, end) in loops {
-        out.extend(lines[next..open].iter().map(|l| rename(l, &renamed)));
-        let at = loop_to_stride(lines, open, end);
-        out.extend(lines[open..at].iter().map(|l| rename(l, &renamed)));
-        let Line::Loop(range) = &lines[at] else {
-            unreachable!("order_free admits plain loops only")
-        };
-        out.push(Line::StridedLoop {
-            range: range.clone(),
-            lane: lane.clone(),
-            lanes: GROUP_SIZE,
-        });
-        out.extend(lines[at + 1..=end].iter().map(|l| rename(l, &renamed)));
-        for (acc, op, reduce) in outer_accumulators(&lines[open..=end]) {
-            let combined = combine(&mut out, acc, op, &reduce, lane, fresh);
-            renamed.push((acc, combined));
-        }
-        next = end + 1;
-    }
-    out.extend(lines[next..].iter().map(|l| rename(l, &renamed)));
-    out
-}
-
-/// The position of the loop of the nest `lines[open..=end]` whose values the block's lanes
-/// split: the top-level loop, unless it holds one loop of at least a block's values (a sum
-/// that `blocked_sum` nested: an outer loop over blocks of terms) whose partial results only
-/// fold into accumulators declared before the nest, by the op that made them; then that inner
-/// loop, and so on inwards. Striding the innermost such loop keeps every lane busy (all 128
-/// where the 16 blocks of a 65536-term sum kept 16) and makes the lanes of a warp read
-/// neighbouring terms (where striding the loop over blocks gave each lane a contiguous run of
-/// its own); each lane's partial then holds its part of the block, which folds into its part
-/// of the total like any other, and the outer loops run whole in every thread.
-fn loop_to_stride(lines: &[Line], open: usize, end: usize) -> usize {
-    let inner = top_level_loops(&lines[open + 1..end]);
-    let [(inner_open, inner_end)] = inner.as_slice() else {
-        return open;
-    };
-    let (inner_open, inner_end) = (open + 1 + inner_open, open + 1 + inner_end);
-    let inner_long = match &lines[inner_open] {
-        Line::Loop(r) => r.range_size().is_some_and(|n| n >= GROUP_SIZE),
-        _ => false,
-    };
-    let splittable = inner_long
-        && order_free(&lines[inner_open..=inner_end])
-        && partials_only_fold_outward(lines, open, (inner_open, inner_end), end);
-    match splittable {
-        true => loop_to_stride(lines, inner_open, inner_end),
-        false => open,
-    }
-}
-
 /// True when the accumulators that the inner loop `inner` folds into and that are declared in
 /// the nest `lines[open..=end]` (its partials) are read after it only by a fold into an
 /// accumulator declared before the nest, by the same op.
@@ -258,28 +255,257 @@ fn outer_accumulators(lines: &[Line]) -> Vec<(usize, ReduceOp, UOp)> {
     out
 }
 
+/// `kernel` with the lanes' parts of every accumulator its GROUP loops fold into combined over
+/// the block where the accumulator is complete, and later reads reading the total (see the
+/// module doc); unchanged without a [`Group`].
+///
+/// Panics where a combine would sit inside an `If` (its barriers would be reached by some
+/// lanes only): the GROUP splits of such a kernel are a codegen bug.
+pub fn combine_partials(kernel: GpuKernel) -> GpuKernel {
+    let Some(group) = kernel.group.clone() else {
+        return kernel;
+    };
+    let lines = &kernel.body.lines;
+    let nesting = Nesting::of(lines);
+    let accs = accumulators(lines);
+    let combines = combine_points(lines, &nesting, &accs, &group.lane);
+    let mut fresh = Fresh::after(&kernel);
+    let mut out = Vec::with_capacity(lines.len());
+    let mut renamed: Vec<(usize, usize)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        out.push(rename(line, &renamed));
+        for point in combines.iter().filter(|p| p.after == i) {
+            let acc = &accs[&point.acc];
+            let total = combine(&mut out, point.acc, acc, &group, &mut fresh);
+            if point.in_loop {
+                // The next iteration's parts must not overwrite the array before every lane
+                // read this one's total.
+                out.push(Line::Barrier);
+            }
+            renamed.push((point.acc, total));
+        }
+    }
+    GpuKernel {
+        body: Program {
+            lines: out,
+            threads: kernel.body.threads,
+        },
+        ..kernel
+    }
+}
+
+/// Which constructs (loops and `If`s) enclose each line, and where each closes.
+struct Nesting {
+    /// `around[i]`: the positions of the lines that open the constructs around line `i`,
+    /// outermost first (a closing line is still inside what it closes).
+    around: Vec<Vec<usize>>,
+    /// The closing line of the construct opened at each position.
+    end_of: HashMap<usize, usize>,
+}
+
+impl Nesting {
+    fn of(lines: &[Line]) -> Nesting {
+        let (mut around, mut end_of) = (Vec::with_capacity(lines.len()), HashMap::new());
+        let mut open: Vec<usize> = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            around.push(open.clone());
+            match line {
+                l if l.opens_loop() || matches!(l, Line::If(_)) => open.push(i),
+                Line::EndLoop | Line::EndIf => {
+                    let opener = open.pop().expect("a closing line closes an open construct");
+                    end_of.insert(opener, i);
+                }
+                _ => {}
+            }
+        }
+        Nesting { around, end_of }
+    }
+}
+
+/// One accumulator of a kernel: where it is declared, what it folds with, and where.
+struct Accumulator {
+    declared: usize,
+    op: ReduceOp,
+    reduce: UOp,
+    folds: Vec<usize>,
+    reads: Vec<usize>,
+}
+
+fn accumulators(lines: &[Line]) -> HashMap<usize, Accumulator> {
+    let mut accs: HashMap<usize, Accumulator> = HashMap::new();
+    for (i, line) in lines.iter().enumerate() {
+        match line {
+            Line::DefineAcc { acc, reduce } => {
+                accs.insert(
+                    *acc,
+                    Accumulator {
+                        declared: i,
+                        op: reduce.reduce_op(),
+                        reduce: reduce.clone(),
+                        folds: Vec::new(),
+                        reads: Vec::new(),
+                    },
+                );
+            }
+            Line::Accumulate { acc, .. } => {
+                let known = accs.get_mut(acc).expect("an accumulator is declared first");
+                known.folds.push(i);
+            }
+            _ => {}
+        }
+        for value in line.reads() {
+            if let Value::Acc(a) = value {
+                let known = accs.get_mut(a).expect("an accumulator is declared first");
+                known.reads.push(i);
+            }
+        }
+    }
+    accs
+}
+
+/// Where a lane's part of an accumulator is combined: after line `after`.
+struct CombinePoint {
+    acc: usize,
+    after: usize,
+    /// Whether the combine runs inside a loop (once per iteration).
+    in_loop: bool,
+}
+
+/// The combines of `lines`, in line order (then accumulator order): one per accumulator that
+/// holds a lane's part and does not only fold into another such accumulator.
+fn combine_points(
+    lines: &[Line],
+    nesting: &Nesting,
+    accs: &HashMap<usize, Accumulator>,
+    lane: &UOp,
+) -> Vec<CombinePoint> {
+    let (parts, folded_on) = lane_parts(lines, nesting, accs, lane);
+    let mut points: Vec<CombinePoint> = parts
+        .difference(&folded_on)
+        .map(|&acc| combine_point(lines, nesting, acc, &accs[&acc]))
+        .collect();
+    points.sort_by_key(|p| (p.after, p.acc));
+    points
+}
+
+/// The accumulators that hold a lane's part, and those of them whose part only folds into
+/// another one's.
+fn lane_parts(
+    lines: &[Line],
+    nesting: &Nesting,
+    accs: &HashMap<usize, Accumulator>,
+    lane: &UOp,
+) -> (HashSet<usize>, HashSet<usize>) {
+    let in_lane_loop = |at: usize, declared: usize| {
+        nesting.around[at].iter().any(|&open| {
+            open > declared
+                && matches!(&lines[open], Line::StridedLoop { lane: l, .. } if l == lane)
+        })
+    };
+    let mut parts: HashSet<usize> = accs
+        .iter()
+        .filter(|(_, a)| a.folds.iter().any(|&at| in_lane_loop(at, a.declared)))
+        .map(|(&acc, _)| acc)
+        .collect();
+    let mut folded_on = HashSet::new();
+    let mut ids: Vec<usize> = accs.keys().copied().collect();
+    ids.sort_unstable();
+    loop {
+        let before = parts.len();
+        for &outer in &ids {
+            if parts.contains(&outer) || accs[&outer].folds.is_empty() {
+                continue;
+            }
+            let sources: Option<Vec<usize>> = accs[&outer]
+                .folds
+                .iter()
+                .map(|&at| only_folded_part(lines, accs, &parts, at, outer))
+                .collect();
+            if let Some(sources) = sources {
+                parts.insert(outer);
+                folded_on.extend(sources);
+            }
+        }
+        if parts.len() == before {
+            return (parts, folded_on);
+        }
+    }
+}
+
+/// The lane's part that the fold at line `at` into `outer` adds, if it is one whose every read
+/// is a fold into `outer` by its own op.
+fn only_folded_part(
+    lines: &[Line],
+    accs: &HashMap<usize, Accumulator>,
+    parts: &HashSet<usize>,
+    at: usize,
+    outer: usize,
+) -> Option<usize> {
+    let folds_into_outer = |at: usize, part: usize| {
+        matches!(&lines[at], Line::Accumulate { acc, op, value: Value::Acc(v), .. }
+            if *acc == outer && *v == part && *op == accs[&part].op)
+    };
+    let Line::Accumulate {
+        value: Value::Acc(part),
+        ..
+    } = &lines[at]
+    else {
+        return None;
+    };
+    let only = parts.contains(part) && accs[part].reads.iter().all(|&r| folds_into_outer(r, *part));
+    only.then_some(*part)
+}
+
+/// After the loop nest that folds into `acc` (the outermost construct opened after its
+/// declaration around its folds), or after its last fold where no construct is.
+#[track_caller]
+fn combine_point(lines: &[Line], nesting: &Nesting, acc: usize, a: &Accumulator) -> CombinePoint {
+    let after = a
+        .folds
+        .iter()
+        .map(|&at| {
+            let nest = nesting.around[at].iter().find(|&&open| open > a.declared);
+            nest.map_or(at, |open| nesting.end_of[open])
+        })
+        .max()
+        .expect("a lane's part has folds");
+    let enclosing: Vec<usize> = nesting.around[a.declared].clone();
+    assert!(
+        !enclosing
+            .iter()
+            .any(|&open| matches!(lines[open], Line::If(_))),
+        "codegen: the combine of accumulator {acc} would sit inside an If, where the lanes of \
+         a block may diverge at its barriers"
+    );
+    CombinePoint {
+        acc,
+        after,
+        in_loop: !enclosing.is_empty(),
+    }
+}
+
 /// Appends the combine of accumulator `acc` over the block; returns the accumulator that holds
-/// the total. Each thread stores its part in shared memory; then, in log2([`GROUP_SIZE`])
-/// steps between barriers, the lower half of the active threads folds the upper half's parts
-/// into its own (a tree: 8 steps of one fold for a block of 256, where every thread folding
-/// all 256 parts took 256 shared-memory reads per thread); every thread then reads the total
-/// from element 0.
+/// the total. Each lane stores its part in shared memory; then, in ⌈log2⌉ of the block's size
+/// steps between barriers, the lanes of the lower half of the parts still to fold fold the
+/// upper half's into their own (a tree: 7 steps of one fold each for a block of 128, where
+/// every lane folding all 128 parts took 128 shared-memory reads per lane); every lane then
+/// reads the total from element 0.
 fn combine(
     out: &mut Vec<Line>,
     acc: usize,
-    op: ReduceOp,
-    reduce: &UOp,
-    lane: &UOp,
+    part: &Accumulator,
+    group: &Group,
     fresh: &mut Fresh,
 ) -> usize {
     let local = fresh.local;
     fresh.local += 1;
+    let (reduce, lane) = (&part.reduce, &group.lane);
     let dtype = reduce.dtype();
     out.extend([
         Line::DefineLocal {
             local,
             dtype,
-            size: GROUP_SIZE,
+            size: group.size,
         },
         Line::LocalStore {
             local,
@@ -288,11 +514,14 @@ fn combine(
         },
         Line::Barrier,
     ]);
-    let mut half = GROUP_SIZE / 2;
-    while half >= 1 {
-        fold_upper_half(out, local, half, op, reduce, lane, fresh);
+    // The parts still to fold are `local[0..left]`; a step folds `local[half..left]` into
+    // `local[0..left - half]`.
+    let mut left = group.size;
+    while left > 1 {
+        let half = left.next_power_of_two() / 2;
+        fold_upper_part(out, local, (half, left), part, lane, fresh);
         out.push(Line::Barrier);
-        half /= 2;
+        left = half;
     }
     let (total, temp) = (fresh.acc, fresh.temp);
     (fresh.acc, fresh.temp) = (total + 1, temp + 1);
@@ -309,7 +538,7 @@ fn combine(
         },
         Line::Accumulate {
             acc: total,
-            op,
+            op: part.op,
             reduce: reduce.clone(),
             value: Value::Temp(temp),
         },
@@ -317,38 +546,36 @@ fn combine(
     total
 }
 
-const _: () = assert!(GROUP_SIZE.is_power_of_two(), "the combine halves the block");
-
-/// One step of the tree: `local[lane] = local[lane] op local[lane + half]` for the threads
-/// below `half` (the others only wait at the barrier after it).
-fn fold_upper_half(
+/// One step of the tree: `local[lane] = local[lane] op local[lane + half]` for the lanes whose
+/// partner `lane + half` is below `left` (the others only wait at the barrier after it).
+fn fold_upper_part(
     out: &mut Vec<Line>,
     local: usize,
-    half: usize,
-    op: ReduceOp,
-    reduce: &UOp,
+    (half, left): (usize, usize),
+    part: &Accumulator,
     lane: &UOp,
     fresh: &mut Fresh,
 ) {
+    let (reduce, op) = (&part.reduce, part.op);
     let dtype = reduce.dtype();
-    let half_const = UOp::index(half as i64);
-    let [active, partner, mine, theirs] = std::array::from_fn(|i| fresh.temp + i);
+    let (half_const, left_const) = (UOp::index(half as i64), UOp::index(left as i64));
+    let [partner, active, mine, theirs] = std::array::from_fn(|i| fresh.temp + i);
     fresh.temp += 4;
     let folded = fresh.acc;
     fresh.acc += 1;
-    let lane_and_half = vec![Value::Range(lane.clone()), Value::Const(half_const.clone())];
+    let partner_node = UOp::alu(Op::Add, vec![lane.clone(), half_const.clone()]);
     out.extend([
         Line::Assign {
+            temp: partner,
+            node: partner_node.clone(),
+            operands: vec![Value::Range(lane.clone()), Value::Const(half_const)],
+        },
+        Line::Assign {
             temp: active,
-            node: UOp::alu(Op::CmpLt, vec![lane.clone(), half_const.clone()]),
-            operands: lane_and_half.clone(),
+            node: UOp::alu(Op::CmpLt, vec![partner_node, left_const.clone()]),
+            operands: vec![Value::Temp(partner), Value::Const(left_const)],
         },
         Line::If(Value::Temp(active)),
-        Line::Assign {
-            temp: partner,
-            node: UOp::alu(Op::Add, vec![lane.clone(), half_const]),
-            operands: lane_and_half,
-        },
         Line::LocalLoad {
             temp: mine,
             local,

@@ -88,10 +88,8 @@ pub fn lower_kernel_named(
     lower(ast, buffer_sizes, &opt_list, name.to_string())
 }
 
-/// Lowers one kernel AST for a GPU: the GPU heuristic's OptOps ([`gpu_optimizations`]), the
-/// same passes as for the CPU, then the outer output loops mapped to the launch grid, a block
-/// tile's loads staged in shared memory ([`stage`]), long loops split across a block
-/// ([`group`]), and neighbouring `f32` accesses made vector accesses ([`vectorize`]).
+/// Lowers one kernel AST for a GPU: the GPU heuristic's OptOps ([`gpu_optimizations`]), then
+/// [`lower_kernel_gpu_with_opts`].
 #[track_caller]
 pub fn lower_kernel_gpu(
     ast: &UOp,
@@ -104,19 +102,14 @@ pub fn lower_kernel_gpu(
     } else {
         Vec::new()
     };
-    let kernel = lower_to_grid(ast, buffer_sizes, &opt_list, name);
-    let kernel = if opts.optimize {
-        group::group_reductions(kernel)
-    } else {
-        kernel
-    };
-    vectorize::vectorize(kernel)
+    lower_kernel_gpu_with_opts(ast, buffer_sizes, &opt_list, name)
 }
 
-/// Lowers one kernel AST for a GPU with exactly the given OptOps: the outer output loops
-/// mapped to the launch grid, the loads of a block's tile (LOCAL ranges) staged in shared
-/// memory ([`stage`]), and neighbouring `f32` accesses made vector accesses ([`vectorize`]);
-/// no group reductions.
+/// Lowers one kernel AST for a GPU with exactly the given OptOps: the CPU's passes, then the
+/// outer output loops mapped to the launch grid and GROUP loops to the threads of a block
+/// ([`gpu`]), the lanes' parts of a group reduction combined in shared memory ([`group`]),
+/// the loads of a block's tile (LOCAL ranges) staged in shared memory ([`stage`]), and
+/// neighbouring `f32` accesses made vector accesses ([`vectorize`]).
 #[track_caller]
 pub fn lower_kernel_gpu_with_opts(
     ast: &UOp,
@@ -124,20 +117,14 @@ pub fn lower_kernel_gpu_with_opts(
     opt_list: &[Opt],
     name: &str,
 ) -> GpuKernel {
-    vectorize::vectorize(lower_to_grid(ast, buffer_sizes, opt_list, name))
-}
-
-/// The CPU's lowering with `opt_list`, the output loops mapped to the grid, and a block
-/// tile's loads staged.
-#[track_caller]
-fn lower_to_grid(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt], name: &str) -> GpuKernel {
     let linear = lower(ast, buffer_sizes, opt_list, name.to_string());
     let kernel = gpu::map_to_grid(&linear.name, &linear.program, &linear.args);
-    stage::stage_tiles(kernel)
+    let kernel = group::combine_partials(kernel);
+    vectorize::vectorize(stage::stage_tiles(kernel))
 }
 
 /// The hand-coded OptOps for a GPU: the CPU heuristic's first upcast (never its cache blocks or
-/// partial accumulators, which `codegen::group` replaces on a GPU), at most
+/// partial accumulators, which GROUP splits replace on a GPU), at most
 /// [`heuristic::UPCAST_WIDTH`] wide, dividing the CPU's (a thread keeps that many outputs in
 /// registers, and the grid keeps the rest of the parallelism), no THREAD split (the grid is
 /// the parallelism). The upcast takes the top of its axis, so neighbouring threads touch
@@ -146,8 +133,19 @@ fn lower_to_grid(ast: &UOp, buffer_sizes: &[usize], opt_list: &[Opt], name: &str
 /// ([`vectorize::vectorizable_upcast`]): there a thread's 4 elements are neighbours. A
 /// contraction also tiles a second output axis whose loads it reuses
 /// ([`heuristic::gpu_tile`]): a matmul thread computes 4x4 or 8x4 outputs (rows by columns)
-/// from 4 + 4 or 8 + 4 loads per step of its reduce, instead of 1x4 from 1 + 4.
+/// from 4 + 4 or 8 + 4 loads per step of its reduce, instead of 1x4 from 1 + 4, and a large
+/// one has blocks of threads share its loads ([`heuristic::gpu_local_tile`]). A kernel with few
+/// outputs and long loops has them split across a block ([`group::group_opts`]).
 pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
+    let mut opts = gpu_thread_optimizations(ast);
+    if !opts.iter().any(|opt| opt.target() == AxisType::Local) {
+        opts.extend(group::group_opts(&grid_trial(ast, &opts)));
+    }
+    opts
+}
+
+/// The per-thread part of [`gpu_optimizations`]: upcasts and the LOCAL tile.
+fn gpu_thread_optimizations(ast: &UOp) -> Vec<Opt> {
     let Some(first) = gpu_first_upcast(ast) else {
         return Vec::new();
     };
@@ -161,6 +159,15 @@ pub fn gpu_optimizations(ast: &UOp) -> Vec<Opt> {
     };
     let local = heuristic::gpu_local_tile(ast, &first, &tile);
     [first, tile].into_iter().chain(local).collect()
+}
+
+/// What one GPU thread of `ast` runs under `opts`, for choosing further opts: the expanded
+/// kernel linearized and mapped to the grid, without blocked sums or transcendental
+/// decompositions (neither adds a loop a block could split) and without buffers.
+fn grid_trial(ast: &UOp, opts: &[Opt]) -> GpuKernel {
+    let optimized = OptimizedKernel::new(ast).apply_all(opts);
+    let program = linearize::linearize(&expand::expand(&optimized.ast), optimized.threads);
+    gpu::map_to_grid("trial", &program, &[])
 }
 
 /// The CPU heuristic's first upcast, narrowed for a GPU thread and taken from the top of its

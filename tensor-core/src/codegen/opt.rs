@@ -14,6 +14,15 @@
 //! of the reduce accumulates into its output (`b == 0 ? 0 : out`, plus the block's sum), so
 //! the operands' slices of one block stay in cache while every output tile passes by. It
 //! applies only where each store writes a float sum over `r` as it is (no epilogue).
+//!
+//! GROUP and GROUPTOP (GPU) split a reduce or loop range into `factor` lanes: the new GROUP
+//! sub-axis is the thread's position in a block of `factor` threads that share one output
+//! (`codegen::gpu` maps it to `threadIdx.x`), so each thread runs `n/factor` of the values and
+//! `codegen::group` combines the threads' partial results in shared memory. GROUP takes the
+//! inner part (`r = outer * factor + lane`: neighbouring threads read neighbouring values, a
+//! warp's loads are coalesced), GROUPTOP the outer one (`r = lane * n/factor + inner`: each
+//! thread a contiguous run). A kernel's GROUP splits share one block, so they have one factor,
+//! and a kernel has GROUP or LOCAL ranges, not both (both are the block's threads).
 
 use crate::rewrite::{PatternMatcher, UPat, graph_rewrite};
 use crate::uop::substitute;
@@ -38,6 +47,14 @@ pub enum Opt {
         /// Whether the new sub-axis is the outer one.
         top: bool,
     },
+}
+
+impl Opt {
+    /// The axis type the opt gives its new sub-axis.
+    pub fn target(&self) -> AxisType {
+        let Opt::Split { target, .. } = self;
+        *target
+    }
 }
 
 /// A kernel AST with the opts applied so far and the core count they chose.
@@ -94,6 +111,7 @@ impl OptimizedKernel {
         if target == AxisType::ReduceBlock {
             return self.reduce_block(&range, size, factor, top);
         }
+        self.check_block(&range, factor, target)?;
         if size % factor != 0 {
             return Err(OptError(format!(
                 "factor {factor} does not divide range {axis} of size {size}"
@@ -158,6 +176,38 @@ impl OptimizedKernel {
 }
 
 impl OptimizedKernel {
+    /// Refuses a GROUP split that does not fit the kernel's block (see the module doc), and a
+    /// LOCAL split in a kernel with GROUP ranges.
+    fn check_block(&self, range: &UOp, factor: usize, target: AxisType) -> Result<(), OptError> {
+        let ranges = kernel_ranges(&self.ast);
+        let of_type = |t| ranges.iter().find(|r| r.range_axis_type() == t);
+        match target {
+            AxisType::Group => {
+                if !matches!(range.range_axis_type(), AxisType::Reduce | AxisType::Loop) {
+                    return Err(OptError(format!(
+                        "a GROUP split takes a reduce or loop range, not a {:?} one",
+                        range.range_axis_type()
+                    )));
+                }
+                if of_type(AxisType::Local).is_some() {
+                    return Err(OptError(
+                        "the kernel has LOCAL ranges: its block is a tile of outputs".into(),
+                    ));
+                }
+                match of_type(AxisType::Group).and_then(UOp::range_size) {
+                    Some(lanes) if lanes != factor => Err(OptError(format!(
+                        "the kernel's GROUP splits share one block of {lanes} threads, not {factor}"
+                    ))),
+                    _ => Ok(()),
+                }
+            }
+            AxisType::Local if of_type(AxisType::Group).is_some() => Err(OptError(
+                "the kernel has GROUP ranges: its block splits the work of one output".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn reduce_block(
         &self,
         range: &UOp,
@@ -399,6 +449,76 @@ mod tests {
             top: true,
         });
         assert!(again.is_err());
+    }
+
+    fn split(axis: usize, factor: usize, target: AxisType, top: bool) -> Opt {
+        Opt::Split {
+            axis,
+            factor,
+            target,
+            top,
+        }
+    }
+
+    /// The reduce ranges of the kernel's Reduce: (id, type, size).
+    fn reduce_ranges(ast: &UOp) -> Vec<(usize, AxisType, Option<usize>)> {
+        let reduce = ast
+            .toposort()
+            .into_iter()
+            .find(|u| u.op() == Op::Reduce)
+            .expect("a reduce");
+        reduce.src()[1..]
+            .iter()
+            .map(|r| (r.range_id(), r.range_axis_type(), r.range_size()))
+            .collect()
+    }
+
+    #[test]
+    fn group_takes_the_inner_part_of_a_reduce_and_grouptop_the_outer() {
+        let k = OptimizedKernel::new(&sum_rows(3, 256));
+        let group = k.apply(&split(1, 32, AxisType::Group, false)).unwrap();
+        assert_eq!(
+            reduce_ranges(&group.ast),
+            [
+                (1, AxisType::Reduce, Some(8)),
+                (2, AxisType::Group, Some(32))
+            ]
+        );
+        let top = k.apply(&split(1, 32, AxisType::Group, true)).unwrap();
+        assert_eq!(
+            reduce_ranges(&top.ast),
+            [
+                (2, AxisType::Group, Some(32)),
+                (1, AxisType::Reduce, Some(8))
+            ]
+        );
+        // An output loop can be split across the block too (its stores are the lanes').
+        assert!(k.apply(&split(0, 3, AxisType::Group, false)).is_ok());
+    }
+
+    #[test]
+    fn a_kernels_group_splits_share_one_block_and_exclude_local_ranges() {
+        let k = OptimizedKernel::new(&sum_rows(4, 256));
+        let grouped = k.apply(&split(1, 32, AxisType::Group, false)).unwrap();
+        let err = grouped
+            .apply(&split(0, 2, AxisType::Group, false))
+            .unwrap_err();
+        assert!(err.0.contains("one block of 32"), "{err:?}");
+        let err = grouped
+            .apply(&split(0, 2, AxisType::Local, false))
+            .unwrap_err();
+        assert!(err.0.contains("GROUP ranges"), "{err:?}");
+        let local = k.apply(&split(0, 2, AxisType::Local, false)).unwrap();
+        let err = local
+            .apply(&split(1, 32, AxisType::Group, false))
+            .unwrap_err();
+        assert!(err.0.contains("LOCAL ranges"), "{err:?}");
+        let upcast = k.apply(&split(0, 2, AxisType::Upcast, false)).unwrap();
+        let new_upcast = kernel_ranges(&upcast.ast).last().unwrap().range_id();
+        let err = upcast
+            .apply(&split(new_upcast, 2, AxisType::Group, false))
+            .unwrap_err();
+        assert!(err.0.contains("reduce or loop range"), "{err:?}");
     }
 
     fn block_opt(blocks: usize) -> Opt {

@@ -203,10 +203,15 @@ impl LaunchDims {
     /// The launch of `threads` threads: blocks of at most [`MAX_BLOCK_THREADS`], enough of
     /// them to cover every thread (the last block may run past the end; the kernel checks).
     pub fn for_threads(threads: usize) -> LaunchDims {
-        let block = threads.clamp(1, MAX_BLOCK_THREADS);
+        LaunchDims::with_block(threads, threads.clamp(1, MAX_BLOCK_THREADS))
+    }
+
+    /// The launch of `threads` threads in blocks of `block`: enough blocks to cover every
+    /// thread.
+    pub fn with_block(threads: usize, block: usize) -> LaunchDims {
         LaunchDims {
-            grid: threads.max(1).div_ceil(block),
-            block,
+            grid: threads.max(1).div_ceil(block.max(1)),
+            block: block.max(1),
         }
     }
 }
@@ -246,8 +251,9 @@ impl Line {
     }
 }
 
-/// The threads of a block that split a kernel's loops (`codegen::group`): each block computes
-/// one output (one value of the grid indices), its threads share the work of its loops.
+/// The threads of a block that share one output (GROUP ranges, mapped by `codegen::gpu`): each
+/// block computes one value of the grid indices, its threads run one value each of the GROUP
+/// loops, and `codegen::group` combines their parts.
 #[derive(Clone, Debug)]
 pub struct Group {
     /// The `Group` range: the thread's position in the block (`threadIdx.x`).
@@ -305,8 +311,7 @@ impl GpuKernel {
         }
     }
 
-    /// Every thread of the launch, block size included: a grouped kernel's blocks are
-    /// [`MAX_BLOCK_THREADS`] wide, so [`LaunchDims::for_threads`] of this gives its dims.
+    /// Every thread of the launch: its blocks times their size.
     pub fn launch_threads(&self) -> usize {
         let dims = self.launch_dims();
         dims.grid * dims.block

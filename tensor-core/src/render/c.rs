@@ -233,7 +233,13 @@ impl<'a> CRenderer<'a> {
                     .range_size()
                     .expect("rendered ranges have constant sizes");
                 let start = range_name(lane);
-                format!("for ({it} {var} = {start}; {var} < {size}; {var} += {lanes}) {{")
+                match size == *lanes {
+                    // A GROUP loop: one value per thread of the block, its position.
+                    true => format!("{{ const {it} {var} = {start};"),
+                    false => {
+                        format!("for ({it} {var} = {start}; {var} < {size}; {var} += {lanes}) {{")
+                    }
+                }
             }
             Line::DefineLocal { local, dtype, size } => {
                 format!(

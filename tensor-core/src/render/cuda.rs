@@ -55,21 +55,27 @@ const HALF: &str = "struct tensor_half {
 #define _Float16 tensor_half
 ";
 
-/// A GPU kernel rendered as CUDA C: the entry is the kernel's name, `threads` the number of
-/// grid threads that compute outputs, or for a grouped kernel every thread of its blocks
-/// (either way, launch with `LaunchDims::for_threads(threads)`).
+/// A GPU kernel rendered as CUDA C: the entry is the kernel's name, `threads` every thread of
+/// its launch, in blocks of the size its `__launch_bounds__` declares ([`launch_block`]; launch
+/// with `LaunchDims::with_block(threads, block)`).
 pub fn render_kernel(kernel: &GpuKernel) -> Kernel {
-    let threads = match kernel.group {
-        Some(_) => kernel.launch_threads(),
-        None => kernel.threads,
-    };
     Kernel {
         source: render(kernel),
         entry: kernel.name.clone(),
         name: kernel.name.clone(),
-        threads,
+        threads: kernel.launch_threads(),
         args: kernel.args.clone(),
     }
+}
+
+/// The block size a kernel rendered by [`render`] is launched with: the number in its
+/// `__launch_bounds__` (a launch with bigger blocks would fail); `None` for other source.
+pub fn launch_block(source: &str) -> Option<usize> {
+    const MARK: &str = "__launch_bounds__(";
+    let start = source.find(MARK)? + MARK.len();
+    let digits = &source[start..];
+    let end = digits.find(')')?;
+    digits[..end].trim().parse().ok().filter(|&block| block > 0)
 }
 
 /// The CUDA source of `kernel`: the prelude, `__device__` helpers, and the `__global__`
@@ -222,5 +228,23 @@ mod tests {
             src.contains("static __device__ inline float max_f32"),
             "{src}"
         );
+    }
+
+    #[test]
+    fn the_block_size_is_read_back_from_the_launch_bounds() {
+        let rows = Tensor::from_vec((0..30000).map(|v| (v % 7) as f32).collect(), &[6, 5000]);
+        let schedule = create_schedule(&[rows.sum([1], false).uop()]);
+        let item = &schedule.items[0];
+        let k = lower_kernel_gpu(
+            &item.ast,
+            &item.buffer_sizes(),
+            &CodegenOptions::default(),
+            "k",
+        );
+        let rendered = render_kernel(&k);
+        // Rows of 5000 = 40 x 125: one block of 125 threads per row.
+        assert_eq!(launch_block(&rendered.source), Some(125));
+        assert_eq!(rendered.threads, 6 * 125);
+        assert_eq!(launch_block("extern \"C\" void k() {}"), None);
     }
 }

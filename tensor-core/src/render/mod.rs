@@ -21,8 +21,8 @@ pub struct Kernel {
     /// The function the runtime calls: for C the trampoline
     /// `void <entry>(void** bufs, int core_id)`, for CUDA the `__global__` kernel.
     pub entry: String,
-    /// For C, how many cores to call the entry on (`core_id` in `0..threads`); for CUDA, how
-    /// many grid threads compute outputs (`codegen::LaunchDims::for_threads`).
+    /// For C, how many cores to call the entry on (`core_id` in `0..threads`); for CUDA, every
+    /// thread of the launch, in blocks of `render::cuda::launch_block` of the source.
     pub threads: usize,
     /// The buffer arguments, `bufs[slot]`.
     pub args: Vec<KernelArg>,

@@ -386,9 +386,9 @@ pub enum AxisType {
     /// The outer part of a split reduce axis, looped over outside the output loops (cache
     /// blocking): each iteration adds its block's partial sums into the output buffer.
     ReduceBlock,
-    /// A GPU thread's position in its block, when the threads of a block split a reduce
-    /// axis between them (`codegen::group`; tinygrad's GROUP), or copy a tile into shared
-    /// memory together (`codegen::stage`).
+    /// A GPU thread's position in its block, when the threads of a block split a reduce or
+    /// loop axis between them (the GROUP and GROUPTOP OptOps, combined by `codegen::group`),
+    /// or copy a tile into shared memory together (`codegen::stage`).
     Group,
     /// A GPU output axis whose values are the threads of one block (tinygrad's LOCAL): the
     /// block computes a tile of outputs and its threads share the tile's loads

@@ -131,6 +131,8 @@ impl Drop for CudaBuffer {
 #[derive(Clone)]
 pub struct CudaProgram {
     function: CudaFunction,
+    /// Threads per block: the kernel's `__launch_bounds__`.
+    block: usize,
 }
 
 impl CudaDevice {
@@ -385,6 +387,12 @@ impl Device for CudaDevice {
     }
 
     fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
+        let block = tensor_core::render::cuda::launch_block(source).ok_or_else(|| {
+            RuntimeError::InvalidLaunch(format!(
+                "kernel `{entry}` declares no __launch_bounds__, which sets its block size: \
+                 render CUDA kernels with tensor_core::render::cuda"
+            ))
+        })?;
         let ptx = self.ptx.ptx(source, self.arch)?;
         self.bind()?;
         let module = self
@@ -398,10 +406,11 @@ impl Device for CudaDevice {
                 entry: entry.to_string(),
                 reason: format!("{e:?}"),
             })?;
-        Ok(CudaProgram { function })
+        Ok(CudaProgram { function, block })
     }
 
-    /// `threads` is the kernel's grid thread count (`Kernel::threads` of `render::cuda`).
+    /// `threads` is the kernel's launch thread count (`Kernel::threads` of `render::cuda`), in
+    /// blocks of its `__launch_bounds__`.
     /// Returns once the launch is queued (see the trait): copies out and read-backs wait
     /// for it, and its errors surface there at the latest.
     fn launch(&self, program: &CudaProgram, buffers: &[&CudaBuffer], threads: usize) -> Result<()> {
@@ -424,7 +433,7 @@ impl Device for CudaDevice {
                 "a buffer at {pointer:#x} is not 16-byte aligned, which vector accesses need"
             )));
         }
-        let dims = LaunchDims::for_threads(threads);
+        let dims = LaunchDims::with_block(threads, program.block);
         let grid = u32::try_from(dims.grid).map_err(|_| {
             RuntimeError::InvalidLaunch(format!("{threads} threads need more than 2^32 blocks"))
         })?;
