@@ -1,6 +1,6 @@
 //! Prints how fast compiled kernels run next to the machine's memory bandwidth: a fused
 //! 6-op elementwise chain and `((x*2+1).exp2() * x).sqrt() * 0.5` over 16M floats (GB/s and
-//! ms) and a 1024x1024 f32 matmul (GFLOP/s).
+//! ms), the sum of those 16M floats (GB/s read and ms), and a 1024x1024 f32 matmul (GFLOP/s).
 //!
 //! Run: `cargo run --release --example throughput`
 
@@ -45,6 +45,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         y.realize().expect("the exp2 chain runs");
     });
 
+    let sum = best_of(|| {
+        x.sum_all().realize().expect("the sum runs");
+    });
+
     let a = Tensor::rand(&[MATMUL_N, MATMUL_N], 2);
     let w = Tensor::rand(&[MATMUL_N, MATMUL_N], 3);
     a.realize()?;
@@ -66,6 +70,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "((x*2+1).exp2() * x).sqrt() * 0.5:  {:>7.2} GB/s  {:>6.2} ms",
         moved / transcendental.as_secs_f64() / 1e9,
         transcendental.as_secs_f64() * 1e3
+    );
+    println!(
+        "sum of 16M f32:                     {:>7.2} GB/s  {:>6.2} ms",
+        (CHAIN_LEN * 4) as f64 / sum.as_secs_f64() / 1e9,
+        sum.as_secs_f64() * 1e3
     );
     println!(
         "matmul 1024x1024 f32:               {:>7.2} GFLOP/s",

@@ -18,29 +18,35 @@ fn data(shape: &[usize]) -> Tensor {
 
 #[test]
 fn group_reductions_compile_for_sm_80_and_sm_90() {
+    // Each case with the launch of each of its grouped kernels: (blocks, threads per block).
     let cases = [
-        ("sum of 65536", data(&[65536]).sum_all(), (1, 128)),
+        // The scheduler splits a long sum into 256 partial sums, then sums those.
+        (
+            "sum of 65536",
+            data(&[65536]).sum_all(),
+            vec![(256, 128), (1, 128)],
+        ),
         // 5000 = 40 x 125: a block of 125 threads per row.
         (
             "max of rows of 5000",
             data(&[6, 5000]).max([1], false),
-            (6, 125),
+            vec![(6, 125)],
         ),
         // Rows read contiguously along the reduce are not upcast: a block per row.
         (
             "mean of rows of 4096",
             data(&[8, 4096]).mean([1], false),
-            (8, 128),
+            vec![(8, 128)],
         ),
         (
             "softmax rows of 4096",
             data(&[8, 4096]).softmax(-1),
-            (8, 128),
+            vec![(8, 128), (8, 128)],
         ),
         (
             "sum of squared row sums",
             data(&[8, 4096]).sum([1], false).square().sum_all(),
-            (1, 128),
+            vec![(1, 128)],
         ),
     ];
     let missing = nvrtc::tools_missing();
@@ -50,14 +56,14 @@ fn group_reductions_compile_for_sm_80_and_sm_90() {
         }
         println!("skipped: group_reductions_compile_for_sm_80_and_sm_90 (compile part): {why}");
     }
-    for (name, out, (blocks, block)) in cases {
+    for (name, out, launches) in cases {
         let kernels = cuda_kernels(&create_schedule(&[out.uop()]));
         let grouped: Vec<_> = kernels
             .iter()
             .filter(|k| k.source.contains("__syncthreads()"))
             .collect();
-        assert!(!grouped.is_empty(), "{name}: no group reduction");
-        for k in &grouped {
+        assert_eq!(grouped.len(), launches.len(), "{name}: grouped kernels");
+        for (k, &(blocks, block)) in grouped.iter().zip(&launches) {
             assert!(k.source.contains("__shared__"), "{name}:\n{}", k.source);
             // The runtime launches `threads` in blocks of the launch bounds: one block per
             // output.

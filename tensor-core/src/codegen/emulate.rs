@@ -801,7 +801,11 @@ mod tests {
     /// The GPU kernels of `outputs`, lowered as the emulator runs them.
     fn gpu_kernels(outputs: &[Tensor]) -> Vec<GpuKernel> {
         let roots: Vec<UOp> = outputs.iter().map(|t| t.uop()).collect();
-        let schedule = create_schedule(&roots);
+        lowered(&create_schedule(&roots))
+    }
+
+    /// The kernels of `schedule`, lowered as the emulator runs them.
+    fn lowered(schedule: &Schedule) -> Vec<GpuKernel> {
         let opts = CodegenOptions::default();
         schedule
             .items
@@ -825,9 +829,13 @@ mod tests {
         use crate::codegen::group::GROUP_SIZE;
         let block = |grid, block| LaunchDims { grid, block };
         // Positive terms, so a sum in another order stays within 1e-4 of the CPU's.
+        // The scheduler splits a sum of 65536 into 256 partial sums and their sum.
         let long = data(&[65536], 12).abs() + 0.5;
-        assert_eq!(grouped_dims(&[long.sum_all()]), [block(1, GROUP_SIZE)]);
-        assert_eq!(check_within("sum of 65536", &[long.sum_all()], 1e-4), 1);
+        assert_eq!(
+            grouped_dims(&[long.sum_all()]),
+            [block(256, GROUP_SIZE), block(1, GROUP_SIZE)]
+        );
+        assert_eq!(check_within("sum of 65536", &[long.sum_all()], 1e-4), 257);
         check("max of 65536", &[data(&[65536], 13).max_all()]);
         // Rows of 5000 = 40 x 125: blocks of 125 threads (the widest that divides a row).
         let rows = data(&[6, 5000], 14);
@@ -931,11 +939,13 @@ mod tests {
     fn a_lanes_part_of_a_long_sum_is_blocked_and_combined_once() {
         use crate::codegen::blocked_sum::BLOCK;
         use crate::codegen::group::GROUP_SIZE;
-        // 2^20 terms: 8192 per lane, summed in 2 blocks of BLOCK.
+        // 2^20 terms in one kernel (the scheduler would split the sum in two): 8192 per lane,
+        // summed in 2 blocks of BLOCK.
         let long = data(&[1 << 20], 21).abs() + 0.5;
-        let kernels = gpu_kernels(&[long.sum_all()]);
+        let schedule = crate::schedule::create_schedule_unsplit(&[long.sum_all().uop()]);
+        let kernels = lowered(&schedule);
         let [kernel] = kernels.as_slice() else {
-            panic!("one kernel: {kernels:?}");
+            panic!("one kernel, not {}", kernels.len());
         };
         let loops: Vec<(bool, Option<usize>)> = kernel
             .body
@@ -965,7 +975,6 @@ mod tests {
         );
         // Against the sum in f64 (the kernel AST run in Rust adds 2^20 terms one by one in
         // f32).
-        let schedule = create_schedule(&[long.sum_all().uop()]);
         let (got, _) = emulated(&schedule);
         let exact: f64 = crate::interp::evaluate(&long.uop())
             .to_f64_vec()
@@ -987,7 +996,7 @@ mod tests {
         let out = data(&[8, 4096], 24).sum([1], false).square().sum_all();
         let kernels = gpu_kernels(std::slice::from_ref(&out));
         let [kernel] = kernels.as_slice() else {
-            panic!("one kernel: {kernels:?}");
+            panic!("one kernel, not {}", kernels.len());
         };
         assert!(kernel.group.is_some());
         let opens = kernel
@@ -1011,7 +1020,7 @@ mod tests {
         use crate::codegen::group::GROUP_SIZE;
         let kernels = gpu_kernels(&[data(&[4096], 20).sum_all()]);
         let [kernel] = kernels.as_slice() else {
-            panic!("one kernel: {kernels:?}");
+            panic!("one kernel, not {}", kernels.len());
         };
         let count = |f: fn(&Line) -> bool| kernel.body.lines.iter().filter(|l| f(l)).count();
         let steps = GROUP_SIZE.trailing_zeros() as usize;

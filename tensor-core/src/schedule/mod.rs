@@ -6,7 +6,10 @@
 //!
 //! 1. **Callify** ([`callify`]): inline `GetTuple(Function(..))` by substituting each `Param`
 //!    with its argument, drop `Detach` and `ContiguousBackward`.
-//! 2. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
+//! 2. **Split reduce** ([`split_reduce`]): a reduction of at least 2^15 elements per output
+//!    into few outputs becomes partial results over contiguous runs (stored: a `Contiguous`)
+//!    and their reduction, so its first kernel has outputs to spread over cores or blocks.
+//! 3. **Realize** ([`realize`]): the outputs (unless already a buffer), `Contiguous`, `Copy`,
 //!    `Store` and `Vmapout` get a buffer each (a `Store` is not lowered yet and panics);
 //!    `Buffer`s are realized already. A reduce or an elementwise value is realized when the
 //!    rule table of [`realize`] says that recomputing it inline (inside loops it does not
@@ -14,17 +17,17 @@
 //!    round trip; movement ops are recomputed, never buffered by choice. The rules are applied
 //!    where the buffer would be created, so there is no separate pass that removes buffers
 //!    afterwards; [`Schedule::decisions`] records which rule decided each node.
-//! 3. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
+//! 4. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
 //!    validity gates), and a realized operand or a `Buffer` becomes a `Load` through
 //!    `Address(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
 //!    ([`index`]) and every finished AST goes through the kernel rule table ([`simplify`]:
 //!    the `symbolic` rules plus float constant reassociation).
-//! 4. **Range merging** ([`merge`]): in each final kernel, two nested ranges that every index
+//! 5. **Range merging** ([`merge`]): in each final kernel, two nested ranges that every index
 //!    walks as one flat range (`B·a + b`) become one range, so a convolution's `24 x 24`
 //!    positions are one axis of 576 and its `(c, ky, kx)` reduce one of 288.
-//! 5. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Address(DefineGlobal 0,
+//! 6. **Kernels**: one [`ScheduleItem`] per realized node, `Sink(Store(Address(DefineGlobal 0,
 //!    flat), value))`, ordered so producers run before consumers. Range ids count from 0 in the
 //!    order axes appear (output loops first) and slots are numbered output first, then inputs in
 //!    the order the lowering first reads them; both depend only on the graph's structure, so
@@ -77,6 +80,7 @@ pub mod merge;
 pub mod placeholders;
 pub mod realize;
 pub mod simplify;
+pub mod split_reduce;
 
 #[cfg(test)]
 mod differential;
@@ -130,7 +134,14 @@ pub struct Schedule {
 /// Splits the graphs of `outputs` into kernels (see the module docs for the rules).
 #[track_caller]
 pub fn create_schedule(outputs: &[UOp]) -> Schedule {
-    with_deep_stack(|| schedule_graph(outputs))
+    with_deep_stack(|| schedule_graph(outputs, true))
+}
+
+/// [`create_schedule`] without [`split_reduce`]: for tests of the kernels a split replaces
+/// (a long reduction in one kernel).
+#[cfg(test)]
+pub(crate) fn create_schedule_unsplit(outputs: &[UOp]) -> Schedule {
+    with_deep_stack(|| schedule_graph(outputs, false))
 }
 
 /// Stack for the lowering, which recurses once per op along a path of the graph: enough for
@@ -153,8 +164,12 @@ pub(crate) fn with_deep_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     })
 }
 
-fn schedule_graph(outputs: &[UOp]) -> Schedule {
+fn schedule_graph(outputs: &[UOp], split_reduces: bool) -> Schedule {
     let graph = callify::callify(outputs);
+    let graph = match split_reduces {
+        true => split_reduce::split_reduces(&graph),
+        false => graph,
+    };
     let mut ctx = IndexingContext::default();
     let toposort = UOp::sink(graph.clone()).toposort();
     ctx.track_ambient_ranges(&toposort);
