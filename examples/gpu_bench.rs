@@ -7,8 +7,9 @@
 //!
 //! Every result is checked against the CPU path before it is timed. Without a GPU it says
 //! so in one line and exits. Last, the matmul's kernel is timed under other OptOps than the
-//! heuristic's (tile per thread, block, reduce step, staging), each checked against the
-//! heuristic's result: the measurements behind the GPU heuristic's constants.
+//! heuristic's (tile per thread, block, reduce step, staging), and the row sums' under other
+//! GROUP splits (block width, GROUPTOP, none), each checked against the heuristic's result:
+//! the measurements behind the GPU heuristic's constants.
 //!
 //! Run: `cargo run --release --example gpu_bench` (`DEVICE` is ignored: it uses `CUDA:0`).
 
@@ -17,9 +18,10 @@ use std::time::{Duration, Instant};
 use tensor::core::codegen::opt::Opt;
 use tensor::core::codegen::{gpu_optimizations, lower_kernel_gpu_with_opts};
 use tensor::core::render::cuda::render_kernel;
-use tensor::core::schedule::create_schedule;
+use tensor::core::schedule::{ScheduleItem, create_schedule};
+use tensor::core::uop::AxisType;
 use tensor::prelude::*;
-use tensor::runtime::cuda::CudaDevice;
+use tensor::runtime::cuda::{CudaBuffer, CudaDevice};
 use tensor::runtime::device::Device;
 use tensor::runtime::realize::{cuda_device, realize, set_device, synchronize, to_vec};
 
@@ -288,7 +290,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         versus("per_sample_grads", gpu_grads)
     );
     set_device(Some("CUDA"))?;
-    matmul_variants(gpu, peak)
+    matmul_variants(gpu, peak)?;
+    reduction_variants(gpu, (LEN * 4 * 2) as f64 / (copy * 1e-3) / 1e9)
 }
 
 /// A timed reduction: its name, its PyTorch figure's key, its input, the reduction and the
@@ -356,7 +359,6 @@ fn matmul_variants(gpu: &CudaDevice, peak: f64) -> Result<(), Box<dyn std::error
     realize(&[&a, &b])?;
     let schedule = create_schedule(&[a.matmul(&b).uop()]);
     let item = schedule.items.last().ok_or("the matmul has a kernel")?;
-    let sizes = item.buffer_sizes();
     let heuristic = gpu_optimizations(&item.ast);
     let [columns, rows, local_rows, local_columns, steps] = heuristic.as_slice() else {
         println!("matmul variants: skipped: the heuristic's opts are {heuristic:?}");
@@ -409,6 +411,75 @@ fn matmul_variants(gpu: &CudaDevice, peak: f64) -> Result<(), Box<dyn std::error
             [per_thread(8, 8), local(16, 8, 32)].concat(),
         ),
     ];
+    println!("matmul f32 {MATMUL}x{MATMUL} under other OptOps (kernel alone, median of 9):");
+    time_variants(gpu, item, variants, |t| {
+        let flops = 2.0 * (MATMUL as f64).powi(3) / (t * 1e-3);
+        format!(
+            "{:>5.2} TFLOP/s = {:>4.1}% of peak",
+            flops / 1e12,
+            100.0 * flops / peak
+        )
+    })
+}
+
+/// The row sums of 4096 x 16384 (a block per row) under other GROUP splits: narrower blocks,
+/// GROUPTOP (a contiguous run per lane) and none (a thread per row).
+fn reduction_variants(gpu: &CudaDevice, copy_gbps: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let x = Tensor::rand(&[4096, 16384], 8);
+    x.realize()?;
+    let schedule = create_schedule(&[x.sum(1, false).uop()]);
+    let item = schedule.items.last().ok_or("the row sums have a kernel")?;
+    let heuristic = gpu_optimizations(&item.ast);
+    let Some(Opt::Split { axis, .. }) = heuristic
+        .iter()
+        .find(|o| o.target() == AxisType::Group)
+        .cloned()
+    else {
+        println!("row sums variants: skipped: the heuristic's opts are {heuristic:?}");
+        return Ok(());
+    };
+    let others: Vec<Opt> = heuristic
+        .iter()
+        .filter(|o| o.target() != AxisType::Group)
+        .cloned()
+        .collect();
+    let group = |factor: usize, top: bool| {
+        let split = Opt::Split {
+            axis,
+            factor,
+            target: AxisType::Group,
+            top,
+        };
+        [others.clone(), vec![split]].concat()
+    };
+    let variants: Vec<(&str, Vec<Opt>)> = vec![
+        ("heuristic", heuristic.clone()),
+        ("GROUP 64", group(64, false)),
+        ("GROUP 32", group(32, false)),
+        ("GROUPTOP 128", group(128, true)),
+        ("GROUPTOP 32", group(32, true)),
+        ("no GROUP (a thread per row)", others.clone()),
+    ];
+    println!("row sums 4096 x 16384 under other GROUP splits (kernel alone, median of 9):");
+    time_variants(gpu, item, variants, |t| {
+        let gbps = (4096 * 16384 * 4) as f64 / (t * 1e-3) / 1e9;
+        format!(
+            "{gbps:>7.1} GB/s = {:>3.0}% of the copy's",
+            100.0 * gbps / copy_gbps
+        )
+    })
+}
+
+/// Times the kernel of `item` under each variant's OptOps (median of 9 launches, each
+/// synchronized) on inputs of values in [0, 1), checks each result against the first
+/// variant's, and prints each time with what `rate` makes of it.
+fn time_variants(
+    gpu: &CudaDevice,
+    item: &ScheduleItem,
+    variants: Vec<(&str, Vec<Opt>)>,
+    rate: impl Fn(f64) -> String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let sizes = item.buffer_sizes();
     // Inputs of the slot sizes the kernel reads (a realized `rand` may be a view of a
     // larger buffer), filled with values in [0, 1).
     let input = |slot: usize| -> Result<_, Box<dyn std::error::Error>> {
@@ -422,17 +493,17 @@ fn matmul_variants(gpu: &CudaDevice, peak: f64) -> Result<(), Box<dyn std::error
         gpu.copy_in(&buffer, &bytes)?;
         Ok(buffer)
     };
-    let (x, y) = (input(1)?, input(2)?);
+    let inputs = (1..sizes.len()).map(input).collect::<Result<Vec<_>, _>>()?;
     let out = gpu.allocate(sizes[0] * 4)?;
+    let buffers: Vec<&CudaBuffer> = std::iter::once(&out).chain(&inputs).collect();
     let mut reference: Option<Vec<u8>> = None;
-    println!("matmul f32 {MATMUL}x{MATMUL} under other OptOps (kernel alone, median of 9):");
     for (name, opts) in variants {
         let kernel = render_kernel(&lower_kernel_gpu_with_opts(
             &item.ast, &sizes, &opts, "variant",
         ));
         let program = gpu.compile(&kernel.source, &kernel.entry)?;
         let launch = || {
-            gpu.launch(&program, &[&out, &x, &y], kernel.threads)
+            gpu.launch(&program, &buffers, kernel.threads)
                 .and_then(|()| gpu.wait_idle())
                 .expect("the variant runs");
         };
@@ -450,14 +521,12 @@ fn matmul_variants(gpu: &CudaDevice, peak: f64) -> Result<(), Box<dyn std::error
             None => 0.0,
         };
         reference.get_or_insert(result);
-        let flops = 2.0 * (MATMUL as f64).powi(3) / (t * 1e-3);
         println!(
-            "  {name:<34} {t:>7.3} ms  {:>5.2} TFLOP/s = {:>4.1}% of peak  (vs heuristic {error:.0e})",
-            flops / 1e12,
-            100.0 * flops / peak,
+            "  {name:<34} {t:>7.3} ms  {}  (vs the first {error:.0e})",
+            rate(t)
         );
         if error > 1e-5 {
-            return Err(format!("matmul variant {name} differs by {error:e}").into());
+            return Err(format!("variant {name} differs by {error:e}").into());
         }
     }
     Ok(())

@@ -89,3 +89,44 @@ fn group_reductions_compile_for_sm_80_and_sm_90() {
         }
     }
 }
+
+#[test]
+fn grouptop_and_narrower_group_splits_compile_for_sm_80_and_sm_90() {
+    use tensor_core::codegen::{Opt, gpu_optimizations, lower_kernel_gpu_with_opts};
+    use tensor_core::render::cuda::render_kernel;
+    use tensor_core::uop::AxisType;
+    let Some(why) = nvrtc::tools_missing() else {
+        let schedule = create_schedule(&[data(&[16, 8192]).sum([1], false).uop()]);
+        let item = &schedule.items[0];
+        let heuristic = gpu_optimizations(&item.ast);
+        for (lanes, top) in [(128, true), (64, false), (32, true)] {
+            let opts: Vec<Opt> = heuristic
+                .iter()
+                .map(|opt| match *opt {
+                    Opt::Split {
+                        axis,
+                        target: AxisType::Group,
+                        ..
+                    } => Opt::Split {
+                        axis,
+                        factor: lanes,
+                        target: AxisType::Group,
+                        top,
+                    },
+                    ref other => other.clone(),
+                })
+                .collect();
+            let lowered = lower_kernel_gpu_with_opts(&item.ast, &item.buffer_sizes(), &opts, "k");
+            let k = render_kernel(&lowered);
+            assert_eq!(launch_block(&k.source), Some(lanes), "{opts:?}");
+            if let Err(e) = nvrtc::check_kernel(&k.source, "compute_80", &["sm_80", "sm_90"]) {
+                panic!("{opts:?}: {e}\n{}", k.source);
+            }
+        }
+        return;
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but the CUDA tools are missing: {why}");
+    }
+    println!("skipped: grouptop_and_narrower_group_splits_compile_for_sm_80_and_sm_90: {why}");
+}
