@@ -935,6 +935,55 @@ mod tests {
         }
     }
 
+    /// The heuristic's GPU opts for `ast` and an UNROLL by `factor` of the first reduce range
+    /// left that `factor` divides (`None` without one).
+    fn with_unroll(ast: &UOp, factor: usize) -> Option<Vec<Opt>> {
+        use crate::codegen::opt::{OptimizedKernel, kernel_ranges};
+        let opts = gpu_optimizations(ast);
+        let optimized = OptimizedKernel::new(ast).apply_all(&opts);
+        let reduce = kernel_ranges(&optimized.ast).into_iter().find(|r| {
+            r.range_axis_type() == AxisType::Reduce
+                && r.range_size().is_some_and(|n| n.is_multiple_of(factor))
+        })?;
+        let unroll = Opt::Split {
+            axis: reduce.range_id(),
+            factor,
+            target: AxisType::Unroll,
+            top: false,
+        };
+        Some([opts, vec![unroll]].concat())
+    }
+
+    #[test]
+    fn unrolled_reduces_on_the_grid_equal_the_cpu() {
+        let rows = data(&[6, 4096], 52);
+        let cases = [
+            // A block per row: each lane's loop unrolled.
+            ("row sums", rows.sum([1], false), 4),
+            ("softmax", rows.softmax(-1), 4),
+            // A thread per output: its reduce unrolled, fully for the 8 of the small one.
+            (
+                "matmul",
+                data(&[12, 16], 53).matmul(&data(&[16, 20], 54)),
+                4,
+            ),
+            ("sums of 8", data(&[64, 8], 55).sum([1], false), 8),
+        ];
+        for (name, out, factor) in &cases {
+            let schedule = create_schedule(std::slice::from_ref(&out.uop()));
+            let unrolled = schedule
+                .items
+                .iter()
+                .any(|i| with_unroll(&i.ast, *factor).is_some());
+            assert!(unrolled, "{name}: nothing to unroll");
+            let lowered = emulated_with(&schedule, |ast, sizes| match with_unroll(ast, *factor) {
+                Some(opts) => lower_kernel_gpu_with_opts(ast, sizes, &opts, "k"),
+                None => lower_kernel_gpu(ast, sizes, &CodegenOptions::default(), "k"),
+            });
+            compare(name, &schedule, lowered, 1e-4);
+        }
+    }
+
     #[test]
     fn a_lanes_part_of_a_long_sum_is_blocked_and_combined_once() {
         use crate::codegen::blocked_sum::BLOCK;
