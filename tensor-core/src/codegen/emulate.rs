@@ -865,6 +865,11 @@ mod tests {
             &[data(&[4, 777], 18).log_softmax(-1)],
             1e-4,
         );
+        // A matmul with few outputs and a long reduce: a block per column, whose lanes
+        // split the reduce, each lane keeping the 4 rows (upcast) in registers.
+        let narrow = data(&[4, 8192], 19).matmul(&data(&[8192, 3], 20));
+        assert_eq!(grouped_dims(&[narrow.clone()]), [block(3, GROUP_SIZE)]);
+        check_within("matmul 4x8192 . 8192x3", &[narrow], 1e-4);
     }
 
     /// The kernel of `out` lowered for the GPU with the heuristic's GROUP splits changed by
