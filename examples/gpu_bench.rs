@@ -15,7 +15,7 @@
 
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tensor::core::codegen::opt::Opt;
+use tensor::core::codegen::opt::{Opt, OptimizedKernel, kernel_ranges};
 use tensor::core::codegen::{gpu_optimizations, lower_kernel_gpu_with_opts};
 use tensor::core::render::cuda::render_kernel;
 use tensor::core::schedule::{ScheduleItem, create_schedule};
@@ -291,7 +291,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     set_device(Some("CUDA"))?;
     matmul_variants(gpu, peak)?;
-    reduction_variants(gpu, (LEN * 4 * 2) as f64 / (copy * 1e-3) / 1e9)
+    let copy_gbps = (LEN * 4 * 2) as f64 / (copy * 1e-3) / 1e9;
+    reduction_variants(gpu, copy_gbps, (4096, 16384))?;
+    reduction_variants(gpu, copy_gbps, (16384, 4096))
 }
 
 /// A timed reduction: its name, its PyTorch figure's key, its input, the reduction and the
@@ -422,30 +424,35 @@ fn matmul_variants(gpu: &CudaDevice, peak: f64) -> Result<(), Box<dyn std::error
     })
 }
 
-/// The row sums of 4096 x 16384 (a block per row) under other GROUP splits: narrower blocks,
-/// GROUPTOP (a contiguous run per lane) and none (a thread per row).
-fn reduction_variants(gpu: &CudaDevice, copy_gbps: f64) -> Result<(), Box<dyn std::error::Error>> {
-    let x = Tensor::rand(&[4096, 16384], 8);
+/// Row sums under other GROUP splits than the heuristic's: block widths, GROUPTOP (a
+/// contiguous run per lane) and none (a thread per row). Rows of 4096 x 16384 are grouped by
+/// the heuristic; 16384 x 4096 has more outputs than `group::GROUP_MAX_OUTPUTS` and is not.
+fn reduction_variants(
+    gpu: &CudaDevice,
+    copy_gbps: f64,
+    (rows, columns): (usize, usize),
+) -> Result<(), Box<dyn std::error::Error>> {
+    let x = Tensor::rand(&[rows, columns], 8);
     x.realize()?;
     let schedule = create_schedule(&[x.sum(1, false).uop()]);
     let item = schedule.items.last().ok_or("the row sums have a kernel")?;
     let heuristic = gpu_optimizations(&item.ast);
-    let Some(Opt::Split { axis, .. }) = heuristic
-        .iter()
-        .find(|o| o.target() == AxisType::Group)
-        .cloned()
-    else {
-        println!("row sums variants: skipped: the heuristic's opts are {heuristic:?}");
-        return Ok(());
-    };
     let others: Vec<Opt> = heuristic
         .iter()
         .filter(|o| o.target() != AxisType::Group)
         .cloned()
         .collect();
+    let optimized = OptimizedKernel::new(&item.ast).apply_all(&others);
+    let Some(reduce) = kernel_ranges(&optimized.ast)
+        .into_iter()
+        .find(|r| r.range_axis_type() == AxisType::Reduce)
+    else {
+        println!("row sums {rows} x {columns}: skipped: no reduce range");
+        return Ok(());
+    };
     let group = |factor: usize, top: bool| {
         let split = Opt::Split {
-            axis,
+            axis: reduce.range_id(),
             factor,
             target: AxisType::Group,
             top,
@@ -454,15 +461,16 @@ fn reduction_variants(gpu: &CudaDevice, copy_gbps: f64) -> Result<(), Box<dyn st
     };
     let variants: Vec<(&str, Vec<Opt>)> = vec![
         ("heuristic", heuristic.clone()),
+        ("GROUP 128", group(128, false)),
         ("GROUP 64", group(64, false)),
         ("GROUP 32", group(32, false)),
         ("GROUPTOP 128", group(128, true)),
         ("GROUPTOP 32", group(32, true)),
         ("no GROUP (a thread per row)", others.clone()),
     ];
-    println!("row sums 4096 x 16384 under other GROUP splits (kernel alone, median of 9):");
+    println!("row sums {rows} x {columns} under other GROUP splits (kernel alone, median of 9):");
     time_variants(gpu, item, variants, |t| {
-        let gbps = (4096 * 16384 * 4) as f64 / (t * 1e-3) / 1e9;
+        let gbps = (rows * columns * 4) as f64 / (t * 1e-3) / 1e9;
         format!(
             "{gbps:>7.1} GB/s = {:>3.0}% of the copy's",
             100.0 * gbps / copy_gbps
