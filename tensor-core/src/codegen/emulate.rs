@@ -868,7 +868,10 @@ mod tests {
         // A matmul with few outputs and a long reduce: a block per column, whose lanes
         // split the reduce, each lane keeping the 4 rows (upcast) in registers.
         let narrow = data(&[4, 8192], 19).matmul(&data(&[8192, 3], 20));
-        assert_eq!(grouped_dims(&[narrow.clone()]), [block(3, GROUP_SIZE)]);
+        assert_eq!(
+            grouped_dims(std::slice::from_ref(&narrow)),
+            [block(3, GROUP_SIZE)]
+        );
         check_within("matmul 4x8192 . 8192x3", &[narrow], 1e-4);
     }
 
