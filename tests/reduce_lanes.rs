@@ -2,7 +2,9 @@
 //! split of the reduce range, expanded by `codegen::expand`; a LANE split, an array of partial
 //! maxima, for a float maximum): the kernels have them, and their
 //! results agree with the reference interpreter within the float tolerance (the partial sums
-//! add the terms in another order), exactly for integers and maxima.
+//! add the terms in another order), exactly for integers and maxima. A long reduction into
+//! few outputs is split by the scheduler into partial results and their reduction
+//! (`schedule::split_reduce`).
 mod common;
 
 use common::tolerance::agree;
@@ -139,5 +141,22 @@ fn a_row_max_has_a_lane_array_of_partial_maxima_and_propagates_nan_and_infinitie
         assert!(got[1].is_nan() && got[4].is_nan(), "{got:?}");
         assert_eq!(got[2], f64::NEG_INFINITY);
         assert_eq!(got[3], f64::INFINITY);
+    }
+}
+
+#[test]
+fn a_long_sum_to_one_output_is_split_into_partial_sums_and_agrees_exactly() {
+    // Small integers: the split's order of additions gives the exact sum, as any order does.
+    let x = ((Tensor::rand(&[1 << 20], 2) * 8.0).floor() - 4.0).contiguous();
+    x.realize().unwrap();
+    for (name, t, float) in [
+        ("sum", x.sum_all(), true),
+        ("max", x.max_all(), true),
+        ("i32 sum", x.cast(DType::I32).sum_all(), false),
+        ("column sums", x.reshape(&[1 << 18, 4]).sum(0, false), true),
+    ] {
+        // 256 partial results per output (each on a contiguous run), then their reduction.
+        assert_eq!(sources(&t).len(), 2, "{name}");
+        assert_agrees(&t, float, 0.0);
     }
 }

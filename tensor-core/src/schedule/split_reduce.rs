@@ -155,4 +155,33 @@ mod tests {
             "no divisor of 65537 to split by"
         );
     }
+
+    #[test]
+    fn split_reductions_equal_the_interpreter() {
+        use crate::schedule::differential::check;
+        use crate::uop::DType;
+        // Small integers: every order of a sum is exact, and the split changes the order.
+        let ints = |shape: &[usize]| (buffer(shape) - 3.0).floor();
+        let long = ints(&[1 << 16]);
+        let cases = [
+            ("f32 sum", long.sum_all()),
+            ("max", long.max_all()),
+            ("i32 sum", long.cast(DType::I32).sum_all()),
+            // Wrapping products are associative too.
+            ("i32 product", (long.cast(DType::I32) + 4).prod_all()),
+            ("column sums", ints(&[1 << 15, 3]).sum(0, false)),
+            (
+                "mean over two axes",
+                ints(&[256, 4, 256]).mean([0, 2], true),
+            ),
+            (
+                "half sum",
+                Tensor::full(&[1 << 15], 1, DType::F16).sum_all(),
+            ),
+        ];
+        for (name, out) in &cases {
+            let kernels = check(name, std::slice::from_ref(out));
+            assert!(kernels >= 2, "{name}: {kernels} kernels, not split");
+        }
+    }
 }
