@@ -325,7 +325,6 @@ impl Nesting {
 /// One accumulator of a kernel: where it is declared, what it folds with, and where.
 struct Accumulator {
     declared: usize,
-    op: ReduceOp,
     reduce: UOp,
     folds: Vec<usize>,
     reads: Vec<usize>,
@@ -340,7 +339,6 @@ fn accumulators(lines: &[Line]) -> HashMap<usize, Accumulator> {
                     *acc,
                     Accumulator {
                         declared: i,
-                        op: reduce.reduce_op(),
                         reduce: reduce.clone(),
                         folds: Vec::new(),
                         reads: Vec::new(),
@@ -443,7 +441,7 @@ fn only_folded_part(
 ) -> Option<usize> {
     let folds_into_outer = |at: usize, part: usize| {
         matches!(&lines[at], Line::Accumulate { acc, op, value: Value::Acc(v), .. }
-            if *acc == outer && *v == part && *op == accs[&part].op)
+            if *acc == outer && *v == part && *op == accs[&part].reduce.reduce_op())
     };
     let Line::Accumulate {
         value: Value::Acc(part),
@@ -469,7 +467,7 @@ fn combine_point(lines: &[Line], nesting: &Nesting, acc: usize, a: &Accumulator)
         })
         .max()
         .expect("a lane's part has folds");
-    let enclosing: Vec<usize> = nesting.around[a.declared].clone();
+    let enclosing = &nesting.around[a.declared];
     assert!(
         !enclosing
             .iter()
@@ -538,7 +536,7 @@ fn combine(
         },
         Line::Accumulate {
             acc: total,
-            op: part.op,
+            op: part.reduce.reduce_op(),
             reduce: reduce.clone(),
             value: Value::Temp(temp),
         },
@@ -556,7 +554,7 @@ fn fold_upper_part(
     lane: &UOp,
     fresh: &mut Fresh,
 ) {
-    let (reduce, op) = (&part.reduce, part.op);
+    let (reduce, op) = (&part.reduce, part.reduce.reduce_op());
     let dtype = reduce.dtype();
     let (half_const, left_const) = (UOp::index(half as i64), UOp::index(left as i64));
     let [partner, active, mine, theirs] = std::array::from_fn(|i| fresh.temp + i);
