@@ -1,12 +1,19 @@
 //! `jit`: a function compiled once per input signature and replayed, as `jax.jit` and
 //! tinygrad's `TinyJit`.
 //!
-//! The first call with a signature (each argument's shape, dtype and device, and which
-//! arguments are the same tensor) traces the function (with every transform it is made of),
-//! schedules, generates and compiles its kernels, and records the plan with, for each buffer
-//! the plan reads, where it comes from: argument `i`, or a constant the function captured.
-//! Later calls with that signature check it, bind their arguments' buffers and launch the
-//! recorded kernels; their results come back computed.
+//! The first call with a signature (each argument's shape, dtype and device) traces the
+//! function (with every transform it is made of) on a fresh stand-in buffer per argument,
+//! schedules, generates and compiles its kernels, and records the graph's structure with, for
+//! each buffer it reads, where it comes from: argument `i` (a stand-in), or a value the
+//! function captured. Later calls with that signature take the plan of that structure from the
+//! device's plan cache, bind their arguments' buffers and launch the recorded kernels; their
+//! results come back computed. Which memory an argument is never matters: a captured tensor
+//! passed as an argument too, one tensor passed twice, or an earlier result passed back in all
+//! replay the same plan.
+//!
+//! A jit keeps at most as many signatures as the plan cache keeps plans
+//! (`TENSOR_PLAN_CACHE_SIZE`), dropping the least recently used; it holds no plan itself, so
+//! its kernels stay loaded only while the plan cache keeps them.
 //!
 //! Arguments are computed first if they are lazy (a jitted function is a compile boundary, as
 //! in JAX). A call from inside a trace (a jitted function used inside `vmap` or `grad`, whose
@@ -23,7 +30,6 @@
 //! between kernels that come from the plan cache, as in an eager realize.
 
 use crate::cpu::CpuDevice;
-use crate::cuda::CudaDevice;
 use crate::device::Device;
 use crate::emulated::EmulatedGpu;
 use crate::error::Result;
@@ -39,7 +45,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::transform::function::traced_once;
 use tensor_core::transform::{Func, IntoFunc};
-use tensor_core::{DType, Op, Tensor, UOp};
+use tensor_core::uop::substitute;
+use tensor_core::{Arg, DType, Op, Tensor, UOp};
 
 /// `f` compiled once per input signature and replayed (see the module docs). Panics, as a
 /// transform does, if the device fails; use [`Jit::try_call`] to handle device errors.
@@ -52,39 +59,51 @@ pub fn jit<M>(f: impl IntoFunc<M>) -> Func {
     })
 }
 
-/// A jitted function with its plans, one per signature.
+/// A jitted function with the traced structure of each signature it was called with.
 pub struct Jit {
     traced: Func,
-    entries: Mutex<HashMap<Signature, Arc<Entry>>>,
+    entries: Mutex<Entries>,
     traces: AtomicUsize,
 }
 
-/// Per argument its shape, dtype and device, for every argument the first argument holding
-/// the same buffer, and the device the call runs on.
+/// The traced signatures, each with the clock of its last use.
+#[derive(Default)]
+struct Entries {
+    by_signature: HashMap<Signature, (Arc<Entry>, u64)>,
+    clock: u64,
+}
+
+/// Per argument its shape, dtype and device, and the device the call runs on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Signature {
     arguments: Vec<(Vec<usize>, DType, tensor_core::Device)>,
-    same_as: Vec<usize>,
     device: SelectedDevice,
 }
 
-/// The plan of one signature and where each buffer it reads comes from.
+/// The traced graph of one signature and where each buffer it reads comes from.
 struct Entry {
-    /// `None` for a graph with external calls, which is realized at each call.
-    plan: Option<DevicePlan>,
+    /// The abstracted roots, the plan cache's key; `None` for a graph with external calls or
+    /// moves, which is realized at each call.
+    roots: Option<Vec<UOp>>,
     sources: Vec<Source>,
 }
 
-/// A plan on the device of its signature.
-enum DevicePlan {
-    Cpu(Arc<Plan<CpuDevice>>),
-    Emulated(Arc<Plan<EmulatedGpu>>),
-    Cuda(usize, Arc<Plan<CudaDevice>>),
+/// Runs the plan of `roots` on `device` (from its plan cache, built if it is not there) over
+/// `inputs`.
+fn run_on<D: Device>(
+    device: &D,
+    plans: &PlanCache<D>,
+    roots: &[UOp],
+    inputs: &[UOp],
+) -> Result<Vec<UOp>> {
+    let plan: Arc<Plan<D>> = plans.get_or_build(device, roots, &codegen_options(device))?;
+    plan.run(device, inputs)
 }
 
-/// The plan of `roots` on `device`, from its plan cache.
-fn plan_for<D: Device>(device: &D, plans: &PlanCache<D>, roots: &[UOp]) -> Result<Arc<Plan<D>>> {
-    plans.get_or_build(device, roots, &codegen_options(device))
+/// Builds the plan of `roots` on `device` into its plan cache.
+fn prepare_on<D: Device>(device: &D, plans: &PlanCache<D>, roots: &[UOp]) -> Result<()> {
+    plans.get_or_build(device, roots, &codegen_options(device))?;
+    Ok(())
 }
 
 /// Where the buffer bound to one placeholder of a plan comes from.
@@ -100,7 +119,7 @@ impl Jit {
     pub fn new(f: Func) -> Jit {
         Jit {
             traced: traced_once("jit", f),
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
             traces: AtomicUsize::new(0),
         }
     }
@@ -117,12 +136,12 @@ impl Jit {
             return Ok(self.traced.call(args));
         }
         let buffers = concrete_buffers(args)?;
-        let signature = signature_of(args, &buffers, placement_of(&buffers)?.device);
+        let signature = signature_of(args, placement_of(&buffers)?.device);
         let entry = match self.entry(&signature) {
             Some(entry) => entry,
-            None => self.build(signature, args, &buffers)?,
+            None => self.build(signature.clone(), args, &buffers)?,
         };
-        let Some(plan) = &entry.plan else {
+        let Some(roots) = &entry.roots else {
             let outputs = self.traced.call(args);
             realize(&outputs.iter().collect::<Vec<_>>())?;
             return Ok(outputs);
@@ -135,10 +154,20 @@ impl Jit {
                 Source::Captured(buffer) => buffer.clone(),
             })
             .collect();
-        let outputs = match plan {
-            DevicePlan::Cpu(plan) => plan.run(&CpuDevice::shared()?, &inputs)?,
-            DevicePlan::Emulated(plan) => plan.run(&*EmulatedGpu::shared()?, &inputs)?,
-            DevicePlan::Cuda(ordinal, plan) => plan.run(&shared_cuda(*ordinal)?.0, &inputs)?,
+        let outputs = match signature.device {
+            SelectedDevice::Cpu => {
+                run_on(&CpuDevice::shared()?, shared_plan_cache(), roots, &inputs)?
+            }
+            SelectedDevice::Emulated => run_on(
+                &*EmulatedGpu::shared()?,
+                emulated_plan_cache(),
+                roots,
+                &inputs,
+            )?,
+            SelectedDevice::Cuda(ordinal) => {
+                let (gpu, plans) = shared_cuda(ordinal)?;
+                run_on(gpu, plans, roots, &inputs)?
+            }
         };
         Ok(outputs.into_iter().map(Tensor::from_uop).collect())
     }
@@ -148,60 +177,99 @@ impl Jit {
         self.call(args)
     }
 
-    fn entry(&self, signature: &Signature) -> Option<Arc<Entry>> {
-        self.lock().get(signature).cloned()
+    /// How many signatures are kept.
+    pub fn signature_count(&self) -> usize {
+        self.lock().by_signature.len()
     }
 
-    /// Traces the function on `args`, finds or builds the plan of its graph, and records where
-    /// each of the plan's buffers comes from.
+    fn entry(&self, signature: &Signature) -> Option<Arc<Entry>> {
+        let mut entries = self.lock();
+        entries.clock += 1;
+        let now = entries.clock;
+        let (entry, last_use) = entries.by_signature.get_mut(signature)?;
+        *last_use = now;
+        Some(entry.clone())
+    }
+
+    /// Traces the function on stand-ins for `args`, finds or builds the plan of its graph, and
+    /// records where each of the plan's buffers comes from. The trace reads a fresh buffer per
+    /// argument, so an argument is told from a captured value by what the function read, not
+    /// by which memory it was given: a capture that is also passed as an argument stays a
+    /// capture in later calls.
     fn build(&self, signature: Signature, args: &[Tensor], buffers: &[UOp]) -> Result<Arc<Entry>> {
         self.traces.fetch_add(1, Ordering::Relaxed);
-        let outputs: Vec<UOp> = self.traced.call(args).iter().map(Tensor::uop).collect();
+        let stand_ins: Vec<UOp> = buffers.iter().map(stand_in_for).collect();
+        let traced_args: Vec<Tensor> = args
+            .iter()
+            .zip(buffers.iter().zip(&stand_ins))
+            .map(|(arg, (buffer, stand_in))| {
+                let map = HashMap::from([(buffer.clone(), stand_in.clone())]);
+                Tensor::from_uop(substitute(&arg.uop(), &map))
+            })
+            .collect();
+        let outputs: Vec<UOp> = self
+            .traced
+            .call(&traced_args)
+            .iter()
+            .map(Tensor::uop)
+            .collect();
         let (abstracted, placement) = abstract_and_place(&outputs)?;
         let moves_or_calls =
             outputs.iter().any(UOp::reaches_copy) || crate::host_call::has_call(&outputs);
         // A captured value tied elsewhere than the arguments: realized at each call too, where
         // the mismatch is reported.
         if moves_or_calls || placement.device != signature.device {
-            let entry = Arc::new(Entry {
-                plan: None,
-                sources: Vec::new(),
-            });
-            self.lock().insert(signature, entry.clone());
-            return Ok(entry);
+            return Ok(self.insert(signature, None, Vec::new()));
         }
         let roots = &abstracted.roots;
-        let plan = match signature.device {
-            SelectedDevice::Cpu => {
-                DevicePlan::Cpu(plan_for(&CpuDevice::shared()?, shared_plan_cache(), roots)?)
+        match signature.device {
+            SelectedDevice::Cpu => prepare_on(&CpuDevice::shared()?, shared_plan_cache(), roots)?,
+            SelectedDevice::Emulated => {
+                prepare_on(&*EmulatedGpu::shared()?, emulated_plan_cache(), roots)?
             }
-            SelectedDevice::Emulated => DevicePlan::Emulated(plan_for(
-                &*EmulatedGpu::shared()?,
-                emulated_plan_cache(),
-                roots,
-            )?),
             SelectedDevice::Cuda(ordinal) => {
                 let (gpu, plans) = shared_cuda(ordinal)?;
-                DevicePlan::Cuda(ordinal, plan_for(gpu, plans, roots)?)
+                prepare_on(gpu, plans, roots)?
             }
-        };
+        }
         let sources = abstracted
             .inputs
             .into_iter()
-            .map(|buffer| match buffers.iter().position(|b| *b == buffer) {
+            .map(|buffer| match stand_ins.iter().position(|s| *s == buffer) {
                 Some(i) => Source::Argument(i),
                 None => Source::Captured(buffer),
             })
             .collect();
-        let entry = Arc::new(Entry {
-            plan: Some(plan),
-            sources,
-        });
-        self.lock().insert(signature, entry.clone());
-        Ok(entry)
+        Ok(self.insert(signature, Some(abstracted.roots), sources))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Signature, Arc<Entry>>> {
+    /// Records `signature`'s entry, dropping the least recently used ones beyond the plan
+    /// cache's capacity.
+    fn insert(
+        &self,
+        signature: Signature,
+        roots: Option<Vec<UOp>>,
+        sources: Vec<Source>,
+    ) -> Arc<Entry> {
+        let entry = Arc::new(Entry { roots, sources });
+        let capacity = shared_plan_cache().capacity();
+        let mut entries = self.lock();
+        entries.clock += 1;
+        let now = entries.clock;
+        entries.by_signature.insert(signature, (entry.clone(), now));
+        while entries.by_signature.len() > capacity {
+            let oldest = entries
+                .by_signature
+                .iter()
+                .min_by_key(|(_, (_, last_use))| *last_use)
+                .map(|(signature, _)| signature.clone())
+                .expect("over capacity, so not empty");
+            entries.by_signature.remove(&oldest);
+        }
+        entry
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -227,15 +295,20 @@ fn concrete_buffers(args: &[Tensor]) -> Result<Vec<UOp>> {
         .collect())
 }
 
-fn signature_of(args: &[Tensor], buffers: &[UOp], device: SelectedDevice) -> Signature {
+/// A fresh buffer with `buffer`'s size, dtype and device, holding nothing: what a trace reads
+/// in place of an argument.
+fn stand_in_for(buffer: &UOp) -> UOp {
+    match buffer.arg() {
+        Arg::Buffer(arg) => UOp::new_buffer(arg.size, arg.dtype, arg.device.clone()),
+        _ => unreachable!("concrete_buffers gives buffers"),
+    }
+}
+
+fn signature_of(args: &[Tensor], device: SelectedDevice) -> Signature {
     Signature {
         arguments: args
             .iter()
             .map(|t| (t.shape(), t.dtype(), t.device()))
-            .collect(),
-        same_as: buffers
-            .iter()
-            .map(|b| buffers.iter().position(|other| other == b).unwrap_or(0))
             .collect(),
         device,
     }

@@ -20,7 +20,7 @@
 //! abstracted graph (one interned node, so a lookup is a hash of a pointer) and the codegen
 //! options.
 
-use crate::device::Device;
+use crate::device::{CheckedProgram, Device};
 use crate::error::Result;
 use crate::realize::{buffer_arg, compile_all, debug_level, launch_kernel};
 use std::collections::HashMap;
@@ -46,8 +46,8 @@ pub enum Slot {
 pub struct PlannedKernel<D: Device> {
     /// The generated kernel (name, source, threads, argument sizes).
     pub kernel: Kernel,
-    /// Its compiled program.
-    pub program: D::Program,
+    /// Its compiled program, whose launches are checked against the kernel's arguments.
+    pub program: CheckedProgram<D::Program>,
     /// Where each argument's buffer comes from, by slot.
     pub slots: Vec<Slot>,
 }
@@ -323,6 +323,11 @@ impl<D: Device> PlanCache<D> {
                 clock: 0,
             }),
         }
+    }
+
+    /// The most plans kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// How many plans are kept.
