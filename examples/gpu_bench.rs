@@ -509,9 +509,9 @@ fn time_variants(
         let kernel = render_kernel(&lower_kernel_gpu_with_opts(
             &item.ast, &sizes, &opts, "variant",
         ));
-        let program = gpu.compile(&kernel.source, &kernel.entry)?;
+        let program = gpu.compile_kernel(&kernel)?;
         let launch = || {
-            gpu.launch(&program, &buffers, kernel.threads)
+            gpu.launch(&program, &buffers)
                 .and_then(|()| gpu.wait_idle())
                 .expect("the variant runs");
         };

@@ -11,6 +11,7 @@
 use crate::error::{Result, RuntimeError};
 use std::sync::Arc;
 use tensor_core::UOp;
+use tensor_core::codegen::program::KernelArg;
 use tensor_core::codegen::{CodegenOptions, lower_kernel_named};
 use tensor_core::render::Kernel;
 use tensor_core::uop::HostData;
@@ -84,11 +85,6 @@ pub trait Device: Send + Sync {
     /// Copies the contents of `src` to the host; `dst` must be exactly as long as the buffer.
     fn copy_out(&self, src: &Self::Buffer, dst: &mut [u8]) -> Result<()>;
 
-    /// Compiles kernel `source` and returns the program whose entry point is `entry`
-    /// (for the CPU, a C function `void entry(void** bufs, int core_id)`).
-    ///
-    /// The source is trusted: it must follow the kernel ABI, since launching it runs it with
-    /// the device's memory.
     /// Compiles several kernels, `(source, entry)` each, into programs in the same order.
     /// By default each is compiled on its own, on every core; a device that can build many
     /// kernels in one compiler run does so.
@@ -101,14 +97,92 @@ pub trait Device: Send + Sync {
             .collect()
     }
 
-    /// Compiles `source` and looks up its function `entry`.
+    /// Compiles kernel `source` and returns the program whose entry point is `entry` (for the
+    /// CPU, a C function `void entry(void** bufs, int core_id)`).
+    ///
+    /// Nothing here knows which memory the source addresses, so such a program can only be
+    /// launched with the `unsafe` [`Device::launch_unchecked`]; a kernel a renderer made is
+    /// compiled with [`Device::compile_kernel`] instead, and launched with the checked
+    /// [`Device::launch`].
     fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
 
-    /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`
-    /// parallel parts; returns when every part has finished, or, on a device with an
-    /// in-order queue (a GPU's stream), once the launch is queued there, where every later
-    /// copy, launch and free of that device waits for it.
+    /// Compiles a kernel made by `tensor_core`'s renderers (as [`Device::generate_kernel`]
+    /// returns it) into a program whose launches are checked against its arguments.
+    ///
+    /// Fails for a kernel built or changed by hand ([`Kernel::is_as_rendered`]), whose
+    /// arguments say nothing reliable about what its source touches.
+    fn compile_kernel(&self, kernel: &Kernel) -> Result<CheckedProgram<Self::Program>>
+    where
+        Self: Sized,
+    {
+        let signature = Signature::of(kernel)?;
+        let program = self.compile(&kernel.source, &kernel.entry)?;
+        Ok(CheckedProgram { program, signature })
+    }
+
+    /// Compiles several rendered kernels as [`Device::compile_kernel`] does, in as few
+    /// compiler runs as the device can ([`Device::compile_many`]); programs in kernel order.
+    fn compile_kernels(&self, kernels: &[&Kernel]) -> Result<Vec<CheckedProgram<Self::Program>>>
+    where
+        Self: Sized,
+    {
+        let signatures = kernels
+            .iter()
+            .map(|k| Signature::of(k))
+            .collect::<Result<Vec<_>>>()?;
+        let sources: Vec<(&str, &str)> = kernels
+            .iter()
+            .map(|k| (k.source.as_str(), k.entry.as_str()))
+            .collect();
+        let programs = self.compile_many(&sources)?;
+        Ok(programs
+            .into_iter()
+            .zip(signatures)
+            .map(|(program, signature)| CheckedProgram { program, signature })
+            .collect())
+    }
+
+    /// Runs a rendered kernel's `program` once over `buffers` (its arguments in slot order),
+    /// split as the kernel was rendered to be; returns when every part has finished, or, on a
+    /// device with an in-order queue (a GPU's stream), once the launch is queued there,
+    /// where every later copy, launch and free of that device waits for it.
+    ///
+    /// Before anything runs, the buffers are checked against the kernel's arguments: one
+    /// buffer per argument, each holding at least the bytes the kernel addresses in it, and
+    /// every buffer the kernel stores into writable and bound to no other argument. A
+    /// mismatch is an [`RuntimeError::InvalidLaunch`] naming the argument.
     fn launch(
+        &self,
+        program: &CheckedProgram<Self::Program>,
+        buffers: &[&Self::Buffer],
+    ) -> Result<()>
+    where
+        Self: Sized,
+    {
+        program.signature.check(self, buffers)?;
+        // SAFETY: the program was compiled from a kernel exactly as a renderer made it
+        // (`Signature::of`), whose source follows the kernel ABI and addresses no more than
+        // its arguments say; `check` has just verified that `buffers` hold that much, that
+        // written buffers are writable and unaliased, and the launch is split into the parts
+        // the kernel was rendered for.
+        unsafe { self.launch_unchecked(&program.program, buffers, program.signature.threads) }
+    }
+
+    /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`
+    /// parallel parts (for CUDA, `threads` threads of the launch grid), with no check of the
+    /// buffers: what [`Device::launch`] does after its checks, and the only way to launch a
+    /// program compiled from source text ([`Device::compile`]). Returns as `launch` does.
+    ///
+    /// # Safety
+    ///
+    /// The program must follow the kernel ABI and, for these `buffers` and `threads`, only
+    /// touch memory inside them: every buffer must hold at least the bytes the kernel
+    /// addresses in its slot (aligned for the element type it reads there, which every
+    /// allocation of a device is); a buffer the kernel stores into must not be bound host
+    /// data ([`Device::is_read_only`]) nor be bound to another slot (the kernel's pointers
+    /// are `restrict`); and `threads` must be the part count the kernel was written for (a
+    /// C kernel of `n` parts indexes past its buffers when called with more).
+    unsafe fn launch_unchecked(
         &self,
         program: &Self::Program,
         buffers: &[&Self::Buffer],
@@ -173,5 +247,125 @@ pub(crate) fn check_len(
             buffer_bytes,
             data_bytes,
         })
+    }
+}
+
+/// A program compiled from a kernel a renderer made ([`Device::compile_kernel`]), with what
+/// its launches must bind: [`Device::launch`] checks every launch's buffers against it.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct CheckedProgram<P> {
+    program: P,
+    signature: Arc<Signature>,
+}
+
+impl<P> CheckedProgram<P> {
+    /// The compiled program, for [`Device::launch_unchecked`].
+    pub fn program(&self) -> &P {
+        &self.program
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.signature.name
+    }
+
+    /// The parallel parts a launch is split into (the kernel's `threads`).
+    pub fn threads(&self) -> usize {
+        self.signature.threads
+    }
+
+    /// The kernel's buffer arguments by slot: what each launch must bind.
+    pub fn args(&self) -> &[KernelArg] {
+        &self.signature.args
+    }
+}
+
+/// What a rendered kernel addresses: the extent, dtype and direction of each buffer argument,
+/// and the parts its launch is split into.
+#[derive(Debug)]
+struct Signature {
+    name: String,
+    threads: usize,
+    args: Vec<KernelArg>,
+}
+
+impl Signature {
+    /// The signature of `kernel`, if it is exactly as a renderer made it.
+    fn of(kernel: &Kernel) -> Result<Arc<Signature>> {
+        if !kernel.is_as_rendered() {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "kernel `{}` was built or changed outside tensor_core's renderers, so what its \
+                 source touches is unknown: compile it with Device::compile and launch it with \
+                 the unsafe Device::launch_unchecked",
+                kernel.name
+            )));
+        }
+        Ok(Arc::new(Signature {
+            name: kernel.name.clone(),
+            threads: kernel.threads,
+            args: kernel.args.clone(),
+        }))
+    }
+
+    /// Ok when `buffers` can be handed to the kernel: one per argument, each holding what
+    /// the kernel addresses, each written one writable and bound only once.
+    fn check<D: Device>(&self, device: &D, buffers: &[&D::Buffer]) -> Result<()> {
+        if self.args.len() != buffers.len() {
+            return Err(self.refuse(format!(
+                "takes {} buffers but {} were bound",
+                self.args.len(),
+                buffers.len()
+            )));
+        }
+        for (slot, (arg, buffer)) in self.args.iter().zip(buffers).enumerate() {
+            let held = device.buffer_len(buffer);
+            let needed = arg.size.checked_mul(arg.dtype.size_bytes());
+            if needed.is_none_or(|needed| needed > held) {
+                return Err(self.refuse(format!(
+                    "addresses {} {} elements in argument {slot}, but the buffer bound there \
+                     holds {held} bytes: bind a buffer of at least {} bytes",
+                    arg.size,
+                    arg.dtype,
+                    needed.map_or_else(|| "more than usize::MAX".to_string(), |n| n.to_string())
+                )));
+            }
+            if arg.writes {
+                self.check_writable(device, buffers, slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ok when the buffer in `slot`, which the kernel stores into, may be written: not
+    /// read-only host data, and bound to no other slot (the kernel's pointers are
+    /// `restrict`, and its parts would race).
+    fn check_writable<D: Device>(
+        &self,
+        device: &D,
+        buffers: &[&D::Buffer],
+        slot: usize,
+    ) -> Result<()> {
+        if device.is_read_only(buffers[slot]) {
+            return Err(self.refuse(format!(
+                "stores into argument {slot}, but the buffer bound there is a tensor's \
+                 read-only host data: bind a buffer allocated on the device"
+            )));
+        }
+        let alias = buffers
+            .iter()
+            .enumerate()
+            .find(|&(other, b)| other != slot && std::ptr::eq(*b, buffers[slot]));
+        if let Some((other, _)) = alias {
+            return Err(self.refuse(format!(
+                "stores into argument {slot}, whose buffer is also bound to argument {other}: \
+                 bind a separate buffer for the output"
+            )));
+        }
+        Ok(())
+    }
+
+    fn refuse(&self, why: String) -> RuntimeError {
+        RuntimeError::InvalidLaunch(format!("kernel `{}` {why}", self.name))
     }
 }

@@ -178,8 +178,10 @@ impl Device for EmulatedGpu {
     /// Decodes every buffer into scalars of its slot's dtype, runs the kernel over its grid,
     /// and writes back the buffers it stores into. A buffer bound to two slots is decoded
     /// once per slot, so a kernel must not read a slot it writes through another (the
-    /// scheduler never binds one buffer twice).
-    fn launch(
+    /// scheduler never binds one buffer twice). The emulator checks every index itself, so
+    /// this never touches memory outside the buffers: a short buffer stops the kernel with
+    /// an error.
+    unsafe fn launch_unchecked(
         &self,
         program: &EmulatedProgram,
         buffers: &[&EmulatedBuffer],

@@ -48,7 +48,7 @@ pub mod stats;
 pub mod tensor_ext;
 
 pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
-pub use device::Device;
+pub use device::{CheckedProgram, Device};
 pub use error::{Result, RuntimeError};
 pub use jit::{Jit, jit};
 pub use stats::{

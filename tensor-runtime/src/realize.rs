@@ -17,7 +17,7 @@
 
 use crate::cpu::CpuDevice;
 use crate::cuda::CudaDevice;
-use crate::device::Device;
+use crate::device::{CheckedProgram, Device};
 use crate::emulated::{EMULATED_GPU_NAME, EmulatedGpu};
 use crate::error::{Result, RuntimeError};
 use crate::plan::{PlanCache, generate_kernels_for};
@@ -130,11 +130,11 @@ pub fn run_schedule<D: Device>(
 }
 
 /// Launches `program` (the compiled `kernel`) over the device memory of `buffers`, one per
-/// argument slot, after checking that each buffer holds what the kernel addresses.
+/// argument slot; the launch checks that each buffer holds what the kernel addresses.
 pub(crate) fn launch_kernel<D: Device>(
     device: &D,
     kernel: &Kernel,
-    program: &D::Program,
+    program: &CheckedProgram<D::Program>,
     buffers: &[&UOp],
     debug: u32,
 ) -> Result<()> {
@@ -146,10 +146,9 @@ pub(crate) fn launch_kernel<D: Device>(
             memory_for(device, &buffer_arg(b), written)
         })
         .collect::<Result<Vec<_>>>()?;
-    check_arguments(device, kernel, &memory)?;
     let launch_started = (debug >= 2).then(Instant::now);
     let refs: Vec<&D::Buffer> = memory.iter().map(|b| b.as_ref()).collect();
-    device.launch(program, &refs, kernel.threads)?;
+    device.launch(program, &refs)?;
     if let Some(launch_started) = launch_started {
         eprintln!(
             "kernel {:<24} threads {:>2}  run {:>9.3?}",
@@ -169,11 +168,8 @@ pub(crate) fn launch_kernel<D: Device>(
 pub(crate) fn compile_all<'k, D: Device>(
     device: &D,
     kernels: impl Iterator<Item = &'k Kernel>,
-) -> Result<Vec<D::Program>> {
-    let sources: Vec<(&str, &str)> = kernels
-        .map(|k| (k.source.as_str(), k.entry.as_str()))
-        .collect();
-    device.compile_many(&sources)
+) -> Result<Vec<CheckedProgram<D::Program>>> {
+    device.compile_kernels(&kernels.collect::<Vec<_>>())
 }
 
 /// Computes `tensors` on the device their values are tied to (by `Tensor::to`), else on the
@@ -533,40 +529,6 @@ fn byte_size(elements: usize, dtype: tensor_core::DType) -> Result<usize> {
         })
 }
 
-/// Refuses a launch whose kernel would address more memory than a buffer holds: a mismatch
-/// between scheduler and codegen becomes an error instead of a stray write.
-fn check_arguments<D: Device>(
-    device: &D,
-    kernel: &Kernel,
-    buffers: &[Arc<D::Buffer>],
-) -> Result<()> {
-    if kernel.args.len() != buffers.len() {
-        return Err(RuntimeError::InvalidLaunch(format!(
-            "kernel `{}` takes {} buffers but the schedule binds {}",
-            kernel.name,
-            kernel.args.len(),
-            buffers.len()
-        )));
-    }
-    for (slot, (arg, buffer)) in kernel.args.iter().zip(buffers).enumerate() {
-        if arg.writes && device.is_read_only(buffer) {
-            return Err(RuntimeError::InvalidLaunch(format!(
-                "kernel `{}` stores into slot {slot}, which is a tensor's read-only host data",
-                kernel.name
-            )));
-        }
-        let needed = byte_size(arg.size, arg.dtype)?;
-        let held = device.buffer_len(buffer);
-        if needed > held {
-            return Err(RuntimeError::InvalidLaunch(format!(
-                "kernel `{}` addresses {needed} bytes in slot {slot} but its buffer holds {held}",
-                kernel.name
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The bytes of a realized output (a buffer seen through reshapes). The reference interpreter
 /// reads the same bytes back from the buffer's device allocation when it needs them.
 pub fn read_buffer<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
@@ -590,36 +552,6 @@ fn output_buffer(out: &UOp) -> UOp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tensor_core::DType;
-    use tensor_core::codegen::KernelArg;
-    use tensor_core::uop::HostData;
-
-    #[test]
-    fn kernel_storing_into_bound_host_data_is_refused() {
-        let device = CpuDevice::with_config(crate::CpuConfig {
-            compiler: "cc".into(),
-            flags: crate::cpu::default_flags(),
-            cache_dir: None,
-            threads: 1,
-            ..Default::default()
-        });
-        let data: Arc<dyn HostData> = Arc::new(vec![0.0f32; 4]);
-        let bound = Arc::new(device.bind_host(data).expect("a typed vector binds"));
-        let kernel = |writes| Kernel {
-            name: "E_4".into(),
-            source: String::new(),
-            entry: "E_4_entry".into(),
-            threads: 1,
-            args: vec![KernelArg {
-                dtype: DType::F32,
-                size: 4,
-                writes,
-            }],
-        };
-        assert!(check_arguments(&device, &kernel(false), std::slice::from_ref(&bound)).is_ok());
-        let err = check_arguments(&device, &kernel(true), &[bound]).unwrap_err();
-        assert!(err.to_string().contains("read-only host data"), "{err}");
-    }
 
     #[test]
     fn device_setting_accepts_cpu_and_emu_explains_a_missing_cuda_driver_and_rejects_unknown_names()

@@ -12,9 +12,10 @@ fn run_add(device: &CpuDevice, a: &[f32], b: &[f32], threads: usize) -> Vec<f32>
     let [out, in_a, in_b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
     device.copy_in_elements(&in_a, a).unwrap();
     device.copy_in_elements(&in_b, b).unwrap();
-    device
-        .launch(&program, &[&out, &in_a, &in_b], threads)
-        .unwrap();
+    // SAFETY: `add_kernel(n)` reads and writes `n` floats of each of three distinct buffers of
+    // `n` floats; it ignores `core_id`, so any part count runs it whole per part, and the
+    // tests that split it into several parts read the same output values either way.
+    unsafe { device.launch_unchecked(&program, &[&out, &in_a, &in_b], threads) }.unwrap();
     device.copy_out_elements::<f32>(&out, DType::F32).unwrap()
 }
 
@@ -37,9 +38,9 @@ fn run_split(device: &CpuDevice, threads: usize) -> (Vec<f32>, Vec<i32>) {
     device
         .copy_in_elements(&x, &ramp(rows * cols, 0.5))
         .unwrap();
-    device
-        .launch(&program, &[&out, &owner, &x], threads)
-        .unwrap();
+    // SAFETY: `split_kernel` was written for `threads` parts over `rows x cols` floats (out, x)
+    // and `rows` ints (owner), which is what the buffers hold.
+    unsafe { device.launch_unchecked(&program, &[&out, &owner, &x], threads) }.unwrap();
     (
         device.copy_out_elements(&out, DType::F32).unwrap(),
         device.copy_out_elements(&owner, DType::I32).unwrap(),
@@ -98,7 +99,8 @@ fn buffer_passed_in_two_slots_is_read_through_one_pointer() {
     device
         .copy_in_elements(&x, &[1.0f32, 2.0, 3.0, 4.0])
         .unwrap();
-    device.launch(&program, &[&out, &x, &x], 1).unwrap();
+    // SAFETY: four floats in each slot; only `out`, bound once, is written.
+    unsafe { device.launch_unchecked(&program, &[&out, &x, &x], 1) }.unwrap();
     let doubled: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
     assert_eq!(doubled, vec![2.0, 4.0, 6.0, 8.0]);
 }
@@ -115,11 +117,13 @@ fn concurrent_launches_over_shared_buffers_finish() {
     std::thread::scope(|s| {
         s.spawn(|| {
             for _ in 0..100 {
-                device.launch(&program, &[&out_ab, &a, &b], 1).unwrap();
+                // SAFETY: 256 floats in each of three distinct buffers, as the kernel reads.
+                unsafe { device.launch_unchecked(&program, &[&out_ab, &a, &b], 1) }.unwrap();
             }
         });
         for _ in 0..100 {
-            device.launch(&program, &[&out_ba, &b, &a], 1).unwrap();
+            // SAFETY: as above.
+            unsafe { device.launch_unchecked(&program, &[&out_ba, &b, &a], 1) }.unwrap();
         }
     });
     let ab: Vec<f32> = device.copy_out_elements(&out_ab, DType::F32).unwrap();
@@ -160,7 +164,9 @@ fn launch_with_zero_threads_is_an_error() {
     let device = device("cc", None, 1);
     let program = device.compile(&add_kernel(1), "add_entry").unwrap();
     let [out, a, b] = [0; 3].map(|_| device.allocate(4).unwrap());
-    let err = device.launch(&program, &[&out, &a, &b], 0).unwrap_err();
+    // SAFETY: one float in each of three distinct buffers, as the kernel reads; a launch of
+    // zero parts is refused before anything runs.
+    let err = unsafe { device.launch_unchecked(&program, &[&out, &a, &b], 0) }.unwrap_err();
     assert!(err.to_string().contains("0 threads"), "{err}");
 }
 
@@ -187,7 +193,8 @@ fn compiler_command_may_carry_its_own_arguments() {
                   }\n";
     let program = device.compile(source, "offset_entry").unwrap();
     let out = device.allocate(4).unwrap();
-    device.launch(&program, &[&out], 1).unwrap();
+    // SAFETY: the kernel writes one int, which `out` holds.
+    unsafe { device.launch_unchecked(&program, &[&out], 1) }.unwrap();
     assert_eq!(
         device.copy_out_elements::<i32>(&out, DType::I32).unwrap(),
         vec![5]

@@ -26,7 +26,9 @@ fn check_add(device: &CpuDevice, program: &CpuProgram, n: usize) {
     let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
     device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
     device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
-    device.launch(program, &[&out, &a, &b], 1).unwrap();
+    // SAFETY: `program` is an add kernel of one part over `n` floats of three distinct
+    // buffers (this function's contract with its callers).
+    unsafe { device.launch_unchecked(program, &[&out, &a, &b], 1) }.unwrap();
     let sum: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
     assert_eq!(sum, host_sum(&ramp(n, 1.0), &ramp(n, 0.5)), "n = {n}");
 }
@@ -223,7 +225,9 @@ fn a_cold_batch_of_kernels_takes_one_compiler_run_per_core_and_caches_each_kerne
         let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
         device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
         device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
-        device.launch(program, &[&out, &a, &b], 1).unwrap();
+        // SAFETY: kernel `k` of `five_kernels` is one part over `8 + k` floats of three
+        // distinct buffers.
+        unsafe { device.launch_unchecked(program, &[&out, &a, &b], 1) }.unwrap();
         let got: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
         let want: Vec<f32> = host_sum(&ramp(n, 1.0), &ramp(n, 0.5))
             .iter()

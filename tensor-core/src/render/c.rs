@@ -31,13 +31,13 @@ use std::fmt::Write;
 /// A linearized kernel rendered as C: its source (see [`render`]), its entry trampoline
 /// `<name>_entry`, its core count and its buffer arguments.
 pub fn render_kernel(kernel: &LinearKernel) -> Kernel {
-    Kernel {
-        source: render(&kernel.name, &kernel.program, &kernel.args),
-        entry: format!("{}_entry", kernel.name),
-        name: kernel.name.clone(),
-        threads: kernel.program.threads,
-        args: kernel.args.clone(),
-    }
+    Kernel::rendered(
+        kernel.name.clone(),
+        render(&kernel.name, &kernel.program, &kernel.args),
+        format!("{}_entry", kernel.name),
+        kernel.program.threads,
+        kernel.args.clone(),
+    )
 }
 
 /// The C source of a kernel: includes, helpers, the function `name`, and its entry

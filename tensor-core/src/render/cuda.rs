@@ -59,13 +59,13 @@ const HALF: &str = "struct tensor_half {
 /// its launch, in blocks of the size its `__launch_bounds__` declares ([`launch_block`]; launch
 /// with `LaunchDims::with_block(threads, block)`).
 pub fn render_kernel(kernel: &GpuKernel) -> Kernel {
-    Kernel {
-        source: render(kernel),
-        entry: kernel.name.clone(),
-        name: kernel.name.clone(),
-        threads: kernel.launch_threads(),
-        args: kernel.args.clone(),
-    }
+    Kernel::rendered(
+        kernel.name.clone(),
+        render(kernel),
+        kernel.name.clone(),
+        kernel.launch_threads(),
+        kernel.args.clone(),
+    )
 }
 
 /// The block size a kernel rendered by [`render`] is launched with: the number in its

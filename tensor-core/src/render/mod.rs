@@ -10,8 +10,15 @@ pub mod c_helpers;
 pub mod cuda;
 
 use crate::codegen::program::KernelArg;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::OnceLock;
 
 /// A rendered kernel, ready to compile: its source and how to call it.
+///
+/// The renderer seals what it made: [`Kernel::is_as_rendered`] says whether the fields still
+/// hold exactly that, so a runtime can trust `args` as the extent of every buffer the source
+/// touches (and launch it over buffers checked against them) without trusting whoever held
+/// the kernel in between. A kernel built or edited by hand is not sealed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kernel {
     /// The readable function's name (`E_4_4`, `r_3_2`, ...).
@@ -26,4 +33,49 @@ pub struct Kernel {
     pub threads: usize,
     /// The buffer arguments, `bufs[slot]`.
     pub args: Vec<KernelArg>,
+    /// The keyed hash of the fields above as the renderer made them.
+    seal: u64,
+}
+
+impl Kernel {
+    /// A kernel as a renderer made it, sealed.
+    pub(crate) fn rendered(
+        name: String,
+        source: String,
+        entry: String,
+        threads: usize,
+        args: Vec<KernelArg>,
+    ) -> Kernel {
+        let mut kernel = Kernel {
+            name,
+            source,
+            entry,
+            threads,
+            args,
+            seal: 0,
+        };
+        kernel.seal = kernel.fingerprint();
+        kernel
+    }
+
+    /// True when every field still holds what the renderer made: the source then addresses
+    /// no more than `args[slot].size` elements of `args[slot].dtype` in slot `slot`, stores
+    /// only into the slots marked `writes`, and runs as `threads` says. False for a kernel
+    /// built or changed outside the renderers.
+    pub fn is_as_rendered(&self) -> bool {
+        self.seal == self.fingerprint()
+    }
+
+    /// A hash of every field under a key drawn once per process, which code outside this
+    /// module never sees: a seal cannot be computed for fields of one's choosing.
+    fn fingerprint(&self) -> u64 {
+        static KEY: OnceLock<RandomState> = OnceLock::new();
+        let mut hasher = KEY.get_or_init(RandomState::new).build_hasher();
+        (&self.name, &self.source, &self.entry, self.threads).hash(&mut hasher);
+        self.args.len().hash(&mut hasher);
+        for arg in &self.args {
+            (arg.dtype, arg.size, arg.writes).hash(&mut hasher);
+        }
+        hasher.finish()
+    }
 }

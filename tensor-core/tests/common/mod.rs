@@ -15,17 +15,15 @@ use tensor_runtime::cpu::CpuDevice;
 use tensor_runtime::device::Device;
 
 /// Compiles the kernel's C with the runtime's CPU device and launches it on `kernel.threads`
-/// cores; `buffers[slot]` holds the values of each buffer before and after.
+/// cores (a checked launch); `buffers[slot]` holds the values of each buffer before and after.
 pub fn run(kernel: &Kernel, buffers: &mut [Vec<Scalar>]) {
     let device = CpuDevice::shared().expect("the CPU device");
-    let program = device
-        .compile(&kernel.source, &kernel.entry)
-        .unwrap_or_else(|e| {
-            panic!(
-                "the runtime could not compile the kernel: {e}\n{}",
-                kernel.source
-            )
-        });
+    let program = device.compile_kernel(kernel).unwrap_or_else(|e| {
+        panic!(
+            "the runtime could not compile the kernel: {e}\n{}",
+            kernel.source
+        )
+    });
     let memory: Vec<_> = kernel
         .args
         .iter()
@@ -44,9 +42,7 @@ pub fn run(kernel: &Kernel, buffers: &mut [Vec<Scalar>]) {
         })
         .collect();
     let args: Vec<_> = memory.iter().collect();
-    device
-        .launch(&program, &args, kernel.threads)
-        .expect("launch");
+    device.launch(&program, &args).expect("launch");
     for ((values, buffer), a) in buffers.iter_mut().zip(&memory).zip(&kernel.args) {
         let mut bytes = vec![0u8; a.size * a.dtype.size_bytes()];
         device.copy_out(buffer, &mut bytes).expect("copy out");

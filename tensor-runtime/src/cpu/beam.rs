@@ -15,7 +15,7 @@
 //! without searching. While searching, one progress line per round goes to stderr.
 
 use super::CpuDevice;
-use crate::device::Device;
+use crate::device::{CheckedProgram, Device};
 use crate::error::{Result, RuntimeError};
 use crate::stable_hash::StableHasher;
 use std::io::IsTerminal;
@@ -191,15 +191,12 @@ impl<'a> Search<'a> {
                 kernels.push((opts, kernel));
             }
         }
-        let sources: Vec<(&str, &str)> = kernels
-            .iter()
-            .map(|(_, k)| (k.source.as_str(), k.entry.as_str()))
-            .collect();
-        let programs = self.device.compile_many(&sources)?;
+        let rendered: Vec<&Kernel> = kernels.iter().map(|(_, k)| k).collect();
+        let programs = self.device.compile_kernels(&rendered)?;
         let mut timed = Vec::new();
         for ((opts, kernel), program) in kernels.into_iter().zip(programs) {
             let best_so_far = timed.iter().map(|c: &Candidate| c.time).min();
-            let time = self.time_one(&kernel, &program, best_so_far)?;
+            let time = self.time_one(&program, best_so_far)?;
             if self.computes_the_reference(&kernel)? {
                 timed.push(Candidate { opts, time });
             }
@@ -224,16 +221,15 @@ impl<'a> Search<'a> {
     /// The fastest of a few launches (one when the first is far slower than `best`).
     fn time_one(
         &self,
-        kernel: &Kernel,
-        program: &super::CpuProgram,
+        program: &CheckedProgram<super::CpuProgram>,
         best: Option<Duration>,
     ) -> Result<Duration> {
         let buffers: Vec<&super::CpuBuffer> = self.buffers.iter().collect();
-        self.device.launch(program, &buffers, kernel.threads)?;
+        self.device.launch(program, &buffers)?;
         let mut fastest = Duration::MAX;
         for _ in 0..3 {
             let started = Instant::now();
-            self.device.launch(program, &buffers, kernel.threads)?;
+            self.device.launch(program, &buffers)?;
             fastest = fastest.min(started.elapsed());
             if best.is_some_and(|b| fastest > b * 3) {
                 break;

@@ -645,8 +645,14 @@ impl Device for CpuDevice {
         CpuProgram::find(self.library_for(source, entry)?, entry)
     }
 
-    fn launch(&self, program: &CpuProgram, buffers: &[&CpuBuffer], threads: usize) -> Result<()> {
-        program.run(buffers, threads, &self.inner.pool)
+    unsafe fn launch_unchecked(
+        &self,
+        program: &CpuProgram,
+        buffers: &[&CpuBuffer],
+        threads: usize,
+    ) -> Result<()> {
+        // SAFETY: `CpuProgram::run`'s contract is this function's (see the trait).
+        unsafe { program.run(buffers, threads, &self.inner.pool) }
     }
 }
 

@@ -69,7 +69,18 @@ impl CpuProgram {
 
     /// Runs the kernel over `buffers`, calling the entry once per core id in `0..threads`,
     /// in parallel on `pool`; returns when all calls have returned.
-    pub fn run(&self, buffers: &[&CpuBuffer], threads: usize, pool: &WorkerPool) -> Result<()> {
+    ///
+    /// # Safety
+    ///
+    /// As for [`crate::Device::launch_unchecked`]: the kernel, called with these buffers on
+    /// core ids `0..threads`, touches only memory inside them and stores only into buffers
+    /// that are writable and bound to no other slot.
+    pub(crate) unsafe fn run(
+        &self,
+        buffers: &[&CpuBuffer],
+        threads: usize,
+        pool: &WorkerPool,
+    ) -> Result<()> {
         let cores = i32::try_from(threads)
             .ok()
             .filter(|&n| n > 0)
@@ -172,8 +183,10 @@ unsafe impl Sync for EntryCall {}
 impl EntryCall {
     fn run(self, core_id: i32) {
         // SAFETY: `entry` has the kernel ABI signature (see `CpuProgram::find`); `buffers`
-        // holds one live pointer per argument slot of the launch, aligned for its element type: a
-        // locked allocation, or bound host data that no slot of the launch writes.
+        // holds one live pointer per argument slot of the launch, aligned for its element
+        // type: a locked allocation, or bound host data that no slot of the launch writes.
+        // That the kernel stays inside them for this core id is the contract of
+        // `CpuProgram::run`, which `Device::launch` checks against the kernel's arguments.
         unsafe { (self.entry)(self.buffers, core_id) }
     }
 }

@@ -413,7 +413,12 @@ impl Device for CudaDevice {
     /// blocks of its `__launch_bounds__`.
     /// Returns once the launch is queued (see the trait): copies out and read-backs wait
     /// for it, and its errors surface there at the latest.
-    fn launch(&self, program: &CudaProgram, buffers: &[&CudaBuffer], threads: usize) -> Result<()> {
+    unsafe fn launch_unchecked(
+        &self,
+        program: &CudaProgram,
+        buffers: &[&CudaBuffer],
+        threads: usize,
+    ) -> Result<()> {
         self.bind()?;
         let pointers: Vec<u64> = buffers
             .iter()
@@ -446,9 +451,11 @@ impl Device for CudaDevice {
         for pointer in &pointers {
             launch.arg(pointer);
         }
-        // SAFETY: the kernel was rendered for exactly these buffers (one device pointer per
-        // slot, in slot order), each as long as the kernel's argument sizes, and it writes
-        // only below those sizes. The launch is queued on the device's one in-order stream:
+        // SAFETY: the caller guarantees (this function's contract, which `Device::launch`
+        // checks against the rendered kernel's arguments) one device pointer per slot, in
+        // slot order, each buffer at least as long as the kernel addresses in it, written
+        // buffers unaliased, and `threads` as the kernel was rendered for. The launch is
+        // queued on the device's one in-order stream:
         // every later copy, launch, memset and free of this device goes through that stream
         // too (a dropped buffer's memory goes to the pool, or cudarc frees it stream-ordered
         // or after a synchronize), so no memory the kernel uses is reused or read before it
