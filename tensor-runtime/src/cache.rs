@@ -2,7 +2,8 @@
 //!
 //! Layout: one file per compiled program, `<cache dir>/<device>/<key>.kernel`, where `key` is
 //! the [stable hash](crate::stable_hash) of everything that determines the compiler's output
-//! (source, flags, compiler version). Each file is a fixed header followed by the payload (the
+//! (source, flags, and the compiler's identity: every word of `CC`, the program it resolves to,
+//! its version). Each file is a fixed header followed by the payload (the
 //! shared object's bytes):
 //!
 //! ```text
@@ -100,19 +101,25 @@ pub enum EntryDefect {
     ChecksumMismatch,
 }
 
+/// A defect reads as the predicate of a sentence whose subject is the entry: "kernel cache
+/// entry `…` is truncated (…)".
 impl std::fmt::Display for EntryDefect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EntryDefect::Truncated { expected, found } => {
-                write!(f, "truncated ({found} of {expected} bytes)")
+                write!(f, "is truncated ({found} of {expected} bytes)")
             }
             EntryDefect::TrailingBytes { expected, found } => {
                 write!(f, "has {found} bytes where {expected} were written")
             }
-            EntryDefect::BadMagic => write!(f, "not a kernel cache entry"),
-            EntryDefect::UnknownVersion(v) => write!(f, "written by unknown format version {v}"),
+            EntryDefect::BadMagic => write!(f, "is not a kernel cache entry"),
+            EntryDefect::UnknownVersion(v) => {
+                write!(f, "was written by unknown format version {v}")
+            }
             EntryDefect::KeyMismatch => write!(f, "holds a different kernel than its name says"),
-            EntryDefect::ChecksumMismatch => write!(f, "checksum does not match its contents"),
+            EntryDefect::ChecksumMismatch => {
+                write!(f, "has contents that do not match their checksum")
+            }
         }
     }
 }
@@ -253,7 +260,7 @@ impl DiskCache {
             Ok(payload) => Some(payload.to_vec()),
             Err(defect) => {
                 warn(&format!(
-                    "kernel cache entry `{}` is {defect}; rebuilding it",
+                    "kernel cache entry `{}` {defect}; rebuilding it",
                     path.display()
                 ));
                 None
@@ -450,6 +457,35 @@ mod tests {
     fn entry_for_another_key_is_rejected() {
         let bytes = encode_entry(7, b"x");
         assert_eq!(decode_entry(8, &bytes), Err(EntryDefect::KeyMismatch));
+    }
+
+    #[test]
+    fn every_defect_reads_as_a_predicate_of_the_entry() {
+        let defects = [
+            EntryDefect::Truncated {
+                expected: 9,
+                found: 3,
+            },
+            EntryDefect::TrailingBytes {
+                expected: 9,
+                found: 12,
+            },
+            EntryDefect::BadMagic,
+            EntryDefect::UnknownVersion(7),
+            EntryDefect::KeyMismatch,
+            EntryDefect::ChecksumMismatch,
+        ];
+        let predicates = [
+            "is truncated (3 of 9 bytes)",
+            "has 12 bytes where 9 were written",
+            "is not a kernel cache entry",
+            "was written by unknown format version 7",
+            "holds a different kernel than its name says",
+            "has contents that do not match their checksum",
+        ];
+        for (defect, predicate) in defects.iter().zip(predicates) {
+            assert_eq!(defect.to_string(), predicate);
+        }
     }
 
     #[test]

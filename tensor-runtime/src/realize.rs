@@ -65,25 +65,57 @@ macro_rules! on_selected_device {
 
 /// The settings a realize reads from the environment, read once per process: `std::env::var`
 /// takes a lock and allocates, which a plan replay of a few microseconds cannot afford.
+/// A malformed value is an error at every realize (see [`selected_device`]), as a malformed
+/// `THREADS` or `TENSOR_COMPILE_TIMEOUT` is where the CPU device is made.
 struct EnvSettings {
     debug: u32,
     noopt: bool,
     device: Option<String>,
+    malformed: Option<RuntimeError>,
 }
 
 fn env_settings() -> &'static EnvSettings {
     static SETTINGS: OnceLock<EnvSettings> = OnceLock::new();
-    SETTINGS.get_or_init(|| EnvSettings {
-        debug: std::env::var("DEBUG")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0),
-        noopt: std::env::var("NOOPT").is_ok_and(|v| v.trim() == "1"),
-        device: std::env::var("DEVICE").ok(),
+    SETTINGS.get_or_init(|| {
+        let debug = std::env::var("DEBUG").ok();
+        let noopt = std::env::var("NOOPT").ok();
+        let malformed = [
+            switch_setting(
+                "DEBUG",
+                &debug,
+                "a whole number (0: quiet; 1 to 4: more and more detail)",
+            ),
+            switch_setting("NOOPT", &noopt, "0 or 1"),
+            plan_cache_size_from_env().err(),
+        ];
+        EnvSettings {
+            debug: debug.and_then(|v| v.trim().parse().ok()).unwrap_or(0),
+            noopt: noopt.is_some_and(|v| v.trim() == "1"),
+            device: std::env::var("DEVICE").ok(),
+            malformed: malformed.into_iter().flatten().next(),
+        }
     })
 }
 
-/// The verbosity `DEBUG` asks for (0 when unset or not a number), as the process started.
+/// The error for a switch `variable` whose `value` is neither empty nor a whole number (for
+/// NOOPT, 0 or 1; DEBUG levels above 4 print what 4 prints).
+fn switch_setting(
+    variable: &'static str,
+    value: &Option<String>,
+    expected: &'static str,
+) -> Option<RuntimeError> {
+    let value = value.as_ref()?;
+    let top = if variable == "NOOPT" { 1 } else { u32::MAX };
+    let trimmed = value.trim();
+    let valid = trimmed.is_empty() || trimmed.parse::<u32>().is_ok_and(|n| n <= top);
+    (!valid).then(|| RuntimeError::InvalidSetting {
+        variable,
+        value: value.clone(),
+        expected,
+    })
+}
+
+/// The verbosity `DEBUG` asks for (0 when unset), as the process started.
 pub fn debug_level() -> u32 {
     env_settings().debug
 }
@@ -287,10 +319,8 @@ pub fn shared_plan_cache() -> &'static PlanCache<CpuDevice> {
 
 /// An empty plan cache of the size `TENSOR_PLAN_CACHE_SIZE` asks for.
 fn new_plan_cache<D: Device>() -> PlanCache<D> {
-    PlanCache::new(plan_cache_size_from_env().unwrap_or_else(|e| {
-        crate::warn(&format!("{e}; keeping {DEFAULT_PLAN_CACHE_SIZE} plans"));
-        DEFAULT_PLAN_CACHE_SIZE
-    }))
+    // A malformed size fails every realize first (`selected_device`).
+    PlanCache::new(plan_cache_size_from_env().unwrap_or(DEFAULT_PLAN_CACHE_SIZE))
 }
 
 /// The bytes of `tensor` (row-major, in its dtype), computing it first if needed. The
@@ -363,6 +393,9 @@ pub fn set_device(name: Option<&str>) -> Result<()> {
 /// The device graphs run on now: [`set_device`]'s choice, else `DEVICE`'s (as the process
 /// started).
 pub fn selected_device() -> Result<SelectedDevice> {
+    if let Some(error) = &env_settings().malformed {
+        return Err(error.duplicate());
+    }
     let chosen = DEVICE_OVERRIDE
         .read()
         .unwrap_or_else(PoisonError::into_inner);

@@ -21,18 +21,22 @@
 //! CPUs, the cache key then also covers the host CPU's model and feature list.
 //!
 //! Every run of the compiler has a time limit ([`CCompiler::with_timeout`], from
-//! `TENSOR_COMPILE_TIMEOUT`): a compiler that does not finish in time is killed and reported
-//! as [`RuntimeError::CompileTimedOut`]. A compiler killed by a signal, or reporting an
-//! internal error, is reported as [`RuntimeError::CompilerCrashed`], not as a rejected kernel.
+//! `TENSOR_COMPILE_TIMEOUT`): a compiler that does not finish in time is killed with every
+//! process it started (its process group) and reported as [`RuntimeError::CompileTimedOut`].
+//! A compiler killed by a signal, or reporting an internal error, is reported as
+//! [`RuntimeError::CompilerCrashed`], not as a rejected kernel; one that exits successfully
+//! without writing the object, as [`RuntimeError::BadCompilerOutput`].
 
+use super::compiler_identity;
+use super::compiler_process::run_with_limit;
 use crate::error::{Result, RuntimeError};
 use crate::stable_hash::StableHasher;
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::{Mutex, OnceLock, mpsc};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 /// How long one compiler run may take unless configured otherwise.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -174,8 +178,23 @@ impl CCompiler {
         Ok(version)
     }
 
+    /// What identifies this compiler command for the kernel cache (see
+    /// `compiler_identity`): every word of the command, the program it resolves to, its
+    /// version and the compiler's environment; worked out once per process and command.
+    pub fn identity(&self) -> Result<String> {
+        static IDENTITIES: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+        let identities = IDENTITIES.get_or_init(Default::default);
+        if let Some(identity) = lock(identities).get(&self.command) {
+            return Ok(identity.clone());
+        }
+        let identity = compiler_identity::describe(&self.command, &self.version()?);
+        lock(identities).insert(self.command.clone(), identity.clone());
+        Ok(identity)
+    }
+
     /// The cache key of `source` built by this compiler: a stable hash of the source, the
-    /// flags and the compiler's version, i.e. of everything that decides the object code.
+    /// flags and the compiler's [identity](CCompiler::identity), i.e. of everything that
+    /// decides the object code.
     pub fn cache_key(&self, source: &str) -> Result<u128> {
         let mut hasher = StableHasher::new();
         hasher.write_field(source.as_bytes());
@@ -183,7 +202,7 @@ impl CCompiler {
         for flag in &self.flags {
             hasher.write_field(flag.as_bytes());
         }
-        hasher.write_field(self.version()?.as_bytes());
+        hasher.write_field(self.identity()?.as_bytes());
         if self.flags.iter().any(|f| f.contains("=native")) {
             hasher.write_field(host_cpu_identity().as_bytes());
         }
@@ -218,32 +237,34 @@ impl CCompiler {
                 output: combined_output(&output),
             });
         }
-        if !output.status.success() || !object_path.is_file() {
-            let mut log = combined_output(&output);
-            if output.status.success() {
-                log.push_str("(the compiler reported success but wrote no shared object)");
-            }
+        if !output.status.success() {
             return Err(RuntimeError::CompileFailed {
                 compiler: self.command.clone(),
                 source: source.to_string(),
-                output: log,
+                output: combined_output(&output),
+            });
+        }
+        if !object_path.is_file() {
+            let printed = combined_output(&output);
+            return Err(RuntimeError::BadCompilerOutput {
+                compiler: self.command.clone(),
+                reason: match printed.trim() {
+                    "" => "it wrote no file at all and printed nothing".to_string(),
+                    text => format!("it wrote no file at all; it printed: {text}"),
+                },
             });
         }
         Ok(object_path)
     }
 
     /// Runs the compiler with `args` after the command's own arguments (and `TMPDIR=tmp`
-    /// if given), killing it if it is still running when the time limit passes.
+    /// if given), killing its whole process group if it is still running when the time
+    /// limit passes (see `compiler_process`).
     fn run(&self, args: &[String], tmp: Option<&Path>) -> Result<Output> {
         let mut words = self.command.split_whitespace();
         let program = words.next().unwrap_or("cc");
         let mut command = Command::new(program);
-        command
-            .args(words)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        command.args(words).args(args);
         if let Some(tmp) = tmp {
             command.env("TMPDIR", tmp);
         }
@@ -253,90 +274,13 @@ impl CCompiler {
             },
             _ => RuntimeError::io(format!("running C compiler `{}`", self.command), e),
         };
-        let child = spawn_when_not_busy(&mut command).map_err(failed)?;
-        wait_with_limit(child, self.timeout)
+        run_with_limit(&mut command, self.timeout)
             .map_err(failed)?
             .ok_or_else(|| RuntimeError::CompileTimedOut {
                 compiler: self.command.clone(),
                 limit: self.timeout,
             })
     }
-}
-
-/// Spawns `command`, retrying for a moment while its program is "text file busy": a compiler
-/// (or wrapper script) written just before is busy while any process forked meanwhile, by
-/// another thread, still holds the writer's descriptor between its fork and its exec.
-fn spawn_when_not_busy(command: &mut Command) -> io::Result<Child> {
-    let mut attempts = 0;
-    loop {
-        match command.spawn() {
-            Err(e) if e.kind() == io::ErrorKind::ExecutableFileBusy && attempts < 50 => {
-                attempts += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            result => return result,
-        }
-    }
-}
-
-/// Collects `child`'s output and exit status, or kills it and returns `None` if it has not
-/// finished within `limit`. After a kill the pipe readers are left to finish on their own: a
-/// process the compiler started may outlive it and hold its pipes open.
-fn wait_with_limit(mut child: Child, limit: Duration) -> io::Result<Option<Output>> {
-    let deadline = Instant::now() + limit;
-    let (sender, finished) = mpsc::channel();
-    let stdout = drain(child.stdout.take(), sender.clone());
-    let stderr = drain(child.stderr.take(), sender);
-    // Both pipes reach end of file when the compiler exits: no polling in the usual case.
-    let closed = (0..2).all(|_| finished.recv_timeout(remaining(deadline)).is_ok());
-    let status = if closed {
-        wait_until(&mut child, deadline)?
-    } else {
-        None
-    };
-    let Some(status) = status else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Ok(None);
-    };
-    let text = |reader: std::thread::JoinHandle<Vec<u8>>| reader.join().unwrap_or_default();
-    Ok(Some(Output {
-        status,
-        stdout: text(stdout),
-        stderr: text(stderr),
-    }))
-}
-
-/// Reads `pipe` to its end on a thread of its own, then signals `done`.
-fn drain(
-    pipe: Option<impl Read + Send + 'static>,
-    done: mpsc::Sender<()>,
-) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
-        }
-        let _ = done.send(());
-        bytes
-    })
-}
-
-/// The exit status of `child` once it exits, or `None` if it is still running at `deadline`.
-fn wait_until(child: &mut Child, deadline: Instant) -> io::Result<Option<ExitStatus>> {
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(remaining(deadline).min(Duration::from_millis(5)));
-    }
-}
-
-fn remaining(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now())
 }
 
 /// How the compiler crashed, if it did: killed by a signal, or an internal compiler error
@@ -459,6 +403,20 @@ mod tests {
         assert_eq!(key(&a, "int x;"), key(&a, "int x;"));
         assert_ne!(key(&a, "int x;"), key(&a, "int y;"));
         assert_ne!(key(&a, "int x;"), key(&b, "int x;"));
+    }
+
+    #[test]
+    fn cache_key_depends_on_every_word_of_the_compiler_command() {
+        let flags = vec!["-O2".to_string()];
+        let key = |command: &str| CCompiler::new(command, flags.clone()).cache_key("int x;");
+        let plain = key("cc").unwrap();
+        assert_ne!(plain, key("cc -ffast-math").unwrap());
+        assert_ne!(plain, key("cc -fsanitize=address").unwrap());
+        assert_ne!(
+            key("cc -ffast-math").unwrap(),
+            key("cc -fsanitize=address").unwrap()
+        );
+        assert_eq!(plain, key("cc").unwrap());
     }
 
     #[test]

@@ -22,6 +22,8 @@
 pub mod beam;
 mod buffer;
 mod compiler;
+mod compiler_identity;
+mod compiler_process;
 mod loaded;
 mod memory;
 mod pool;
@@ -136,24 +138,43 @@ fn program_cache_size_from_env() -> Result<usize> {
 
 /// `$THREADS` if set, else every core the process may use.
 fn threads_from_env() -> Result<usize> {
-    threads_setting(std::env::var("THREADS").ok())
+    let (threads, bounded) = threads_setting(std::env::var("THREADS").ok(), available_cores())?;
+    if let Some(asked) = bounded {
+        warn(&format!(
+            "THREADS={asked} asks for more threads than the {threads} cores this process may \
+             use; using {threads}"
+        ));
+    }
+    Ok(threads)
 }
 
-/// The thread count a `THREADS` value asks for (`None`: every core the process may use).
-fn threads_setting(value: Option<String>) -> Result<usize> {
-    match value {
-        Some(value) => value
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|&n| n > 0 && i32::try_from(n).is_ok())
-            .ok_or(RuntimeError::InvalidSetting {
-                variable: "THREADS",
-                value,
-                expected: "a positive number of threads",
-            }),
-        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
-    }
+/// How many cores this process may use.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The thread count a `THREADS` value asks for (`None`: every one of the `cores`), at most
+/// `cores`; with the count asked for when it was more than that (threads beyond the cores
+/// only take turns, and thousands of them can exhaust the process's thread limit).
+fn threads_setting(value: Option<String>, cores: usize) -> Result<(usize, Option<usize>)> {
+    let Some(value) = value else {
+        return Ok((cores, None));
+    };
+    let asked = value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or(RuntimeError::InvalidSetting {
+            variable: "THREADS",
+            value,
+            expected: "a positive number of threads",
+        })?;
+    Ok(if asked > cores {
+        (cores, Some(asked))
+    } else {
+        (asked, None)
+    })
 }
 
 /// The host CPU as a device. Cloning shares its caches and counters.
@@ -662,15 +683,30 @@ mod tests {
 
     #[test]
     fn threads_setting_accepts_positive_counts_and_defaults_to_all_cores() {
-        assert_eq!(threads_setting(Some("3".into())).unwrap(), 3);
-        assert_eq!(threads_setting(Some(" 8\n".into())).unwrap(), 8);
-        assert!(threads_setting(None).unwrap() >= 1);
+        assert_eq!(threads_setting(Some("3".into()), 16).unwrap(), (3, None));
+        assert_eq!(threads_setting(Some(" 8\n".into()), 16).unwrap(), (8, None));
+        assert_eq!(threads_setting(None, 16).unwrap(), (16, None));
+        assert!(available_cores() >= 1);
+    }
+
+    #[test]
+    fn threads_beyond_the_cores_are_bounded_by_them() {
+        assert_eq!(threads_setting(Some("16".into()), 16).unwrap(), (16, None));
+        assert_eq!(
+            threads_setting(Some("100000".into()), 16).unwrap(),
+            (16, Some(100_000))
+        );
+        let huge = "18446744073709551615";
+        assert_eq!(
+            threads_setting(Some(huge.into()), 2).unwrap(),
+            (2, Some(usize::MAX))
+        );
     }
 
     #[test]
     fn malformed_threads_setting_is_an_error_naming_the_variable() {
-        for bad in ["0", "-2", "many", ""] {
-            let err = threads_setting(Some(bad.into())).unwrap_err();
+        for bad in ["0", "-2", "many", "", "18446744073709551616"] {
+            let err = threads_setting(Some(bad.into()), 4).unwrap_err();
             assert!(err.to_string().contains("THREADS"), "{err}");
         }
     }

@@ -8,6 +8,7 @@
 //! number of workers. Launches through one pool run one after another.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
@@ -18,7 +19,8 @@ pub type Job = Arc<dyn Fn(i32) + Send + Sync>;
 pub struct WorkerPool {
     shared: Arc<Shared>,
     workers: Mutex<Vec<JoinHandle<()>>>,
-    wanted_workers: usize,
+    /// Lowered to the workers that could be started when the system refuses another.
+    wanted_workers: AtomicUsize,
     one_launch_at_a_time: Mutex<()>,
 }
 
@@ -52,7 +54,7 @@ impl LaunchState {
 impl std::fmt::Debug for WorkerPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerPool")
-            .field("workers", &self.wanted_workers)
+            .field("workers", &self.wanted_workers.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -67,17 +69,17 @@ impl WorkerPool {
                 all_parts_done: Condvar::new(),
             }),
             workers: Mutex::new(Vec::new()),
-            wanted_workers: workers,
+            wanted_workers: AtomicUsize::new(workers),
             one_launch_at_a_time: Mutex::new(()),
         }
     }
 
     /// Calls `job(part)` for every part in `0..parts` across the pool and the calling thread;
-    /// returns when all calls have returned. Fails if a worker could not be started or a part
-    /// panicked (after all parts have finished either way).
+    /// returns when all calls have returned. Fails if a part panicked (after all parts have
+    /// finished).
     pub fn run(&self, job: Job, parts: i32) -> std::io::Result<()> {
         let _turn = lock(&self.one_launch_at_a_time);
-        self.start_workers()?;
+        self.start_workers();
         let mut state = lock(&self.shared.state);
         *state = LaunchState {
             job: Some(job),
@@ -108,16 +110,29 @@ impl WorkerPool {
         Ok(())
     }
 
-    fn start_workers(&self) -> std::io::Result<()> {
+    /// Starts the workers not started yet. Where the system refuses a thread, the pool keeps
+    /// the workers it has (the launching thread alone if none), says so once, and asks for no
+    /// more: every part still runs, and every worker is joined when the pool is dropped.
+    fn start_workers(&self) {
         let mut workers = lock(&self.workers);
-        while workers.len() < self.wanted_workers {
+        while workers.len() < self.wanted_workers.load(Ordering::Relaxed) {
             let shared = self.shared.clone();
-            let handle = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("tensor-cpu-{}", workers.len() + 1))
-                .spawn(move || work(&shared))?;
-            workers.push(handle);
+                .spawn(move || work(&shared));
+            match spawned {
+                Ok(handle) => workers.push(handle),
+                Err(e) => {
+                    crate::warn(&format!(
+                        "could not start CPU worker thread {} ({e}); kernels run on {} \
+                         threads. Lower THREADS",
+                        workers.len() + 1,
+                        workers.len() + 1
+                    ));
+                    self.wanted_workers.store(workers.len(), Ordering::Relaxed);
+                }
+            }
         }
-        Ok(())
     }
 }
 
@@ -176,7 +191,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
 
     fn run_counting(pool: &WorkerPool, parts: i32) -> u64 {
         let seen = Arc::new(AtomicU64::new(0));
