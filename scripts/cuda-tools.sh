@@ -5,8 +5,11 @@
 #
 #   eval "$(scripts/cuda-tools.sh)"      # install (once) and export the variables
 #
-# Exports:
-#   LD_LIBRARY_PATH   gains the folder of libnvrtc.so.12 (cudarc loads NVRTC from it)
+# Exports (the runtime finds the tools only through these, the library path and PATH; it
+# does not look for `.cuda-venv/` itself, since a folder found by searching could belong to
+# another user):
+#   TENSOR_NVRTC      the libnvrtc.so.12 the runtime loads before cudarc asks for NVRTC
+#   LD_LIBRARY_PATH   gains the folder of libnvrtc.so.12 (cudarc loads NVRTC by name from it)
 #   TENSOR_PTXAS      the ptxas binary that assembles PTX for a given sm_XX
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,4 +33,5 @@ fi
 # toolkit's libnvrtc.so (which lacks functions the CUDA 12 bindings need) would be found first.
 ln -sf libnvrtc.so.12 "$nvrtc_lib/libnvrtc.so"
 echo "export LD_LIBRARY_PATH=\"$nvrtc_lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
+echo "export TENSOR_NVRTC=\"$nvrtc_lib/libnvrtc.so.12\""
 echo "export TENSOR_PTXAS=\"$ptxas\""

@@ -29,7 +29,7 @@ mod memory;
 mod pool;
 mod program;
 mod recycle;
-mod scratch;
+pub(crate) mod scratch;
 
 pub use buffer::{CpuBuffer, LiveBuffers};
 pub use compiler::{
@@ -52,7 +52,7 @@ use loaded::LoadedLibraries;
 use pool::WorkerPool;
 use program::{LoadedLibrary, load_library};
 use recycle::Recycler;
-use scratch::ScratchDir;
+use scratch::{ScratchDir, lack_of_space};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -349,10 +349,20 @@ impl CpuDevice {
 
     /// The library for `key` from the disk cache, else freshly compiled.
     fn fetch(&self, source: &str, entry: &str, key: u128) -> Result<Arc<LoadedLibrary>> {
+        self.in_scratch(|scratch| self.fetch_in(source, entry, key, scratch))
+    }
+
+    /// [`CpuDevice::fetch`] with `scratch` as the build directory.
+    fn fetch_in(
+        &self,
+        source: &str,
+        entry: &str,
+        key: u128,
+        scratch: &ScratchDir,
+    ) -> Result<Arc<LoadedLibrary>> {
         let state = &self.inner;
-        let scratch = self.scratch()?;
         let Some(payload) = state.disk.load(key) else {
-            return self.build(source, entry, &[key], &scratch);
+            return self.build(source, entry, &[key], scratch);
         };
         match load_library(&write_object(scratch.path(), &payload)?) {
             Ok(library) => {
@@ -365,7 +375,7 @@ impl CpuDevice {
                 warn(&format!(
                     "cached kernel for `{entry}` is unusable ({e}); rebuilding it"
                 ));
-                self.build(source, entry, &[key], &scratch)
+                self.build(source, entry, &[key], scratch)
             }
         }
     }
@@ -452,12 +462,9 @@ impl CpuDevice {
         let outcome = first_slot.get_or_init(|| {
             let source: Vec<&str> = claimed.iter().map(|&(i, _)| kernels[i].0).collect();
             let group_keys: Vec<u128> = claimed.iter().map(|&(i, _)| keys[i]).collect();
-            let built = self.build(
-                &source.join("\n"),
-                kernels[*first].1,
-                &group_keys,
-                &self.scratch()?,
-            );
+            let built = self.in_scratch(|scratch| {
+                self.build(&source.join("\n"), kernels[*first].1, &group_keys, scratch)
+            });
             if let Ok(library) = &built {
                 for ((i, slot), key) in claimed.iter().zip(&group_keys) {
                     self.loaded().insert(*key, library.clone());
@@ -477,6 +484,54 @@ impl CpuDevice {
             .map_err(RuntimeError::duplicate)
     }
 
+    /// `work` done in a private build directory: in the temp dir, and done again in the
+    /// cache directory's `scratch` folder when the temp dir cannot hold the files (full, over
+    /// quota, read-only), as when no directory can be made there at all.
+    fn in_scratch<T>(&self, work: impl Fn(&ScratchDir) -> Result<T>) -> Result<T> {
+        let state = &self.inner;
+        let scratch = self.scratch()?;
+        let error = match work(&scratch) {
+            Err(error) if scratch.path().starts_with(&state.temp_dir) => error,
+            done => return done,
+        };
+        let Some(lack) = lack_of_space(&error) else {
+            return Err(error);
+        };
+        drop(scratch);
+        let Some(fallback) = self.scratch_in_cache_dir() else {
+            return Err(RuntimeError::io(
+                format!(
+                    "building a kernel in `{}`: {lack}. Free space there or set TMPDIR to \
+                     another directory",
+                    state.temp_dir.display()
+                ),
+                std::io::Error::from(std::io::ErrorKind::StorageFull),
+            ));
+        };
+        self.report_temp_dir_fallback(&lack, &fallback);
+        work(&fallback)
+    }
+
+    /// Says once per device that builds moved from the temp dir to `fallback`, and why.
+    fn report_temp_dir_fallback(&self, why: &str, fallback: &ScratchDir) {
+        let state = &self.inner;
+        if !state
+            .temp_dir_fallback_reported
+            .swap(true, Ordering::Relaxed)
+        {
+            warn(&format!(
+                "cannot build kernels in `{}` ({why}); building in `{}` instead. Set TMPDIR \
+                 to a writable directory with free space",
+                state.temp_dir.display(),
+                fallback
+                    .path()
+                    .parent()
+                    .unwrap_or(fallback.path())
+                    .display()
+            ));
+        }
+    }
+
     /// A private build directory: in the temp dir, else in the cache directory.
     fn scratch(&self) -> Result<ScratchDir> {
         let state = &self.inner;
@@ -485,17 +540,8 @@ impl CpuDevice {
             Err(error) => error,
         };
         if let Some(scratch) = self.scratch_in_cache_dir() {
-            if !state
-                .temp_dir_fallback_reported
-                .swap(true, Ordering::Relaxed)
-            {
-                warn(&format!(
-                    "cannot create a build directory in `{}` ({error}); building in `{}` \
-                     instead. Set TMPDIR to a writable directory",
-                    state.temp_dir.display(),
-                    scratch.path().parent().unwrap_or(scratch.path()).display()
-                ));
-            }
+            let why = format!("no build directory can be made there: {error}");
+            self.report_temp_dir_fallback(&why, &scratch);
             return Ok(scratch);
         }
         Err(RuntimeError::io(

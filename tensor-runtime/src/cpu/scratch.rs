@@ -9,6 +9,7 @@
 //! it has not changed for a while (a process of another PID namespace sharing the directory
 //! may look dead to us; it is not given a directory it is still using).
 
+use crate::error::RuntimeError;
 use crate::private_files::{create_private_dir, owned_by_current_user};
 use std::collections::HashSet;
 use std::fs;
@@ -56,6 +57,32 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Why `error` shows that a build directory's file system cannot hold a build's files (it is
+/// full, over quota or read-only), or `None` if it is another failure: an I/O error of one of
+/// those kinds, or a compiler that failed saying so.
+pub fn lack_of_space(error: &RuntimeError) -> Option<String> {
+    const COMPILER_SAYS: [&str; 3] = [
+        "No space left on device",
+        "Disk quota exceeded",
+        "Read-only file system",
+    ];
+    match error {
+        RuntimeError::Io { error, .. } => {
+            use io::ErrorKind::{FileTooLarge, QuotaExceeded, ReadOnlyFilesystem, StorageFull};
+            matches!(
+                error.kind(),
+                StorageFull | QuotaExceeded | ReadOnlyFilesystem | FileTooLarge
+            )
+            .then(|| error.to_string())
+        }
+        RuntimeError::CompileFailed { output, .. } => COMPILER_SAYS
+            .into_iter()
+            .find(|says| output.contains(says))
+            .map(|says| format!("the compiler says: {says}")),
+        _ => None,
     }
 }
 
@@ -119,6 +146,26 @@ fn process_exists(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_or_read_only_file_systems_are_told_from_other_failures() {
+        let io = |kind: io::ErrorKind| RuntimeError::io("writing", io::Error::from(kind));
+        assert!(lack_of_space(&io(io::ErrorKind::StorageFull)).is_some());
+        assert!(lack_of_space(&io(io::ErrorKind::QuotaExceeded)).is_some());
+        assert!(lack_of_space(&io(io::ErrorKind::ReadOnlyFilesystem)).is_some());
+        assert_eq!(lack_of_space(&io(io::ErrorKind::NotFound)), None);
+        let compile = |output: &str| RuntimeError::CompileFailed {
+            compiler: "cc".into(),
+            source: String::new(),
+            output: output.into(),
+        };
+        let full = compile("cc1: fatal error: /tmp/x.s: No space left on device");
+        assert_eq!(
+            lack_of_space(&full).as_deref(),
+            Some("the compiler says: No space left on device")
+        );
+        assert_eq!(lack_of_space(&compile("error: expected ';'")), None);
+    }
 
     #[test]
     fn owner_pid_is_read_from_build_directory_names_only() {

@@ -5,14 +5,17 @@
 //! library loads and otherwise returns [`RuntimeError::DeviceUnavailable`] saying how to get
 //! it (`scripts/cuda-tools.sh`).
 
+use crate::cpu::scratch::ScratchDir;
 use crate::error::{Result, RuntimeError};
 use cudarc::nvrtc::{CompileError, CompileOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// How to install the tools, for error messages.
 pub const SETUP_HINT: &str = "run `eval \"$(scripts/cuda-tools.sh)\"` from the repository root (it installs NVRTC and \
-     ptxas 12.9 from PyPI into .cuda-venv/ and exports LD_LIBRARY_PATH and TENSOR_PTXAS)";
+     ptxas 12.9 from PyPI into .cuda-venv/ and exports TENSOR_NVRTC, TENSOR_PTXAS and \
+     LD_LIBRARY_PATH; the runtime loads the tools only from these variables, the library \
+     path and PATH)";
 
 /// The NVRTC options every kernel is compiled with (besides the architecture); part of the
 /// PTX cache key.
@@ -32,18 +35,48 @@ pub fn nvrtc_version() -> Result<String> {
     Ok(format!("{major}.{minor}"))
 }
 
-/// Ok when NVRTC (`libnvrtc.so.12`, or another name cudarc searches) can be loaded: from the
-/// library path, else from `.cuda-venv/` (see [`venv_file`]), which is then kept loaded so
-/// that cudarc's load by name finds it.
+/// Ok when NVRTC can be loaded: from the file `$TENSOR_NVRTC` names, if set (it is then kept
+/// loaded, so cudarc's load by name finds it), else by the system loader under the names
+/// cudarc searches (`libnvrtc.so`, `libnvrtc.so.12`: `LD_LIBRARY_PATH`, the loader's cache).
+/// No other place is searched: a library found by looking around the working directory
+/// could have been put there by another user, and would run inside this process.
 pub fn nvrtc_available() -> Result<()> {
+    if let Some(path) = std::env::var_os("TENSOR_NVRTC") {
+        load_configured(&PathBuf::from(path))?;
+    }
     // SAFETY: loads (and drops) the shared library by name; no symbol of it is called.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } || load_from_venv() {
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         nvrtc_found_is_cuda_12()
     } else {
         Err(RuntimeError::DeviceUnavailable(format!(
             "NVRTC (libnvrtc.so.12) could not be loaded from the library path; {SETUP_HINT}"
         )))
     }
+}
+
+/// Loads the NVRTC at `path` (`TENSOR_NVRTC`) once and keeps it loaded for the rest of the
+/// process. (The dynamic loader matches a later load by name against the libraries already
+/// loaded, so cudarc then finds this one.)
+fn load_configured(path: &Path) -> Result<()> {
+    static LOADED: std::sync::OnceLock<std::result::Result<(), String>> =
+        std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            // SAFETY: NVRTC's initialisers only set up its own state; the user named this file.
+            match unsafe { libloading::Library::new(path) } {
+                Ok(library) => {
+                    std::mem::forget(library);
+                    Ok(())
+                }
+                Err(e) => Err(format!(
+                    "TENSOR_NVRTC={} could not be loaded ({e}); set it to CUDA 12's \
+                     libnvrtc.so.12, or unset it to use the library path; {SETUP_HINT}",
+                    path.display()
+                )),
+            }
+        })
+        .clone()
+        .map_err(RuntimeError::DeviceUnavailable)
 }
 
 /// Ok when the NVRTC that cudarc's load by name finds first exports every function cudarc's
@@ -103,49 +136,16 @@ pub fn compile_ptx(source: &str, arch: &'static str) -> Result<String> {
     }
 }
 
-/// Loads `libnvrtc.so.12` from `.cuda-venv/` by its path and keeps it loaded for the rest
-/// of the process; true when that worked. (The dynamic loader matches a later load by name
-/// against the libraries already loaded, so cudarc then finds this one.)
-fn load_from_venv() -> bool {
-    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *LOADED.get_or_init(|| {
-        let Some(path) = venv_file("nvidia/cuda_nvrtc/lib/libnvrtc.so.12") else {
-            return false;
-        };
-        // SAFETY: NVRTC's initialisers only set up its own state.
-        match unsafe { libloading::Library::new(&path) } {
-            Ok(library) => {
-                std::mem::forget(library);
-                // SAFETY: as above; now found among the loaded libraries.
-                unsafe { cudarc::nvrtc::sys::is_culib_present() }
-            }
-            Err(_) => false,
-        }
-    })
-}
-
-/// `site-packages/<relative>` of `.cuda-venv/` in the current directory or one of its
-/// parents (where `scripts/cuda-tools.sh` installs the tools), if that file exists.
-pub fn venv_file(relative: &str) -> Option<PathBuf> {
-    let start = std::env::current_dir().ok()?;
-    start.ancestors().find_map(|dir| {
-        std::fs::read_dir(dir.join(".cuda-venv/lib"))
-            .ok()?
-            .find_map(|python| {
-                let path = python.ok()?.path().join("site-packages").join(relative);
-                path.is_file().then_some(path)
-            })
-    })
-}
-
-/// The `ptxas` to assemble with: `$TENSOR_PTXAS`, else the one in `.cuda-venv/`
-/// ([`venv_file`]).
+/// The `ptxas` to assemble with: the file `$TENSOR_PTXAS` names, else `ptxas` on `PATH`.
 pub fn ptxas_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("TENSOR_PTXAS") {
         let path = PathBuf::from(path);
         return path.is_file().then_some(path);
     }
-    venv_file("nvidia/cuda_nvcc/bin/ptxas")
+    let search = std::env::var_os("PATH")?;
+    std::env::split_paths(&search)
+        .map(|dir| dir.join("ptxas"))
+        .find(|candidate| candidate.is_file())
 }
 
 /// Why the compile checks cannot run here (NVRTC or ptxas missing), or `None` when they can.
@@ -175,14 +175,18 @@ pub fn check_kernel(source: &str, virtual_arch: &'static str, archs: &[&str]) ->
     }
     Ok(())
 }
+
 /// Assembles `ptx` for `arch` with `ptxas` (the object is thrown away): Ok when it assembles
 /// with no error, else [`RuntimeError::CompileFailed`] with ptxas's output.
 pub fn assemble(ptx: &str, arch: &str) -> Result<()> {
     let ptxas = ptxas_path().ok_or_else(|| {
         RuntimeError::DeviceUnavailable(format!("ptxas was not found; {SETUP_HINT}"))
     })?;
-    let dir = std::env::temp_dir().join(format!("tensor-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    // A private directory of its own: a predictable name in a shared temp dir could be made
+    // (or replaced) by another user first.
+    let temp = std::env::temp_dir();
+    let scratch = ScratchDir::new_in(&temp).map_err(|e| io_error(&temp, e))?;
+    let dir = scratch.path();
     let stem = crate::stable_hash::to_hex(crate::stable_hash::stable_hash(ptx.as_bytes()));
     let input = dir.join(format!("{stem}-{arch}.ptx"));
     let output = dir.join(format!("{stem}-{arch}.cubin"));
@@ -194,8 +198,7 @@ pub fn assemble(ptx: &str, arch: &str) -> Result<()> {
         .arg(&output)
         .output()
         .map_err(|e| io_error(&ptxas, e))?;
-    let _ = std::fs::remove_file(&input);
-    let _ = std::fs::remove_file(&output);
+    drop(scratch);
     if run.status.success() {
         return Ok(());
     }
