@@ -9,14 +9,18 @@
 //! elsewhere.
 
 use crate::error::{Result, RuntimeError};
+use crate::host_alloc::{out_of_memory, vec_with_capacity, zeroed_bytes};
 use std::sync::Arc;
 use tensor_core::UOp;
 use tensor_core::codegen::program::KernelArg;
 use tensor_core::codegen::{CodegenOptions, lower_kernel_named};
 use tensor_core::render::Kernel;
 use tensor_core::uop::HostData;
-use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
+use tensor_core::uop::dtype::encode_scalars;
 use tensor_core::{DType, Element};
+
+/// How many elements typed copies convert at a time (their temporaries stay this small).
+const ELEMENTS_PER_CHUNK: usize = 4096;
 
 /// A place kernels run: allocate, copy in and out, compile, launch.
 pub trait Device: Send + Sync {
@@ -196,17 +200,28 @@ pub trait Device: Send + Sync {
         Ok(())
     }
 
-    /// Copies typed host values into `dst` (little-endian, the layout kernels read).
+    /// Copies typed host values into `dst` (little-endian, the layout kernels read); fails
+    /// with [`RuntimeError::OutOfMemory`] where the host cannot hold the encoded copy.
     fn copy_in_elements<T: Element>(&self, dst: &Self::Buffer, values: &[T]) -> Result<()>
     where
         Self: Sized,
     {
-        let scalars: Vec<_> = values.iter().map(|v| v.to_scalar()).collect();
-        self.copy_in(dst, &encode_scalars(&scalars, T::DTYPE))
+        let len = values
+            .len()
+            .checked_mul(T::DTYPE.size_bytes())
+            .ok_or_else(|| out_of_memory(usize::MAX))?;
+        let mut bytes = vec_with_capacity(len)?;
+        // Through scalars a chunk at a time: a scalar is larger than most elements.
+        for chunk in values.chunks(ELEMENTS_PER_CHUNK) {
+            let scalars: Vec<_> = chunk.iter().map(|v| v.to_scalar()).collect();
+            bytes.extend_from_slice(&encode_scalars(&scalars, T::DTYPE));
+        }
+        self.copy_in(dst, &bytes)
     }
 
     /// The contents of `src`, which holds elements of `dtype`, as host values of type `T`;
-    /// fails with [`RuntimeError::WrongElementType`] unless `T` is that element type.
+    /// fails with [`RuntimeError::WrongElementType`] unless `T` is that element type, and
+    /// with [`RuntimeError::OutOfMemory`] where the host cannot hold them.
     fn copy_out_elements<T: Element>(&self, src: &Self::Buffer, dtype: DType) -> Result<Vec<T>>
     where
         Self: Sized,
@@ -217,19 +232,21 @@ pub trait Device: Send + Sync {
                 found: dtype,
             });
         }
-        let mut bytes = vec![0u8; self.buffer_len(src)];
+        let mut bytes = zeroed_bytes(self.buffer_len(src))?;
         self.copy_out(src, &mut bytes)?;
-        if bytes.len() % dtype.size_bytes() != 0 {
+        let size = dtype.size_bytes();
+        if bytes.len() % size != 0 {
             return Err(RuntimeError::SizeMismatch {
                 operation: "copy_out_elements (buffer is not a whole number of elements)",
                 buffer_bytes: bytes.len(),
-                data_bytes: bytes.len() / dtype.size_bytes() * dtype.size_bytes(),
+                data_bytes: bytes.len() / size * size,
             });
         }
-        Ok(decode_scalars(&bytes, dtype)
-            .into_iter()
-            .map(T::from_scalar)
-            .collect())
+        let mut values = vec_with_capacity(bytes.len() / size)?;
+        for chunk in bytes.chunks(ELEMENTS_PER_CHUNK * size) {
+            T::decode_into(chunk, &mut values);
+        }
+        Ok(values)
     }
 }
 

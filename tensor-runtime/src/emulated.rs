@@ -11,6 +11,7 @@
 
 use crate::device::{Device, check_len};
 use crate::error::{Result, RuntimeError};
+use crate::host_alloc::{vec_with_capacity, zeroed_bytes};
 use crate::memory_pool::{MemoryPool, pool_bytes_from_env};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,6 +70,18 @@ impl EmulatedGpu {
         &self.pool
     }
 
+    /// `bytes` bytes from the pool, else freshly allocated (zero); an error where the host
+    /// cannot hold them.
+    fn memory(&self, bytes: usize) -> Result<Vec<u8>> {
+        if let Some(memory) = self.pool.take(bytes) {
+            return Ok(memory);
+        }
+        zeroed_bytes(bytes).map_err(|_| RuntimeError::OutOfMemory {
+            device: EMULATED_GPU_NAME.to_string(),
+            bytes,
+        })
+    }
+
     fn buffer(&self, bytes: Vec<u8>) -> EmulatedBuffer {
         EmulatedBuffer {
             bytes: Mutex::new(bytes),
@@ -87,7 +100,10 @@ impl Drop for EmulatedBuffer {
 
 impl tensor_core::uop::DeviceAllocation for EmulatedBuffer {
     fn read_back(&self) -> Option<Vec<u8>> {
-        Some(self.lock().clone())
+        let bytes = self.lock();
+        let mut copy = vec_with_capacity(bytes.len()).ok()?;
+        copy.extend_from_slice(&bytes);
+        Some(copy)
     }
 
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
@@ -131,14 +147,13 @@ impl Device for EmulatedGpu {
     }
 
     fn allocate(&self, bytes: usize) -> Result<EmulatedBuffer> {
-        let mut memory = self.pool.take(bytes).unwrap_or_else(|| vec![0; bytes]);
+        let mut memory = self.memory(bytes)?;
         memory.fill(0);
         Ok(self.buffer(memory))
     }
 
     fn allocate_output(&self, bytes: usize) -> Result<EmulatedBuffer> {
-        let memory = self.pool.take(bytes).unwrap_or_else(|| vec![0; bytes]);
-        Ok(self.buffer(memory))
+        Ok(self.buffer(self.memory(bytes)?))
     }
 
     fn buffer_len(&self, buffer: &EmulatedBuffer) -> usize {

@@ -100,6 +100,9 @@ pub enum RuntimeError {
     },
     /// A launch asked for something the device cannot do (e.g. zero threads).
     InvalidLaunch(String),
+    /// An argument of a runtime call cannot be served (a shape whose element count or byte
+    /// size overflows the address space, for one); the message names the call.
+    InvalidArgument(String),
     /// A setting read from the environment is malformed.
     InvalidSetting {
         /// The environment variable.
@@ -205,6 +208,7 @@ impl RuntimeError {
                 data_bytes: *data_bytes,
             },
             E::InvalidLaunch(why) => E::InvalidLaunch(why.clone()),
+            E::InvalidArgument(why) => E::InvalidArgument(why.clone()),
             E::External(why) => E::External(why.clone()),
             E::InvalidSetting {
                 variable,
@@ -324,6 +328,7 @@ impl fmt::Display for RuntimeError {
                 "{operation}: buffer has {buffer_bytes} bytes but the data has {data_bytes} bytes"
             ),
             RuntimeError::InvalidLaunch(why) => write!(f, "invalid kernel launch: {why}"),
+            RuntimeError::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
             RuntimeError::External(why) => write!(f, "{why}"),
             RuntimeError::InvalidSetting {
                 variable,

@@ -41,6 +41,7 @@ pub mod ndarray_interop;
 pub mod parallel;
 pub mod placement;
 pub mod plan;
+mod host_alloc;
 mod private_files;
 pub mod realize;
 pub mod stable_hash;

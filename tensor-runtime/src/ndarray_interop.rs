@@ -7,8 +7,9 @@
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
+use crate::host_alloc::collect_exact;
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
-use tensor_core::Element;
+use tensor_core::{DType, Element};
 
 /// A new buffer on `device` holding `array`'s elements in row-major order, whatever the
 /// array's own memory layout.
@@ -19,8 +20,13 @@ where
     S::Elem: Element,
     E: Dimension,
 {
-    let values: Vec<S::Elem> = array.iter().copied().collect();
-    let buffer = device.allocate(values.len() * <S::Elem as Element>::DTYPE.size_bytes())?;
+    let values = collect_exact(array.len(), array.iter().copied())?;
+    let bytes = byte_len(
+        values.len(),
+        <S::Elem as Element>::DTYPE,
+        "buffer_from_array",
+    )?;
+    let buffer = device.allocate(bytes)?;
     device.copy_in_elements(&buffer, &values)?;
     Ok(buffer)
 }
@@ -32,8 +38,10 @@ where
     D: Device,
     T: Element,
 {
-    let elements: usize = shape.iter().product();
-    let wanted = elements * T::DTYPE.size_bytes();
+    let elements =
+        element_count(shape).ok_or_else(|| too_many_elements(shape, "array_from_buffer"))?;
+    let wanted = byte_len(elements, T::DTYPE, "array_from_buffer")
+        .map_err(|_| too_many_elements(shape, "array_from_buffer"))?;
     let held = device.buffer_len(buffer);
     if wanted != held {
         return Err(RuntimeError::SizeMismatch {
@@ -44,6 +52,33 @@ where
     }
     let values = device.copy_out_elements::<T>(buffer, T::DTYPE)?;
     Ok(ArrayD::from_shape_vec(IxDyn(shape), values).expect("length checked against the shape"))
+}
+
+/// The elements of an array of `shape`, where `ndarray` can make one: the product of its
+/// non-zero extents must fit in `isize` (even when another extent is zero).
+fn element_count(shape: &[usize]) -> Option<usize> {
+    let nonzero = shape
+        .iter()
+        .filter(|&&extent| extent != 0)
+        .try_fold(1usize, |count, &extent| count.checked_mul(extent))
+        .filter(|&count| isize::try_from(count).is_ok())?;
+    Some(if shape.contains(&0) { 0 } else { nonzero })
+}
+
+/// The bytes of `elements` values of `dtype`, refused when that overflows `usize`.
+fn byte_len(elements: usize, dtype: DType, operation: &str) -> Result<usize> {
+    elements.checked_mul(dtype.size_bytes()).ok_or_else(|| {
+        RuntimeError::InvalidArgument(format!(
+            "{operation}: {elements} {dtype} elements have more bytes than memory can address"
+        ))
+    })
+}
+
+/// The error for a `shape` whose element or byte count overflows `usize`.
+fn too_many_elements(shape: &[usize], operation: &str) -> RuntimeError {
+    RuntimeError::InvalidArgument(format!(
+        "{operation}: shape {shape:?} has more elements than memory can address"
+    ))
 }
 
 #[cfg(test)]
@@ -74,6 +109,36 @@ mod tests {
         assert_eq!(flat, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         let back = array_from_buffer::<_, f32>(&device, &buffer, &[2, 3]).unwrap();
         assert_eq!(back, array.into_dyn());
+    }
+
+    #[test]
+    fn shape_whose_count_wraps_around_is_an_error_not_a_panic() {
+        let device = device();
+        let sixteen = device.allocate(16).unwrap();
+        let empty = device.allocate(0).unwrap();
+        // (2^62 + 1) * 4 elements wraps to 4 (16 bytes of f32); 2^62 f32s are 2^64 bytes,
+        // which wraps to 0: each would pass a wrapping size check.
+        let cases: [(&[usize], &_); 4] = [
+            (&[(1 << 62) + 1, 4], &sixteen),
+            (&[1 << 62], &empty),
+            (&[usize::MAX, 2], &sixteen),
+            (&[2, usize::MAX, 0, 3], &sixteen),
+        ];
+        // With a zero extent there are no elements, but ndarray still needs the other
+        // extents' product to fit in `isize`.
+        for (shape, buffer) in cases {
+            let err = array_from_buffer::<_, f32>(&device, buffer, shape).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, RuntimeError::InvalidArgument(_)), "{text}");
+            assert!(
+                text.contains("array_from_buffer") && text.contains(&format!("{shape:?}")),
+                "{text}"
+            );
+        }
+        let zero = array_from_buffer::<_, f32>(&device, &empty, &[0, 1 << 40]).unwrap();
+        assert_eq!(zero.shape(), &[0, 1 << 40]);
+        let err = array_from_buffer::<_, f32>(&device, &sixteen, &[0, 3]).unwrap_err();
+        assert!(matches!(err, RuntimeError::SizeMismatch { .. }), "{err}");
     }
 
     #[test]

@@ -571,7 +571,7 @@ pub fn read_buffer<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
 /// The bytes of a realized output, copied out of the device.
 fn copy_out<D: Device>(device: &D, out: &UOp) -> Result<Vec<u8>> {
     let memory = device_buffer(device, &buffer_arg(&output_buffer(out)))?;
-    let mut bytes = vec![0u8; device.buffer_len(&memory)];
+    let mut bytes = crate::host_alloc::zeroed_bytes(device.buffer_len(&memory))?;
     device.copy_out(&memory, &mut bytes)?;
     Ok(bytes)
 }

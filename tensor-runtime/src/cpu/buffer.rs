@@ -15,6 +15,7 @@
 use super::memory::{ALIGNMENT, AlignedWords, WORD};
 use super::recycle::Recycler;
 use crate::error::{Result, RuntimeError};
+use crate::host_alloc::{vec_with_capacity, zeroed_bytes};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -196,12 +197,20 @@ impl CpuBuffer {
     }
 
     /// The contents as elements of `T` (the buffer's bytes read as `T`s, little-endian): one
-    /// pass over the memory, no byte copy in between.
-    pub fn read_elements<T: tensor_core::Element>(&self) -> Vec<T> {
+    /// pass over the memory, no byte copy in between. Fails with
+    /// [`RuntimeError::OutOfMemory`] where the host cannot hold the result.
+    pub fn read_elements<T: tensor_core::Element>(&self) -> Result<Vec<T>> {
         let count = self.len / T::DTYPE.size_bytes();
-        let mut out = Vec::with_capacity(count + ALIGNMENT);
+        // Room for the padding of the last 64-byte line, decoded with it and cut off below.
+        let mut out = vec_with_capacity(count.saturating_add(ALIGNMENT))?;
         match &self.memory {
-            Memory::Host(data) => T::decode_into(&data.to_bytes(), &mut out),
+            // A page at a time, as below: decoding some element types goes through scalars,
+            // which would otherwise be a second copy of the whole contents.
+            Memory::Host(data) => {
+                for page in data.to_bytes().chunks(PAGE_BYTES) {
+                    T::decode_into(page, &mut out);
+                }
+            }
             Memory::Allocated { .. } => {
                 // Decoded a page at a time through a buffer on the stack: a decode per 16-byte
                 // word costs more than the copy, and a heap copy of the whole buffer costs
@@ -219,15 +228,15 @@ impl CpuBuffer {
             }
         }
         out.truncate(count);
-        out
+        Ok(out)
     }
 
-    /// The contents as a new byte vector.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = vec![0u8; self.len];
-        self.read_bytes(&mut bytes)
-            .expect("a buffer-sized vector fits the buffer");
-        bytes
+    /// The contents as a new byte vector; fails with [`RuntimeError::OutOfMemory`] where the
+    /// host cannot hold it.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut bytes = zeroed_bytes(self.len)?;
+        self.read_bytes(&mut bytes)?;
+        Ok(bytes)
     }
 
     /// Exclusive access to allocated memory, for a launch. A panic elsewhere cannot leave
@@ -266,7 +275,7 @@ impl CpuBuffer {
 
 impl tensor_core::uop::DeviceAllocation for CpuBuffer {
     fn read_back(&self) -> Option<Vec<u8>> {
-        Some(self.to_bytes())
+        self.to_bytes().ok()
     }
 
     fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
@@ -302,7 +311,7 @@ mod tests {
         let buffer = CpuBuffer::zeroed(21, live.clone());
         let data: Vec<u8> = (1..=21).collect();
         buffer.write_bytes(&data).unwrap();
-        assert_eq!(buffer.to_bytes(), data);
+        assert_eq!(buffer.to_bytes().unwrap(), data);
     }
 
     #[test]

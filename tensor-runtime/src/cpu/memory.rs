@@ -10,7 +10,9 @@
 //!
 //! The allocator aligns such memory to 16 bytes only, so the allocation is
 //! [`ALIGNMENT_SLACK`] words longer than asked and the usable words start at the first 64-byte
-//! boundary inside it: all of it in safe Rust.
+//! boundary inside it. The zeroed allocation is asked of the allocator directly
+//! (`std::alloc::alloc_zeroed`), since `vec!` has no fallible form: a refused allocation is
+//! `None` for the caller to report, not an abort of the process.
 
 /// The alignment of the usable memory in bytes: a cache line, and the widest vector load
 /// (AVX-512).
@@ -47,9 +49,7 @@ impl AlignedWords {
     /// report, where `vec!` would abort the process).
     pub fn zeroed(len: usize) -> Option<AlignedWords> {
         let padded = len.checked_add(ALIGNMENT_SLACK)?;
-        // A fallible probe first: the zeroed allocation below has no fallible form.
-        Vec::<u128>::new().try_reserve_exact(padded).ok()?;
-        let words = vec![0u128; padded];
+        let words = zeroed_vec(padded)?;
         let misalignment = words.as_ptr() as usize % ALIGNMENT;
         let start = (ALIGNMENT - misalignment) % ALIGNMENT / WORD;
         Some(AlignedWords { words, start, len })
@@ -79,6 +79,25 @@ impl AlignedWords {
     pub fn fill_zero(&mut self) {
         self.words_mut().fill(0);
     }
+}
+
+/// A vector of `len` zero words from the allocator's zeroed path, or `None` where the
+/// allocator refuses.
+fn zeroed_vec(len: usize) -> Option<Vec<u128>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u128>(len).ok()?;
+    // SAFETY: `layout` has a non-zero size (`len` > 0 words of 16 bytes), as `alloc_zeroed`
+    // requires.
+    let pointer = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u128>();
+    if pointer.is_null() {
+        return None;
+    }
+    // SAFETY: `pointer` was allocated by the global allocator with the layout of `len`
+    // `u128`s, which is the layout a `Vec<u128>` of capacity `len` frees with; its `len`
+    // elements are initialised (zero bits are a valid `u128`).
+    Some(unsafe { Vec::from_raw_parts(pointer, len, len) })
 }
 
 #[cfg(test)]

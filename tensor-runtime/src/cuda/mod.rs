@@ -376,7 +376,7 @@ impl Device for CudaDevice {
         self.bind()?;
         let guard = src.lock();
         let memory = guard.as_ref().expect("a live buffer has its memory");
-        let mut staged = vec![0u8; memory.len()];
+        let mut staged = crate::host_alloc::zeroed_bytes(memory.len())?;
         self.stream
             .memcpy_dtoh(memory, &mut staged)
             .map_err(|e| driver_error("copying from the device", e))?;
