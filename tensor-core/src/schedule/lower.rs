@@ -222,7 +222,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
 }
 
 fn range_size(r: &UOp) -> usize {
-    r.vmax().as_i64() as usize + 1
+    (r.vmax().as_i64() + 1).max(0) as usize
 }
 
 fn address_node(buffer: &UOp, slot: usize, flat: UOp, gate: Option<UOp>) -> UOp {
@@ -340,6 +340,11 @@ impl KernelBuilder<'_> {
     /// Element `idx` of `x` (under validity `gate`): a load if `x` is realized, else its
     /// inline computation.
     fn lower(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
+        // One level of recursion per op along a path of the graph: on a stack that grows.
+        super::stack::grow(|| self.lower_in_place(x, idx, gate))
+    }
+
+    fn lower_in_place(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
         if is_false(&gate) {
             return zero(x.dtype());
         }
@@ -673,12 +678,23 @@ impl KernelBuilder<'_> {
     }
 
     fn has_mask_factor(&mut self, u: &UOp) -> bool {
-        let core = under_casts_and_views(u);
-        match core.op() {
-            Op::Mul => core.src().iter().any(|f| self.has_mask_factor(f)),
-            Op::CmpNe | Op::CmpLt | Op::CmpEq | Op::Where => !self.reads_memory(&core),
-            _ => false,
+        // Each distinct factor once: a chain of squarings (`x * x`, repeated) is a DAG whose
+        // paths double at every step.
+        let mut seen = HashSet::new();
+        let mut stack = vec![under_casts_and_views(u)];
+        while let Some(core) = stack.pop() {
+            if !seen.insert(core.clone()) {
+                continue;
+            }
+            match core.op() {
+                Op::Mul => stack.extend(core.src().iter().map(under_casts_and_views)),
+                Op::CmpNe | Op::CmpLt | Op::CmpEq | Op::Where if !self.reads_memory(&core) => {
+                    return true;
+                }
+                _ => {}
+            }
         }
+        false
     }
 
     /// True when computing `x` reads a buffer (a `Buffer` or a realized node) or draws random
@@ -693,6 +709,12 @@ impl KernelBuilder<'_> {
         let mut stack = vec![x.clone()];
         while let Some(node) = stack.pop() {
             if self.reads.contains_key(&node) {
+                continue;
+            }
+            // A realized operand is a load: its own operands are another kernel's (walking
+            // them from every kernel would be quadratic in a long chain of kernels).
+            if self.ctx.realized.contains_key(&node) {
+                self.reads.insert(node, true);
                 continue;
             }
             let pending: Vec<UOp> = node
@@ -812,7 +834,7 @@ impl KernelBuilder<'_> {
             true => nest.len(),
             false => nest.iter().rposition(|r| used.contains(r)).unwrap_or(0),
         };
-        let size = |r: &&UOp| r.vmax().as_i64() as u64 + 1;
+        let size = |r: &&UOp| (r.vmax().as_i64() + 1).max(0) as u64;
         let ignored: u64 = nest[..depth]
             .iter()
             .filter(|r| !used.contains(r))

@@ -167,10 +167,6 @@ fn operands(node: &UOp) -> Vec<Tensor> {
         .collect()
 }
 
-fn results(node: &UOp) -> usize {
-    tuple_body(node).map_or(0, |b| b.src().len())
-}
-
 /// The tangents of the results of the custom node `node`, given its operands' tangents.
 pub fn jvp_node(node: &UOp, tangents: &[Tangent]) -> UOp {
     let custom = rules_of(node).expect("a custom node");
@@ -186,7 +182,7 @@ pub fn jvp_node(node: &UOp, tangents: &[Tangent]) -> UOp {
         }
         None => jvp_symbolic(&custom.body, &primals, tangents).1,
     };
-    check_count(&custom, "jvp rule", outs.len(), results(node));
+    check_results(&custom, "jvp rule", "result", &outs, &result_types(node));
     UOp::tuple(outs.iter().map(Tensor::uop).collect())
 }
 
@@ -197,19 +193,32 @@ pub fn vjp_node(node: &UOp, cotangents: &[Tensor]) -> Vec<Tensor> {
     let primals = operands(node);
     let shares = match (&custom.vjp, &custom.jvp) {
         (Some((fwd, bwd)), _) => bwd(&fwd(&primals), cotangents),
-        (None, Some(rule)) => transposed_jvp(rule.clone(), &primals, cotangents),
+        (None, Some(rule)) => transposed_jvp(&custom, rule.clone(), node, cotangents),
         (None, None) => vjp(custom.body.clone(), &primals).1.call(cotangents),
     };
-    check_count(&custom, "vjp rule", shares.len(), primals.len());
+    let want: Vec<Type> = primals.iter().map(|p| (p.shape(), p.dtype())).collect();
+    check_results(&custom, "vjp rule", "argument", &shares, &want);
     shares
 }
 
 /// The cotangents of the arguments by transposing a custom jvp rule: its tangents are linear
 /// in the input tangents `t`, so they are the pullback of `t ↦ rule(primals, t)` (taken at
-/// `t = 0`; any point gives the same linear map) applied to `cotangents`.
-fn transposed_jvp(rule: PairRule, primals: &[Tensor], cotangents: &[Tensor]) -> Vec<Tensor> {
-    let at = primals.to_vec();
-    let linear = Func::new(None, move |t: &[Tensor]| rule(&at, t));
+/// `t = 0`; any point gives the same linear map) applied to `cotangents`. The rule's tangents
+/// are checked against the results of `node` before they are transposed.
+fn transposed_jvp(
+    custom: &Custom,
+    rule: PairRule,
+    node: &UOp,
+    cotangents: &[Tensor],
+) -> Vec<Tensor> {
+    let primals = operands(node);
+    let at = primals.clone();
+    let (checked, want) = (custom.clone(), result_types(node));
+    let linear = Func::new(None, move |t: &[Tensor]| {
+        let outs = rule(&at, t);
+        check_results(&checked, "jvp rule", "result", &outs, &want);
+        outs
+    });
     let zeros: Vec<Tensor> = primals.iter().map(Tensor::zeros_like).collect();
     vjp(linear, &zeros).1.call(cotangents)
 }
@@ -235,7 +244,11 @@ pub fn vmap_node(node: &UOp, size: usize, args: Vec<Tensor>, batched: Vec<bool>)
             batched_custom(&custom).into_func().call(&broadcast)
         }
     };
-    check_count(&custom, "vmap rule", outs.len(), results(node));
+    let want: Vec<Type> = result_types(node)
+        .into_iter()
+        .map(|(shape, dtype)| ([vec![size], shape].concat(), dtype))
+        .collect();
+    check_results(&custom, "vmap rule", "result", &outs, &want);
     UOp::tuple(outs.iter().map(Tensor::uop).collect())
 }
 
@@ -244,6 +257,7 @@ pub fn vmap_node(node: &UOp, size: usize, args: Vec<Tensor>, batched: Vec<bool>)
 /// one (outer batch first) and calls `rule` once over both, so nested vmaps all use it.
 fn rebatchable(name: &str, rule: VmapRule, size: usize, batched: Vec<bool>) -> Func {
     let (inner, inner_batched) = (rule.clone(), batched.clone());
+    let name_of_rule = name.to_string();
     let body = Func::new(None, move |a: &[Tensor]| inner(size, a, &inner_batched));
     let merged = move |outer: usize, args: &[Tensor], outer_batched: &[bool]| {
         let flags: Vec<bool> = batched
@@ -257,6 +271,7 @@ fn rebatchable(name: &str, rule: VmapRule, size: usize, batched: Vec<bool>) -> F
             .map(|(a, (&i, &o))| merge_batches(a, outer, size, i, o))
             .collect();
         let outs = rule(outer * size, &flat, &flags);
+        check_leading(&name_of_rule, &outs, outer * size);
         outs.iter().map(|r| split_batch(r, outer, size)).collect()
     };
     Custom::new(name, body).vmap(merged).into_func()
@@ -325,12 +340,52 @@ fn split_pair(rule: PairRule, n: usize) -> Func {
     Func::new(None, move |all: &[Tensor]| rule(&all[..n], &all[n..]))
 }
 
-fn check_count(custom: &Custom, what: &str, got: usize, want: usize) {
-    if got != want {
+/// The shape and dtype of a tensor a rule must give.
+type Type = (Vec<usize>, DType);
+
+/// The shape and dtype of each result of the custom node `node`.
+fn result_types(node: &UOp) -> Vec<Type> {
+    tuple_body(node).map_or_else(Vec::new, |b| {
+        b.src().iter().map(|r| (r.shape_vec(), r.dtype())).collect()
+    })
+}
+
+/// Panics, naming the custom function and its rule `what`, unless the rule gave one tensor
+/// of the shape and dtype in `want` per entry (each the `role` of that index: "result",
+/// "argument").
+fn check_results(custom: &Custom, what: &str, role: &str, got: &[Tensor], want: &[Type]) {
+    let name = &custom.name;
+    if got.len() != want.len() {
         transform_error(&format!(
-            "custom function `{}`: its {what} gave {got} tensors, but {want} were expected",
-            custom.name
+            "custom function `{name}`: its {what} gave {} tensors, but {} were expected",
+            got.len(),
+            want.len()
         ));
+    }
+    for (i, (t, (shape, dtype))) in got.iter().zip(want).enumerate() {
+        if t.shape() != *shape || t.dtype() != *dtype {
+            transform_error(&format!(
+                "custom function `{name}`: its {what} gave {}{:?} for {role} {i}, but \
+                 {dtype}{shape:?} was expected",
+                t.dtype(),
+                t.shape()
+            ));
+        }
+    }
+}
+
+/// Panics, naming the custom function `name`, unless each result of its vmap rule over a
+/// merged batch of `size` has that batch in front.
+fn check_leading(name: &str, outs: &[Tensor], size: usize) {
+    for (i, r) in outs.iter().enumerate() {
+        if r.shape().first() != Some(&size) {
+            transform_error(&format!(
+                "custom function `{name}`: its vmap rule gave {}{:?} for result {i} over a \
+                 batch of {size}, which must lead its shape",
+                r.dtype(),
+                r.shape()
+            ));
+        }
     }
 }
 

@@ -12,8 +12,10 @@
 //! `Sequential`; a `vjp` call whose cotangents are batched while no input is falls back to
 //! `Sequential`, and otherwise broadcasts unbatched cotangents to the batch. Statics are never
 //! batched. The batched call carries one more leading axis (`lead`), so nested vmaps compose.
+//! A batch of no samples makes no call under any method: its results are empty.
 
 use super::{CallInfo, External};
+use crate::tensor::Tensor;
 use crate::transform::func::transform_error;
 use crate::transform::vmap::rules::BatchCtx;
 use crate::uop::{BatchStrategy, Endpoint, UOp};
@@ -33,6 +35,9 @@ pub fn batch_call(node: &UOp, ctx: &BatchCtx) -> UOp {
             info.describe()
         ))
     };
+    if ctx.size() == 0 {
+        return empty_batch(node);
+    }
     match resolve(&ext, &info, &batched, strategy) {
         BatchStrategy::Sequential => sequential(node, &info, ctx),
         method => vectorized(node, &info, &ext, ctx, &batched, method),
@@ -92,6 +97,18 @@ fn sequential(node: &UOp, info: &CallInfo, ctx: &BatchCtx) -> UOp {
         .map(|k| UOp::stack(calls.iter().map(|c| c.get_tuple(k)).collect()))
         .collect();
     UOp::tuple(stacked)
+}
+
+/// The results over a batch of no samples: each empty along the batch axis, and no call
+/// made (the per-sample loop makes none, and a host function need not accept empty arrays).
+fn empty_batch(node: &UOp) -> UOp {
+    let empty = node
+        .s(0)
+        .src()
+        .iter()
+        .map(|r| Tensor::zeros(&[vec![0], r.shape_vec()].concat(), r.dtype()).uop())
+        .collect();
+    UOp::tuple(empty)
 }
 
 /// Element `b` of a batched value (batch axis first).

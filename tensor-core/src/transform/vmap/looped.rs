@@ -5,6 +5,7 @@
 
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, transform_error};
+use crate::transform::trace::{depends_on, placeholder, trace};
 use crate::transform::vmap::axes::normalize_axis;
 use crate::transform::vmap::axes::{InAxes, OutAxes, resolve_in_axes};
 use crate::transform::vmap::move_axis;
@@ -38,6 +39,9 @@ pub(crate) fn vmapped_call_in_loop(
     out_axes: &OutAxes,
 ) -> Vec<Tensor> {
     let (axes, size) = resolve_in_axes(args, in_axes);
+    if size == 0 {
+        return empty_batch_call(f, args, &axes, out_axes);
+    }
     let r = batch_range(size);
     let samples: Vec<Tensor> = args
         .iter()
@@ -61,6 +65,50 @@ pub(crate) fn vmapped_call_in_loop(
         .collect()
 }
 
+/// `f` over a batch of no samples. No loop is built (a range of no iterations has no value
+/// for a window to slide to): `f` is traced on placeholders of one sample for the shapes and
+/// dtypes of its results, and each result is empty along its batch axis.
+fn empty_batch_call(
+    f: &Func,
+    args: &[Tensor],
+    axes: &[Option<usize>],
+    out_axes: &OutAxes,
+) -> Vec<Tensor> {
+    let mut samples = Vec::new();
+    for (arg, axis) in args.iter().zip(axes) {
+        samples.push(match axis {
+            Some(axis) => {
+                let mut shape = arg.shape();
+                shape.remove(*axis);
+                placeholder(&shape, arg.dtype(), arg.device())
+            }
+            None => arg.uop(),
+        });
+    }
+    let traced = trace(f, samples.clone());
+    let mapped: Vec<UOp> = samples
+        .into_iter()
+        .zip(axes)
+        .filter_map(|(s, axis)| axis.map(|_| s))
+        .collect();
+    let out_axes = out_axes.per_result(traced.outputs.len());
+    traced
+        .outputs
+        .iter()
+        .zip(out_axes)
+        .enumerate()
+        .map(|(i, (out, axis))| match axis {
+            Some(axis) => {
+                let shape = [vec![0], out.shape_vec()].concat();
+                let empty = Tensor::zeros(&shape, out.dtype()).uop();
+                Tensor::from_uop(batch_axis_to(&empty, axis, i))
+            }
+            None if depends_on(out, &mapped) => unbatched_error(i),
+            None => Tensor::from_uop(out.clone()),
+        })
+        .collect()
+}
+
 /// Result `index`, batched along axis 0, with its batch axis moved to `out_axes` entry `axis`.
 pub(crate) fn batch_axis_to(batched: &UOp, axis: isize, index: usize) -> UOp {
     let ndim = batched.ndim();
@@ -79,11 +127,15 @@ fn unbatched_result(result: &Tensor, r: &UOp, index: usize) -> Tensor {
         .get(&result.uop())
         .is_some_and(|ranges| ranges.contains(r));
     if varies {
-        transform_error(&format!(
-            "vmap: out_axes is None for result {index}, but that result depends on the mapped arguments"
-        ));
+        unbatched_error(index);
     }
     result.clone()
+}
+
+fn unbatched_error(index: usize) -> ! {
+    transform_error(&format!(
+        "vmap: out_axes is None for result {index}, but that result depends on the mapped arguments"
+    ))
 }
 
 /// An external call whose operands vary with the batch loop cannot run on the host once per
