@@ -468,3 +468,84 @@ fn a_compiler_out_of_space_in_tmpdir_builds_in_the_cache_directory() {
     assert!(message.contains(&tmp.display().to_string()), "{message}");
     assert!(message.contains("TMPDIR"), "{message}");
 }
+
+/// A shared object that, once loaded, creates the file `$PLANTED_MARKER`: what another user
+/// could plant as `libnvrtc.so.12`.
+fn planted_library(path: &Path) {
+    let source = path.with_extension("c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\n#include <stdlib.h>\n\
+         __attribute__((constructor)) static void planted(void) {\n\
+           const char* marker = getenv(\"PLANTED_MARKER\");\n\
+           FILE* f = marker ? fopen(marker, \"w\") : NULL;\n\
+           if (f) fclose(f);\n\
+         }\n",
+    )
+    .unwrap();
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(path)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success());
+}
+
+#[test]
+fn cuda_tools_planted_around_the_working_directory_are_never_loaded() {
+    if is_child() {
+        let loaded = tensor_runtime::cuda::nvrtc::nvrtc_available();
+        println!(
+            "NVRTC {}",
+            loaded.map_or_else(|e| e.to_string(), |()| "ok".into())
+        );
+        println!("PTXAS {:?}", tensor_runtime::cuda::nvrtc::ptxas_path());
+        return;
+    }
+    let dir = TempDir::new("planted-cuda");
+    let site = dir
+        .path()
+        .join(".cuda-venv/lib/python3.12/site-packages/nvidia");
+    let lib_dir = site.join("cuda_nvrtc/lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    let planted = lib_dir.join("libnvrtc.so.12");
+    planted_library(&planted);
+    std::fs::create_dir_all(site.join("cuda_nvcc")).unwrap();
+    fake_compiler(&site.join("cuda_nvcc"), "ptxas", "exit 0");
+    let working_dir = dir.path().join("project/src");
+    std::fs::create_dir_all(&working_dir).unwrap();
+    let marker = dir.path().join("planted-code-ran");
+
+    let run = |explicit: Option<&Path>| {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args([
+                "cuda_tools_planted_around_the_working_directory_are_never_loaded",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .current_dir(&working_dir)
+            .env(CHILD, "1")
+            .env("PLANTED_MARKER", &marker)
+            .env_remove("TENSOR_PTXAS")
+            .env_remove("TENSOR_NVRTC")
+            .env_remove("LD_LIBRARY_PATH");
+        if let Some(path) = explicit {
+            command.env("TENSOR_NVRTC", path);
+        }
+        let output = command.output().unwrap();
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert!(output.status.success(), "child failed\n{stdout}\n{stderr}");
+        stdout
+    };
+    let stdout = run(None);
+    assert!(!marker.exists(), "the planted library ran: {stdout}");
+    let ptxas = stdout.lines().find(|l| l.starts_with("PTXAS ")).unwrap_or("");
+    assert!(ptxas.starts_with("PTXAS ") && !ptxas.contains(".cuda-venv"), "{stdout}");
+
+    // Named explicitly, the same file is the user's choice and is loaded.
+    let stdout = run(Some(&planted));
+    assert!(marker.exists(), "TENSOR_NVRTC was not loaded: {stdout}");
+}

@@ -5,15 +5,19 @@
 //! - `CC`: the C compiler (default `cc`; may carry arguments, e.g. `ccache gcc`);
 //! - `TENSOR_CACHE_DIR`: where compiled kernels are kept across processes (default
 //!   `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`); entries go in its `cpu/` folder;
-//! - `THREADS`: how many cores a kernel is split across (default: all available);
+//! - `THREADS`: how many cores a kernel is split across (default: all available; more than
+//!   that is lowered to it, with a warning);
 //! - `TENSOR_COMPILE_TIMEOUT`: seconds one compiler run may take before it is killed
 //!   (default 120);
 //! - `TENSOR_PROGRAM_CACHE_SIZE`: how many loaded kernel libraries a device keeps in memory
 //!   (default 1024; the least recently used is dropped beyond that);
 //! - `TENSOR_CACHE_MAX_BYTES`: how many bytes of entries the disk cache may hold (default
 //!   512 MiB; the least recently used entries are deleted beyond that);
-//! - `TMPDIR`: where private build directories are made; if it cannot be written, a `scratch`
-//!   folder in the cache directory is used.
+//! - `TMPDIR`: where private build directories are made; if none can be made there, or a
+//!   build fails there for lack of space (full, over quota, read-only), a `scratch` folder in
+//!   the cache directory is used.
+//!
+//! A malformed value of any of these is an error naming the variable.
 //!
 //! Requesting a program looks in memory (programs loaded by this device), then on disk (a
 //! checked cache entry, copied to a private file and loaded), and only then runs the compiler.
