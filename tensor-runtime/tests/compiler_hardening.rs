@@ -542,10 +542,31 @@ fn cuda_tools_planted_around_the_working_directory_are_never_loaded() {
     };
     let stdout = run(None);
     assert!(!marker.exists(), "the planted library ran: {stdout}");
-    let ptxas = stdout.lines().find(|l| l.starts_with("PTXAS ")).unwrap_or("");
-    assert!(ptxas.starts_with("PTXAS ") && !ptxas.contains(".cuda-venv"), "{stdout}");
+    let ptxas = stdout
+        .lines()
+        .find(|l| l.starts_with("PTXAS "))
+        .unwrap_or("");
+    assert!(
+        ptxas.starts_with("PTXAS ") && !ptxas.contains(".cuda-venv"),
+        "{stdout}"
+    );
 
     // Named explicitly, the same file is the user's choice and is loaded.
     let stdout = run(Some(&planted));
     assert!(marker.exists(), "TENSOR_NVRTC was not loaded: {stdout}");
+}
+
+#[test]
+fn broadcasting_to_size_one_is_refused_in_plain_words() {
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]);
+    let message = x.try_expand(&[1usize]).unwrap_err().to_string();
+    assert_eq!(
+        message,
+        "expand: cannot expand shape [3] to [1]: axis 0 has size 3, which is not 1"
+    );
+    let message = x.try_expand(&[2usize]).unwrap_err().to_string();
+    assert!(
+        message.ends_with("axis 0 has size 3, which is neither 1 nor 2"),
+        "{message}"
+    );
 }

@@ -467,8 +467,13 @@ fn expand_shape(op: &str, from: &[usize], dims: &[isize]) -> Result<Shape, Strin
                 ));
             }
             (d, Some(o)) if o != 1 && o != d as usize => {
+                let allowed = if d == 1 {
+                    "which is not 1".to_string()
+                } else {
+                    format!("which is neither 1 nor {d}")
+                };
                 return Err(format!(
-                    "{op}: cannot {verb} shape {from:?} to {dims:?}: axis {} has size {o}, which is neither 1 nor {d}",
+                    "{op}: cannot {verb} shape {from:?} to {dims:?}: axis {} has size {o}, {allowed}",
                     i - offset
                 ));
             }

@@ -12,6 +12,10 @@
 //! (the group's id) cannot be reused by an unrelated process before the group is killed;
 //! only then is it reaped. Output is read by the calling thread from non-blocking pipes,
 //! woken by `poll`, so a run leaves no thread and no descriptor behind, however it ends.
+//!
+//! The price of a group of its own: a terminal's Ctrl-C, sent to the foreground group, does
+//! not reach the compiler. If the process is interrupted mid-compile, the compiler finishes
+//! (or fails) on its own, writing only into the build directory.
 
 use std::fs::File;
 use std::io::{self, Read};
