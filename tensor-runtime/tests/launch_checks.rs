@@ -15,10 +15,10 @@ use tensor_core::codegen::CodegenOptions;
 use tensor_core::render::Kernel;
 use tensor_core::schedule::create_schedule;
 use tensor_core::schedule::realize::as_contiguous_buffer;
-use tensor_core::{Arg, DType, Tensor};
+use tensor_core::{Arg, DType, Element, Scalar, Tensor};
 use tensor_runtime::emulated::EmulatedGpu;
 use tensor_runtime::realize::device_buffer;
-use tensor_runtime::{CpuDevice, Device, RuntimeError};
+use tensor_runtime::{CpuDevice, Device, Realize, RuntimeError};
 
 /// The kernel `device` generates for `x * 2 + y` over `n` f32 elements: slot 0 the output,
 /// slots 1 and 2 the inputs.
@@ -246,4 +246,53 @@ fn the_emulated_gpu_checks_its_launches_the_same_way() {
         gpu.copy_out_elements::<f32>(&out, DType::F32).unwrap(),
         want
     );
+}
+
+/// An element type of this test's own: one byte in memory, claiming the 8-byte `f64` dtype.
+#[derive(Clone, Copy, Debug)]
+struct OneByte(u8);
+
+impl Element for OneByte {
+    const DTYPE: DType = DType::F64;
+    fn to_scalar(self) -> Scalar {
+        Scalar::Float(f64::from(self.0))
+    }
+    fn from_scalar(s: Scalar) -> Self {
+        OneByte(s.as_f64() as u8)
+    }
+}
+
+/// No bytes at all in memory, claiming `f32`: every value is 7.
+#[derive(Clone, Copy, Debug)]
+struct Sevens;
+
+impl Element for Sevens {
+    const DTYPE: DType = DType::F32;
+    fn to_scalar(self) -> Scalar {
+        Scalar::Float(7.0)
+    }
+    fn from_scalar(_: Scalar) -> Self {
+        Sevens
+    }
+}
+
+#[test]
+fn a_vector_of_an_element_type_defined_elsewhere_is_copied_in_not_read_in_place() {
+    // Read in place, a kernel would take 8 bytes per one-byte element (and any bytes at all
+    // behind a vector of zero-sized values): past the end of the vector's memory.
+    let n = 1000;
+    let bytes = Tensor::from_vec((0..n).map(|i| OneByte(i as u8)).collect(), &[n]);
+    let got: Vec<f64> = (&bytes * 2.0).to_vec().unwrap();
+    let want: Vec<f64> = (0..n).map(|i| f64::from(i as u8) * 2.0).collect();
+    assert_eq!(got, want);
+    let sevens = Tensor::from_vec(vec![Sevens; n], &[n]);
+    let got: Vec<f32> = (&sevens + 1.0).to_vec().unwrap();
+    assert_eq!(got, vec![8.0; n]);
+    // The primitive types still are read in place.
+    let device = cpu();
+    let floats = Tensor::from_vec(vec![1.0f32; 4], &[4]);
+    let Arg::Buffer(arg) = as_contiguous_buffer(&floats.uop()).unwrap().arg().clone() else {
+        panic!("a fresh tensor is a buffer");
+    };
+    assert!(device.is_read_only(&device_buffer(&device, &arg).unwrap()));
 }

@@ -47,7 +47,15 @@ impl fmt::Display for Device {
 
 /// The contents a buffer was made from, held on the host: encoded bytes, or the caller's own
 /// vector of elements (kept as it is, so making a tensor from it copies nothing).
-pub trait HostData: Send + Sync {
+///
+/// # Safety
+///
+/// A runtime hands [`HostData::as_ptr`] to compiled kernels, which read memory through it
+/// unchecked. Where [`HostData::native_layout`] is true, `as_ptr` must point at `len()`
+/// initialised elements of `dtype()` in the machine's layout, aligned for that dtype, that
+/// stay valid, and unchanged, for as long as the value lives; `len() * dtype().size_bytes()`
+/// must not overflow. [`HostData::to_bytes`] must hold exactly `len()` encoded elements.
+pub unsafe trait HostData: Send + Sync {
     /// The element type of the contents.
     fn dtype(&self) -> DType;
 
@@ -80,7 +88,9 @@ struct HostBytes {
     dtype: DType,
 }
 
-impl HostData for HostBytes {
+// SAFETY: `native_layout` is false, so nothing reads through `as_ptr`; `len` counts the
+// whole elements the bytes hold.
+unsafe impl HostData for HostBytes {
     fn dtype(&self) -> DType {
         self.dtype
     }
@@ -107,7 +117,11 @@ impl HostData for HostBytes {
     }
 }
 
-impl<T: Element> HostData for Vec<T> {
+// SAFETY: `native_layout` is true only for the primitive element types, whose Rust layout is
+// the dtype's (size, alignment, every bit pattern initialised); a vector's buffer holds `len`
+// of them, lives as long as the vector, and cannot change while it is shared behind the
+// `Arc` a buffer holds it in.
+unsafe impl<T: Element> HostData for Vec<T> {
     fn dtype(&self) -> DType {
         T::DTYPE
     }
@@ -128,9 +142,31 @@ impl<T: Element> HostData for Vec<T> {
         self.as_slice().as_ptr().cast()
     }
 
+    /// True for the library's own element types; an `Element` implemented elsewhere may have
+    /// any size, alignment or padding, so its values are copied in (encoded) instead.
     fn native_layout(&self) -> bool {
-        true
+        is_primitive_element::<T>()
     }
+}
+
+/// True when `T` is one of the primitive types `Element` is implemented for here, each laid
+/// out in memory exactly as its dtype is in a kernel.
+fn is_primitive_element<T: Element>() -> bool {
+    use std::any::TypeId;
+    let primitives = [
+        TypeId::of::<f32>(),
+        TypeId::of::<f64>(),
+        TypeId::of::<i8>(),
+        TypeId::of::<i16>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<bool>(),
+    ];
+    primitives.contains(&TypeId::of::<T>()) && std::mem::size_of::<T>() == T::DTYPE.size_bytes()
 }
 
 /// A runtime's allocation of a buffer's memory, as the node's storage holds it: the runtime

@@ -132,7 +132,7 @@ impl CpuBuffer {
         if !data.native_layout() {
             return None;
         }
-        let len = data.len() * data.dtype().size_bytes();
+        let len = data.len().checked_mul(data.dtype().size_bytes())?;
         Some(CpuBuffer {
             memory: Memory::Host(data),
             len,
