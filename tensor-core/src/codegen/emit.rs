@@ -25,21 +25,31 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// The value of `u`, after the statements that compute it (each node once).
+    /// The value of `u`, after the statements that compute it (each node once, operands
+    /// first, in the order of a depth-first walk with an explicit stack: a chain of any
+    /// length).
     pub fn value(&mut self, u: &UOp) -> Value {
         if let Some(v) = self.values.get(u) {
             return v.clone();
         }
-        let v = match u.op() {
+        let pending = u.toposort_along(value_operands, |n| !self.values.contains_key(n));
+        for node in pending {
+            let v = self.own_value(&node);
+            self.values.insert(node, v);
+        }
+        self.values[u].clone()
+    }
+
+    /// The value of `u` from its operands' values (known already).
+    fn own_value(&mut self, u: &UOp) -> Value {
+        match u.op() {
             Op::Const => Value::Const(u.clone()),
             Op::Range => Value::Range(u.clone()),
-            op => {
-                let sources: &[UOp] = if op == Op::Load {
-                    &u.s(0).src()[1..]
-                } else {
-                    u.src()
-                };
-                let operands = sources.iter().map(|s| self.value(s)).collect();
+            _ => {
+                let operands = value_operands(u)
+                    .iter()
+                    .map(|s| self.values[s].clone())
+                    .collect();
                 let temp = self.fresh.temp();
                 self.lines.push(Line::Assign {
                     temp,
@@ -48,9 +58,17 @@ impl<'a> Emitter<'a> {
                 });
                 Value::Temp(temp)
             }
-        };
-        self.values.insert(u.clone(), v.clone());
-        v
+        }
+    }
+}
+
+/// The nodes whose values `u`'s statement reads: a `Load` reads its address's index and
+/// gate (not the buffer), constants and ranges read nothing.
+fn value_operands(u: &UOp) -> &[UOp] {
+    match u.op() {
+        Op::Const | Op::Range => &[],
+        Op::Load => &u.s(0).src()[1..],
+        _ => u.src(),
     }
 }
 

@@ -81,6 +81,7 @@ pub mod placeholders;
 pub mod realize;
 pub mod simplify;
 pub mod split_reduce;
+pub(crate) mod stack;
 
 #[cfg(test)]
 mod differential;
@@ -144,24 +145,11 @@ pub(crate) fn create_schedule_unsplit(outputs: &[UOp]) -> Schedule {
     with_deep_stack(|| schedule_graph(outputs, false))
 }
 
-/// Stack for the lowering, which recurses once per op along a path of the graph: enough for
-/// chains of hundreds of thousands of ops (only the pages used are committed).
-const LOWERING_STACK_BYTES: usize = 512 << 20;
-
-/// Runs `f` on a helper thread with a large stack, re-raising its panic (with its message)
-/// on the caller's thread.
+/// Runs `f` (which may recurse once per op of the graph: the lowering) on a helper thread
+/// with a stack segment of its own, which [`stack::grow`] extends as the recursion needs,
+/// re-raising its panic (with its message) on the caller's thread.
 pub(crate) fn with_deep_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("schedule".into())
-            .stack_size(LOWERING_STACK_BYTES)
-            .spawn_scoped(scope, f)
-            .expect("schedule: could not start the lowering thread");
-        match worker.join() {
-            Ok(r) => r,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
+    stack::on_new_segment(f)
 }
 
 fn schedule_graph(outputs: &[UOp], split_reduces: bool) -> Schedule {
@@ -242,34 +230,32 @@ fn build_reachable(ctx: &mut IndexingContext, roots: &[UOp]) -> HashMap<UOp, Sch
 }
 
 /// The kernels in dependency order: a depth-first walk from the roots, emitting each kernel
-/// after the kernels that fill the buffers it reads.
+/// after the kernels that fill the buffers it reads (an explicit stack: a chain of kernels
+/// may be as long as the graph).
 fn producers_first(
     ctx: &IndexingContext,
     kernels: &HashMap<UOp, ScheduleItem>,
     roots: &[UOp],
 ) -> Vec<ScheduleItem> {
-    fn visit(
-        node: &UOp,
-        ctx: &IndexingContext,
-        kernels: &HashMap<UOp, ScheduleItem>,
-        seen: &mut HashSet<UOp>,
-        order: &mut Vec<ScheduleItem>,
-    ) {
-        if !seen.insert(node.clone()) {
-            return;
-        }
-        let item = &kernels[node];
-        for buffer in &item.buffers[1..] {
-            if let Some(producer) = ctx.producer.get(buffer) {
-                visit(producer, ctx, kernels, seen, order);
-            }
-        }
-        order.push(item.clone());
-    }
     let mut seen = HashSet::new();
     let mut order = Vec::new();
-    for root in roots {
-        visit(root, ctx, kernels, &mut seen, &mut order);
+    let mut stack: Vec<(UOp, bool)> = roots.iter().rev().map(|r| (r.clone(), false)).collect();
+    while let Some((node, producers_done)) = stack.pop() {
+        if producers_done {
+            order.push(kernels[&node].clone());
+            continue;
+        }
+        if !seen.insert(node.clone()) {
+            continue;
+        }
+        stack.push((node.clone(), true));
+        for buffer in kernels[&node].buffers[1..].iter().rev() {
+            if let Some(producer) = ctx.producer.get(buffer)
+                && !seen.contains(producer)
+            {
+                stack.push((producer.clone(), false));
+            }
+        }
     }
     order
 }

@@ -32,11 +32,11 @@ pub fn is_forced(u: &UOp) -> bool {
 /// The underlying `Buffer` when `u` is a buffer seen through reshapes only: a value that is
 /// already realized in row-major order and needs no kernel.
 pub fn as_contiguous_buffer(u: &UOp) -> Option<UOp> {
-    match u.op() {
-        Op::Buffer => Some(u.clone()),
-        Op::Reshape => as_contiguous_buffer(u.s(0)),
-        _ => None,
+    let mut u = u;
+    while u.op() == Op::Reshape {
+        u = u.s(0);
     }
+    (u.op() == Op::Buffer).then(|| u.clone())
 }
 
 /// The scalar ops one lane of `op` runs once lowered: 1, except the transcendentals that
@@ -66,41 +66,53 @@ pub struct CostModel {
 
 impl CostModel {
     /// The inline cost of `u`, where `is_realized` says which nodes are loaded from a buffer.
+    ///
+    /// Nodes below `u` not costed yet are costed first, operands before users (a walk with
+    /// an explicit stack: a chain of any length).
     pub fn cost(&mut self, u: &UOp, is_realized: &dyn Fn(&UOp) -> bool) -> u64 {
         if let Some(&c) = self.memo.get(u) {
             return c;
         }
-        let c = if is_realized(u) {
-            1
-        } else {
-            match (u.op(), u.arg()) {
-                (Op::Buffer | Op::BufferView | Op::Const | Op::Vconst, _) => 1,
-                (Op::Reduce, Arg::Reduce(_, axes)) => {
-                    let shape = u.s(0).shape().unwrap_or(&[]);
-                    let over_ranges = u.src()[1..].iter().map(|r| r.vmax().as_i64() as u64 + 1);
-                    let n: u64 = axes
-                        .iter()
-                        .map(|&a| shape.get(a).copied().unwrap_or(1) as u64)
-                        .chain(over_ranges)
-                        .product();
-                    n.saturating_mul(self.cost(u.s(0), is_realized))
-                        .saturating_add(1)
-                }
-                (op, _) if op.is_movement() => data_sources(u)
+        let pending = u.toposort_along(
+            |n| match is_realized(n) {
+                true => &[],
+                false => data_sources(n),
+            },
+            |n| !self.memo.contains_key(n),
+        );
+        for node in pending {
+            let c = self.own_cost(&node, is_realized);
+            self.memo.insert(node, c);
+        }
+        self.memo[u]
+    }
+
+    /// The cost of `u` from the costs of its operands (memoized already).
+    fn own_cost(&self, u: &UOp, is_realized: &dyn Fn(&UOp) -> bool) -> u64 {
+        if is_realized(u) {
+            return 1;
+        }
+        let of = |s: &UOp| self.memo[s];
+        match (u.op(), u.arg()) {
+            (Op::Buffer | Op::BufferView | Op::Const | Op::Vconst, _) => 1,
+            (Op::Reduce, Arg::Reduce(_, axes)) => {
+                let shape = u.s(0).shape().unwrap_or(&[]);
+                let over_ranges = u.src()[1..].iter().map(|r| r.vmax().as_i64() as u64 + 1);
+                let n: u64 = axes
                     .iter()
-                    .map(|s| self.cost(s, is_realized))
-                    .fold(0, u64::saturating_add),
-                (op, _) => {
-                    let own = self.op_cost(op);
-                    data_sources(u)
-                        .iter()
-                        .map(|s| self.cost(s, is_realized))
-                        .fold(own, u64::saturating_add)
-                }
+                    .map(|&a| shape.get(a).copied().unwrap_or(1) as u64)
+                    .chain(over_ranges)
+                    .product();
+                n.saturating_mul(of(u.s(0))).saturating_add(1)
             }
-        };
-        self.memo.insert(u.clone(), c);
-        c
+            (op, _) if op.is_movement() => {
+                data_sources(u).iter().map(of).fold(0, u64::saturating_add)
+            }
+            (op, _) => data_sources(u)
+                .iter()
+                .map(of)
+                .fold(self.op_cost(op), u64::saturating_add),
+        }
     }
 }
 

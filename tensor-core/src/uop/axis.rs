@@ -1,35 +1,58 @@
 //! The derived `axis`: which axis of a value is split across the devices of a multi-device
 //! tuple (tinyspec "Derived Properties"). `None` means the value is not sharded.
 
+use super::fast_hash::FastMap;
 use super::{Arg, Device, Op, UOp};
 use crate::uop::shape::operand_values;
 
-/// The sharded axis of `u`, following tinyspec's rules.
+/// The sharded axis of `u`, following tinyspec's rules: derived for every node below `u` it
+/// depends on, operands first (a walk with an explicit stack, not a recursion per op).
 pub fn derive(u: &UOp) -> Option<usize> {
+    let mut axes: FastMap<UOp, Option<usize>> = FastMap::default();
+    for node in u.toposort_along(inherited_from, |_| true) {
+        let axis = own_axis(&node, |s| axes.get(s).copied().flatten());
+        axes.insert(node, axis);
+    }
+    axes.get(u).copied().flatten()
+}
+
+/// The operands whose axes `u`'s axis is derived from.
+fn inherited_from(u: &UOp) -> &[UOp] {
+    match (u.op(), u.arg()) {
+        (Op::Buffer | Op::Copy, _) => &[],
+        (Op::Reshape | Op::Permute, _)
+        | (Op::Reduce, Arg::Reduce(..))
+        | (Op::Replicated, Arg::Axes(_)) => u.src().get(..1).unwrap_or_default(),
+        (op, _) if op.is_elementwise() || op.is_movement() || op.is_marker() => u.src(),
+        _ => &[],
+    }
+}
+
+/// The sharded axis of `u` given the axes of its operands (`of`).
+fn own_axis(u: &UOp, of: impl Fn(&UOp) -> Option<usize>) -> Option<usize> {
     match (u.op(), u.arg()) {
         (Op::Buffer, Arg::Buffer(b)) => matches!(b.device, Device::Multi(_)).then_some(0),
         (Op::Copy, Arg::Device(Device::Multi(_))) => Some(0),
         (Op::Copy, _) => None,
-        (Op::Reshape, _) => reshaped_axis(u),
+        (Op::Reshape, _) => reshaped_axis(u, of(u.s(0))?),
         (Op::Permute, Arg::Permutation(p)) => {
-            let from = u.s(0).axis()?;
+            let from = of(u.s(0))?;
             p.iter().position(|&a| a == from)
         }
         (Op::Reduce, Arg::Reduce(_, axes)) | (Op::Replicated, Arg::Axes(axes)) => {
-            let from = u.s(0).axis()?;
+            let from = of(u.s(0))?;
             (!axes.contains(&from)).then_some(from)
         }
         (op, _) if op.is_elementwise() || op.is_movement() || op.is_marker() => {
-            u.src().iter().find_map(|s| s.axis())
+            u.src().iter().find_map(of)
         }
         _ => None,
     }
 }
 
-/// Where the sharded axis of a reshape's operand lands: the output axis that starts at the
-/// same element stride, so the shard boundary is preserved; `None` if no axis does.
-fn reshaped_axis(u: &UOp) -> Option<usize> {
-    let from = u.s(0).axis()?;
+/// Where the sharded axis `from` of a reshape's operand lands: the output axis that starts
+/// at the same element stride, so the shard boundary is preserved; `None` if no axis does.
+fn reshaped_axis(u: &UOp, from: usize) -> Option<usize> {
     let before = u.s(0).shape()?;
     let after = operand_values(u.s(1))?;
     let outer_before: usize = before[..from].iter().product();

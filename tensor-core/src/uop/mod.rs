@@ -368,7 +368,29 @@ impl UOp {
     /// The derived shape: `None` for nodes without one (void ops, tuples) or malformed nodes
     /// (`spec::check` says why).
     pub fn shape(&self) -> Option<&[usize]> {
+        if let Some(shape) = self.0.shape.get() {
+            return shape.as_deref();
+        }
+        self.derive_operands_first(
+            |u| u.0.shape.get().is_some(),
+            |u| {
+                u.shape();
+            },
+        );
         self.0.shape.get_or_init(|| shape::derive(self)).as_deref()
+    }
+
+    /// Derives a lazy property (`shape`, `min_max`) of every node below this one that lacks it
+    /// (`known`), operands before users, so that deriving a node looks only at operands whose
+    /// property is known: a chain of any length is derived without recursing once per link.
+    fn derive_operands_first(&self, known: impl Fn(&UOp) -> bool, derive: impl Fn(&UOp)) {
+        if self.src().iter().all(&known) {
+            return;
+        }
+        let pending = self.toposort_where(|u| !known(u));
+        for node in &pending[..pending.len() - 1] {
+            derive(node);
+        }
     }
 
     /// The derived shape, panicking with the op if there is none.
@@ -395,15 +417,31 @@ impl UOp {
     }
 
     /// The derived device: `None` for constants and index arithmetic.
+    ///
+    /// The first device met by a depth-first walk that follows operands in order (a
+    /// function's or call's arguments, not its body), with an explicit stack.
     pub fn device(&self) -> Option<Device> {
-        match (self.op(), self.arg()) {
-            (Op::Buffer, Arg::Buffer(b)) => Some(b.device.clone()),
-            (Op::Param, Arg::Param { device, .. }) => device.clone(),
-            (Op::Copy, Arg::Device(d)) => Some(d.clone()),
-            (Op::Const | Op::Vconst | Op::Range | Op::DefineVar, _) => None,
-            (Op::Function | Op::Call, _) => self.src().get(1).and_then(|s| s.device()),
-            _ => self.src().iter().find_map(|s| s.device()),
+        let mut stack = vec![self.clone()];
+        let mut seen = FastSet::default();
+        while let Some(node) = stack.pop() {
+            // A node met before has no device (else the walk would have stopped there).
+            if !seen.insert(node.id()) {
+                continue;
+            }
+            let operands = match (node.op(), node.arg()) {
+                (Op::Buffer, Arg::Buffer(b)) => return Some(b.device.clone()),
+                (Op::Param, Arg::Param { device, .. }) => match device {
+                    Some(d) => return Some(d.clone()),
+                    None => continue,
+                },
+                (Op::Copy, Arg::Device(d)) => return Some(d.clone()),
+                (Op::Const | Op::Vconst | Op::Range | Op::DefineVar, _) => continue,
+                (Op::Function | Op::Call, _) => node.src().get(1..2).unwrap_or_default(),
+                _ => node.src(),
+            };
+            stack.extend(operands.iter().rev().cloned());
         }
+        None
     }
 
     /// The derived sharded axis: which axis is split across a multi-device tuple, if any.
@@ -413,6 +451,15 @@ impl UOp {
 
     /// The derived bounds `[min, max]` of the value (tinyspec "min_max").
     pub fn min_max(&self) -> (Scalar, Scalar) {
+        if let Some(bounds) = self.0.min_max.get() {
+            return *bounds;
+        }
+        self.derive_operands_first(
+            |u| u.0.min_max.get().is_some(),
+            |u| {
+                u.min_max();
+            },
+        );
         *self.0.min_max.get_or_init(|| minmax::derive(self))
     }
     /// The smallest value the node can take.
