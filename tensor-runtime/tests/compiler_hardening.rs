@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{FIND_OUTPUT_PATH, TempDir, add_kernel, fake_compiler};
+use common::{FIND_OUTPUT_PATH, TempDir, add_kernel, fake_compiler, split_kernel};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -329,6 +329,35 @@ fn threads_beyond_the_cores_are_bounded_by_them_with_a_warning() {
     }
     let device = CpuDevice::from_env().expect("a bounded thread count is no error");
     println!("THREADS {}", device.default_threads());
+
+    // Configured explicitly, a kernel may be split into more parts than there are cores;
+    // they run in turns on at most one worker per core.
+    let parts = 5000;
+    let tasks = || std::fs::read_dir("/proc/self/task").unwrap().count();
+    let before = tasks();
+    let device = CpuDevice::with_config(CpuConfig {
+        threads: parts,
+        ..CpuConfig::default()
+    });
+    let (rows, cols) = (8, 3);
+    let program = device
+        .compile(&split_kernel(rows, cols, parts), "scale_rows_entry")
+        .unwrap();
+    let out = device.allocate(rows * cols * 4).unwrap();
+    let owner = device.allocate(rows * 4).unwrap();
+    let x = device.allocate(rows * cols * 4).unwrap();
+    device
+        .copy_in_elements(&x, &vec![1.0f32; rows * cols])
+        .unwrap();
+    // SAFETY: `split_kernel` indexes `rows * cols` floats of `out` and `x` and `rows` ints of
+    // `owner`, the sizes allocated, and is written for `parts` parts.
+    unsafe { device.launch_unchecked(&program, &[&out, &owner, &x], parts) }.unwrap();
+    let values: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
+    let expected: Vec<f32> = (0..rows * cols).map(|i| 2.0 + (i / cols) as f32).collect();
+    assert_eq!(values, expected);
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let started = tasks() - before;
+    assert!(started < cores, "{started} workers for {cores} cores");
 }
 
 #[test]

@@ -78,7 +78,8 @@ pub struct CpuConfig {
     /// folder); `None` keeps compiled kernels in memory only.
     pub cache_dir: Option<PathBuf>,
     /// The default number of threads a kernel is split across (0 counts as 1); the device
-    /// keeps one fewer worker thread, since the launching thread does a share of the work.
+    /// keeps one fewer worker thread, since the launching thread does a share of the work,
+    /// and no more workers than the process has cores.
     pub threads: usize,
     /// How long one compiler run may take before it is killed.
     pub compile_timeout: Duration,
@@ -232,7 +233,9 @@ impl CpuDevice {
                 stats: CompileStats::default(),
                 live: Arc::new(LiveBuffers::default()),
                 recycler: Arc::new(Recycler::new(RECYCLED_BYTES_LIMIT)),
-                pool: WorkerPool::new(config.threads.max(1) - 1),
+                // A kernel split into more parts than there are cores runs them in turns:
+                // workers beyond the cores would only wait.
+                pool: WorkerPool::new(config.threads.clamp(1, available_cores()) - 1),
             }),
         }
     }
