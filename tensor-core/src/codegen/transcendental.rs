@@ -24,6 +24,7 @@
 //! - `erfc`: `1 - ` the series below `|x| = 1/2`; above it the same fit with `a²` split exactly
 //!   into `hi + lo` (a fused multiply-add) and `e^(-hi)`, `e^(P - lo)` reduced in steps of
 //!   `ln 2`, so that tiny results keep their relative accuracy.
+//! - `pow`: `exp2(b * log2|a|)` with C99 Annex F's special rows (`pow.rs`).
 //!
 //! The rules run in `codegen::lower` before expansion, on the kernel AST; the interpreter keeps
 //! the exact `f64` functions (`uop::alu`), the oracle these are tested against.
@@ -44,8 +45,8 @@ use std::sync::OnceLock;
 /// Payne–Hanek. `k = round(x * 2/pi)` stays below `2^13` here.
 pub const CODY_WAITE_LIMIT: f32 = 12000.0;
 
-/// `ast` with every `f32`, `f16` and `bf16` `Exp2`, `Log2`, `Sin`, `Cos`, `Erf` and `Erfc`
-/// decomposed.
+/// `ast` with every `f32`, `f16` and `bf16` `Exp2`, `Log2`, `Sin`, `Cos`, `Erf`, `Erfc` and
+/// `Pow` decomposed.
 pub fn decompose_transcendentals(ast: &UOp) -> UOp {
     graph_rewrite(ast, rules(), &mut ())
 }
@@ -66,6 +67,7 @@ fn rules() -> &'static PatternMatcher<()> {
             })
             .rule(rule(Op::Erf), |m, _| Some(in_f32(m.root(), erf)))
             .rule(rule(Op::Erfc), |m, _| Some(in_f32(m.root(), erfc)))
+            .rule(rule(Op::Pow), |m, _| Some(pow_in_f32(m.root())))
     })
 }
 
@@ -76,6 +78,15 @@ fn in_f32(node: &UOp, f: impl Fn(&UOp) -> UOp) -> UOp {
         return f(x);
     }
     f(&x.cast(DType::F32)).cast(node.dtype())
+}
+
+/// `a ** b` of the operands of the `Pow` node `node`, computed in `f32` (see [`pow`]).
+fn pow_in_f32(node: &UOp) -> UOp {
+    let (a, b) = (node.s(0), node.s(1));
+    if node.dtype() == DType::F32 {
+        return pow::pow(a, b);
+    }
+    pow::pow(&a.cast(DType::F32), &b.cast(DType::F32)).cast(node.dtype())
 }
 
 // ---- node vocabulary ----
@@ -484,5 +495,6 @@ fn neg(x: &UOp) -> UOp {
     mul(x, &float(-1.0))
 }
 
+mod pow;
 #[cfg(test)]
 mod tests;

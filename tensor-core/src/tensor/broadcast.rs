@@ -12,49 +12,76 @@ use crate::uop::{DType, Scalar, Shape, UOp};
 /// Implemented for slices, arrays and vectors of `i32`, `i64`, `isize` and `usize`, so integer
 /// literals need no suffix and a `Shape` can be passed as it is.
 pub trait Dims {
-    /// The values as signed integers (negative values mean "from the end" or "infer").
-    fn to_dims(&self) -> Vec<isize>;
+    /// The values as signed integers (negative values mean "from the end" or "infer"), or a
+    /// message naming the first value an `isize` cannot hold: an unsigned value is never read
+    /// as a negative one, so `usize::MAX` is a size too large, not `-1`.
+    fn to_dims(&self) -> Result<Vec<isize>, String>;
+}
+
+/// `values` as `isize`s, or the message of [`Dims::to_dims`] for the first that does not fit.
+fn signed_dims<T>(values: &[T]) -> Result<Vec<isize>, String>
+where
+    T: Copy + TryInto<isize> + std::fmt::Debug + std::fmt::Display,
+{
+    values
+        .iter()
+        .map(|&v| {
+            v.try_into()
+                .map_err(|_| format!("{v} in {values:?} is larger than isize::MAX"))
+        })
+        .collect()
 }
 
 macro_rules! impl_dims {
     ($($t:ty),*) => {$(
         impl Dims for [$t] {
-            fn to_dims(&self) -> Vec<isize> {
-                self.iter().map(|&v| v as isize).collect()
+            fn to_dims(&self) -> Result<Vec<isize>, String> {
+                signed_dims(self)
             }
         }
         impl<const N: usize> Dims for [$t; N] {
-            fn to_dims(&self) -> Vec<isize> {
-                self.iter().map(|&v| v as isize).collect()
+            fn to_dims(&self) -> Result<Vec<isize>, String> {
+                signed_dims(self)
             }
         }
         impl Dims for Vec<$t> {
-            fn to_dims(&self) -> Vec<isize> {
-                self.iter().map(|&v| v as isize).collect()
+            fn to_dims(&self) -> Result<Vec<isize>, String> {
+                signed_dims(self)
             }
         }
     )*};
 }
 impl_dims!(i32, i64, isize, usize);
 
+/// The values of `dims` (sizes or axes, as `what` says) as `isize`s, or a panic naming `op`
+/// for one too large.
+#[track_caller]
+pub(crate) fn dims_of<D: Dims + ?Sized>(op: &str, what: &str, dims: &D) -> Vec<isize> {
+    match dims.to_dims() {
+        Ok(d) => d,
+        Err(m) => panic!("{op}: {what} {m}"),
+    }
+}
+
 /// The axes a reduction (or `flip`) works on, as NumPy's `axis=` argument: one axis (`1`,
 /// `-1`), several (`[0, 2]`, `&[0, 2]`, `&axes`), or `None` for every axis (an empty list means
 /// no axis at all, as NumPy's `axis=()`).
 pub trait IntoAxes {
-    /// The axes as signed integers (negative counts from the end); `None` for every axis.
-    fn into_axes(self) -> Option<Vec<isize>>;
+    /// The axes as signed integers (negative counts from the end); `None` for every axis; an
+    /// error for an unsigned axis too large for an `isize` (never read as a negative one).
+    fn into_axes(self) -> Result<Option<Vec<isize>>, String>;
 }
 
 macro_rules! impl_into_axes_for_int {
     ($($t:ty),*) => {$(
         impl IntoAxes for $t {
-            fn into_axes(self) -> Option<Vec<isize>> {
-                Some(vec![self as isize])
+            fn into_axes(self) -> Result<Option<Vec<isize>>, String> {
+                Ok(Some(signed_dims(&[self])?))
             }
         }
         impl<const N: usize> IntoAxes for [$t; N] {
-            fn into_axes(self) -> Option<Vec<isize>> {
-                Some(self.to_dims())
+            fn into_axes(self) -> Result<Option<Vec<isize>>, String> {
+                Ok(Some(self.to_dims()?))
             }
         }
     )*};
@@ -62,15 +89,15 @@ macro_rules! impl_into_axes_for_int {
 impl_into_axes_for_int!(i32, i64, isize, usize);
 
 impl<D: Dims + ?Sized> IntoAxes for &D {
-    fn into_axes(self) -> Option<Vec<isize>> {
-        Some(self.to_dims())
+    fn into_axes(self) -> Result<Option<Vec<isize>>, String> {
+        Ok(Some(self.to_dims()?))
     }
 }
 
 /// `None` is every axis (NumPy's `axis=None`); `Some(axis)` is that one axis.
 impl IntoAxes for Option<isize> {
-    fn into_axes(self) -> Option<Vec<isize>> {
-        self.map(|a| vec![a])
+    fn into_axes(self) -> Result<Option<Vec<isize>>, String> {
+        Ok(self.map(|a| vec![a]))
     }
 }
 
@@ -78,8 +105,9 @@ impl IntoAxes for Option<isize> {
 #[track_caller]
 pub(crate) fn resolve_axes(op: &str, axes: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
     match axes.into_axes() {
-        Some(list) => normalize_axes(op, &list, shape),
-        None => (0..shape.len()).collect(),
+        Ok(Some(list)) => normalize_axes(op, &list, shape),
+        Ok(None) => (0..shape.len()).collect(),
+        Err(m) => panic!("{op}: axis {m}, out of range for shape {shape:?}"),
     }
 }
 

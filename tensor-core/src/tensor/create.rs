@@ -10,7 +10,7 @@
 //! lowering the index expression is exactly `(x / c) * c + x % c`, which symbolic folds to `x`.
 
 use super::Tensor;
-use super::broadcast::{Dims, addressable, const_uop, require_addressable};
+use super::broadcast::{Dims, addressable, const_uop, dims_of, require_addressable};
 use super::cumulative::prefix_sum_last_axis;
 use super::error::ShapeError;
 use crate::uop::dtype::{Element, encode_scalars};
@@ -231,7 +231,9 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics on a zero or non-finite step and on more elements than a tensor may hold.
+    /// Panics, as NumPy raises, on a NaN or infinite bound, a zero or non-finite step and on
+    /// more elements than a tensor may hold (`arange(usize::MAX)` too: an unsigned bound is
+    /// never wrapped to a negative one).
     #[track_caller]
     pub fn arange(args: impl ArangeArgs) -> Tensor {
         let form = args.into_arange();
@@ -352,19 +354,103 @@ fn diagonal_offset(rows: usize, cols: usize) -> UOp {
 /// `[start, start+step, ...)` below `stop` (above it for a negative step) in `dtype`.
 #[track_caller]
 fn arange_steps(start: Scalar, stop: Scalar, step: Scalar, dtype: DType) -> Tensor {
-    let (a, b, s) = (start.as_f64(), stop.as_f64(), step.as_f64());
-    if s == 0.0 || !s.is_finite() {
-        panic!("arange: step must be finite and non-zero, got {s}");
+    let n = arange_count(start, stop, step);
+    if dtype.is_int() {
+        for v in [start, step] {
+            if let Scalar::Float(f) = v
+                && f.abs() >= i64::MAX as f64
+            {
+                panic!(
+                    "arange: {} does not fit an i64, which integer aranges count in",
+                    readable(f)
+                );
+            }
+        }
     }
-    let n = ((b - a) / s).ceil().max(0.0);
-    if n >= MAX_ELEMENTS as f64 {
-        panic!("arange: {n} steps from {a} to {b} by {s} are more than a tensor may hold");
-    }
-    let n = n as usize;
     let steps = arange_uop(n).cast(dtype);
     let scaled = UOp::alu(Op::Mul, vec![steps, const_uop(step, dtype, &[n])]);
     let shifted = UOp::alu(Op::Add, vec![scaled, const_uop(start, dtype, &[n])]);
     Tensor::from_uop(shifted)
+}
+
+/// How many values `arange(start, stop, step)` has: NumPy's `ceil((stop - start) / step)`,
+/// exact for integer arguments. Panics, as NumPy raises, on a NaN or infinite bound, a zero or
+/// non-finite step, and on more values than a tensor may hold.
+#[track_caller]
+fn arange_count(start: Scalar, stop: Scalar, step: Scalar) -> usize {
+    let (a, b, s) = (start.as_f64(), stop.as_f64(), step.as_f64());
+    if !a.is_finite() || !b.is_finite() {
+        panic!(
+            "arange: start and stop must be finite, got start {} and stop {}",
+            readable(a),
+            readable(b)
+        );
+    }
+    if s == 0.0 || !s.is_finite() {
+        panic!(
+            "arange: step must be finite and non-zero, got {}",
+            readable(s)
+        );
+    }
+    let count = match (start, stop, step) {
+        (Scalar::Int(a), Scalar::Int(b), Scalar::Int(s)) => {
+            let (span, s) = (i128::from(b) - i128::from(a), i128::from(s));
+            let rounds_up = span % s != 0 && (span > 0) == (s > 0);
+            (span / s + i128::from(rounds_up)).max(0) as f64
+        }
+        _ => ((b - a) / s).ceil().max(0.0),
+    };
+    if count >= MAX_ELEMENTS as f64 {
+        panic!(
+            "arange: {} values from {} to {} by {} are more than the {MAX_ELEMENTS} (2^48) a tensor may hold",
+            readable(count),
+            readable(a),
+            readable(b),
+            readable(s)
+        );
+    }
+    count as usize
+}
+
+/// `v` for a message: plain below `1e16`, in exponent form beyond (`1e300`, not 301 digits).
+fn readable(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e16 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// An `arange` bound as a [`Scalar`]: an integer as `Int` where it fits an `i64`, else (a `u64`
+/// or `usize` above `i64::MAX`) as a `Float`, never wrapped to a negative `Int`.
+trait ArangeBound {
+    fn bound(self) -> Scalar;
+}
+
+macro_rules! int_bound {
+    ($($t:ty),*) => {$(
+        impl ArangeBound for $t {
+            fn bound(self) -> Scalar {
+                match i64::try_from(self) {
+                    Ok(v) => Scalar::Int(v),
+                    Err(_) => Scalar::Float(self as f64),
+                }
+            }
+        }
+    )*};
+}
+int_bound!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
+
+impl ArangeBound for f32 {
+    fn bound(self) -> Scalar {
+        Scalar::from(self)
+    }
+}
+
+impl ArangeBound for f64 {
+    fn bound(self) -> Scalar {
+        Scalar::from(self)
+    }
 }
 
 /// The arguments of [`Tensor::arange`], as NumPy's positional forms: `stop`, `(start, stop)`,
@@ -413,7 +499,7 @@ macro_rules! arange_args {
     ($($t:ty => $natural:expr),*) => {$(
         impl ArangeArgs for $t {
             fn into_arange(self) -> ArangeForm {
-                form(Scalar::from(0 as $t), self.into(), Scalar::from(1 as $t), None, $natural)
+                form(Scalar::from(0 as $t), self.bound(), Scalar::from(1 as $t), None, $natural)
             }
         }
         impl ArangeArgs for ($t, DType) {
@@ -424,7 +510,7 @@ macro_rules! arange_args {
         }
         impl ArangeArgs for ($t, $t) {
             fn into_arange(self) -> ArangeForm {
-                form(self.0.into(), self.1.into(), Scalar::from(1 as $t), None, $natural)
+                form(self.0.bound(), self.1.bound(), Scalar::from(1 as $t), None, $natural)
             }
         }
         impl ArangeArgs for ($t, $t, DType) {
@@ -434,7 +520,7 @@ macro_rules! arange_args {
         }
         impl ArangeArgs for ($t, $t, $t) {
             fn into_arange(self) -> ArangeForm {
-                form(self.0.into(), self.1.into(), self.2.into(), None, $natural)
+                form(self.0.bound(), self.1.bound(), self.2.bound(), None, $natural)
             }
         }
         impl ArangeArgs for ($t, $t, $t, DType) {
@@ -483,7 +569,7 @@ fn host_buffer(storage: BufferStorage, size: usize, dtype: DType, shape: &[usize
 /// The sizes of a shape argument; panics on a negative size.
 #[track_caller]
 pub(crate) fn sizes<D: Dims + ?Sized>(op: &str, shape: &D) -> Shape {
-    let dims = shape.to_dims();
+    let dims = dims_of(op, "size", shape);
     let mut out = Vec::with_capacity(dims.len());
     for &d in &dims {
         if d < 0 {

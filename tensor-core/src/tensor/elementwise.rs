@@ -262,93 +262,6 @@ impl Tensor {
         self.maximum(lo).minimum(hi)
     }
 
-    /// `self ** exponent`. Small constant exponents become products, `sqrt` or `recip`; otherwise
-    /// `Exp2(b * Log2|a|)` with NumPy's sign for negative bases (negative for odd integer
-    /// exponents, NaN for fractional ones) and `x ** 0 == 1`. Integer tensors with a non-negative
-    /// integer scalar exponent stay integers; other integer powers round the float result back.
-    ///
-    /// # Panics
-    ///
-    /// Panics for a negative integer scalar exponent on an integer tensor. Panics when the shapes
-    /// do not broadcast or the operands are bools.
-    #[track_caller]
-    pub fn pow(&self, exponent: impl Into<Operand>) -> Tensor {
-        let exponent = exponent.into();
-        if let Operand::Scalar(e) = exponent
-            && let Some(t) = self.pow_by_constant(e)
-        {
-            return t;
-        }
-        let (a, b) = self.binary_operands("pow", exponent);
-        let dtype = a.dtype();
-        let float = dtype.to_float();
-        let result = pow_float(&cast_uop(&a, float), &cast_uop(&b, float));
-        if float == dtype {
-            return Tensor::from_uop(result);
-        }
-        let half = const_like(&result, 0.5);
-        let rounded = where_uop(
-            &lt_uop(&result, &const_like(&result, 0)),
-            &add_uop(&result, &neg_uop(&half)),
-            &add_uop(&result, &half),
-        );
-        Tensor::from_uop(rounded.cast(dtype))
-    }
-
-    /// `self ** e` for the constant exponents that have an exact cheaper form.
-    #[track_caller]
-    fn pow_by_constant(&self, e: Scalar) -> Option<Tensor> {
-        let dtype = result_dtype(&[Operand::from(self), Operand::Scalar(e)]);
-        let x = Tensor::from_uop(cast_uop(&self.uop(), dtype));
-        let v = e.as_f64();
-        if dtype.is_float() {
-            return match v {
-                0.0 => Some(x.ones_like()),
-                1.0 => Some(x),
-                2.0 => Some(x.mul(&x)),
-                0.5 => Some(x.pow_half()),
-                -0.5 => Some(x.pow_half().recip()),
-                -1.0 => Some(x.recip()),
-                _ => None,
-            };
-        }
-        self.require_number("pow", dtype);
-        let k = e.as_i64();
-        if k < 0 {
-            panic!(
-                "pow: integer tensors (dtype {dtype}) cannot be raised to the negative integer power {k}"
-            );
-        }
-        Some(x.pow_by_squaring(k as u64))
-    }
-
-    /// `self ** 0.5` of a float tensor by `pow`'s table, not `sqrt`'s: `(-inf) ** 0.5 = inf`
-    /// and `(-0) ** 0.5 = +0` (`sqrt` gives NaN and `-0`). `-inf` is replaced before the root,
-    /// so no NaN reaches the gradient, and `+ 0.0` turns `-0` into `+0`.
-    fn pow_half(&self) -> Tensor {
-        let u = self.uop();
-        let inf = const_like(&u, f64::INFINITY);
-        let minus_inf = const_like(&u, f64::NEG_INFINITY);
-        let finite_or_plus = where_uop(&eq_uop(&u, &minus_inf), &inf, &u);
-        let root = UOp::alu(Op::Sqrt, vec![finite_or_plus]);
-        Tensor::from_uop(add_uop(&root, &const_like(&u, 0.0)))
-    }
-
-    fn pow_by_squaring(&self, mut k: u64) -> Tensor {
-        let mut result = self.ones_like();
-        let mut base = self.clone();
-        while k > 0 {
-            if k & 1 == 1 {
-                result = result.mul(&base);
-            }
-            k >>= 1;
-            if k > 0 {
-                base = base.mul(&base);
-            }
-        }
-        result
-    }
-
     /// `self < other` (bool).
     ///
     /// # Panics
@@ -726,39 +639,6 @@ fn remainder_needs_fix(r: &UOp, b: &UOp) -> UOp {
     let nonzero = ne_uop(r, &zero);
     let signs_differ = ne_uop(&lt_uop(r, &zero), &lt_uop(b, &zero));
     UOp::alu(Op::And, vec![nonzero, signs_differ])
-}
-
-/// `a ** b` for float nodes by C99 Annex F (IEEE `pow`, as libm, NumPy and PyTorch):
-/// `Exp2(b * Log2|a|)` signed by the exponent's parity, with the table's special rows.
-/// The base's sign is its sign bit, so `-0.0` and `-inf` take the odd-exponent sign; a negative
-/// base gives NaN only when it is finite, non-zero and the exponent is not an integer
-/// (`(-inf) ** 0.5 = inf`, `(-0) ** 0.5 = 0`); `1 ** y = 1` and `(-1) ** ±inf = 1` (where
-/// `inf * Log2 1` would be NaN); `x ** 0 = 1`, NaN included.
-fn pow_float(a: &UOp, b: &UOp) -> UOp {
-    let zero = const_like(a, 0);
-    let one = const_like(a, 1);
-    let inf = const_like(a, f64::INFINITY);
-    let negative = signbit_uop(a);
-    let abs_a = where_uop(&negative, &neg_uop(a), a);
-    let exp2 = UOp::alu(
-        Op::Exp2,
-        vec![mul_uop(b, &UOp::alu(Op::Log2, vec![abs_a.clone()]))],
-    );
-    let b_not_finite = not_uop(&lt_uop(&abs_uop(b), &inf));
-    let unit_to_infinity = UOp::alu(Op::And, vec![eq_uop(&abs_a, &one), b_not_finite]);
-    let magnitude = where_uop(&unit_to_infinity, &one, &exp2);
-    let b_trunc = UOp::alu(Op::Trunc, vec![b.clone()]);
-    let b_is_integer = eq_uop(&b_trunc, b);
-    let half_trunc = UOp::alu(Op::Trunc, vec![mul_uop(b, &const_like(b, 0.5))]);
-    let b_is_odd = ne_uop(&mul_uop(&half_trunc, &const_like(b, 2)), &b_trunc);
-    let odd_sign = where_uop(&b_is_odd, &const_like(a, -1), &one);
-    let finite_nonzero = UOp::alu(Op::And, vec![lt_uop(&abs_a, &inf), ne_uop(&abs_a, &zero)]);
-    let fractional_sign = where_uop(&finite_nonzero, &const_like(a, f64::NAN), &one);
-    let sign = where_uop(&b_is_integer, &odd_sign, &fractional_sign);
-    // The sign is chosen before it multiplies, so a NaN only enters lanes whose value is NaN
-    // (a `where` around the product would still send NaN cotangents into unchosen lanes).
-    let signed = mul_uop(&magnitude, &where_uop(&negative, &sign, &one));
-    where_uop(&eq_uop(b, &zero), &one, &signed)
 }
 
 /// `|u|` of a signed node as `u < 0 ? -u : u` (`-0.0` stays `-0.0`; see [`Tensor::abs`]).

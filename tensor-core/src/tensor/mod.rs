@@ -22,6 +22,8 @@ mod operators;
 mod padding;
 mod pieces;
 mod placement;
+mod power;
+pub(crate) use power::{pow_base_partial, pow_exponent_partial};
 mod random;
 mod reduce;
 mod sliding;

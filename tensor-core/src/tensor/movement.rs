@@ -4,7 +4,7 @@
 
 use super::Tensor;
 use super::broadcast::{
-    Dims, IntoAxes, addressable, broadcast_uop, const_uop, normalize_axes, normalize_axis,
+    Dims, IntoAxes, addressable, broadcast_uop, const_uop, dims_of, normalize_axes, normalize_axis,
     normalize_axis_in, require_addressable, resolve_axes, try_broadcast,
 };
 use super::elementwise::where_uop;
@@ -37,8 +37,11 @@ impl Tensor {
     /// [`Tensor::reshape`], with a shape that does not fit as an error instead of a panic.
     pub fn try_reshape<D: Dims + ?Sized>(&self, shape: &D) -> Result<Tensor, ShapeError> {
         let from = self.shape();
-        let to =
-            infer_reshape(&from, &shape.to_dims()).map_err(|m| ShapeError::new("reshape", m))?;
+        let fail = |m: String| ShapeError::new("reshape", m);
+        let dims = shape
+            .to_dims()
+            .map_err(|m| fail(format!("reshape: size {m}")))?;
+        let to = infer_reshape(&from, &dims).map_err(fail)?;
         if to == from {
             return Ok(self.clone());
         }
@@ -61,7 +64,7 @@ impl Tensor {
     #[track_caller]
     pub fn permute<D: Dims + ?Sized>(&self, order: &D) -> Tensor {
         let shape = self.shape();
-        let dims = order.to_dims();
+        let dims = dims_of("permute", "axis", order);
         if dims.len() != shape.len() {
             panic!(
                 "permute: order {dims:?} does not name each of the {} axes of shape {shape:?} once",
@@ -113,8 +116,11 @@ impl Tensor {
 
     /// [`Tensor::expand`], with a shape it cannot broadcast to as an error instead of a panic.
     pub fn try_expand<D: Dims + ?Sized>(&self, shape: &D) -> Result<Tensor, ShapeError> {
-        let to = expand_shape("expand", &self.shape(), &shape.to_dims())
-            .map_err(|m| ShapeError::new("expand", m))?;
+        let fail = |m: String| ShapeError::new("expand", m);
+        let dims = shape
+            .to_dims()
+            .map_err(|m| fail(format!("expand: size {m}")))?;
+        let to = expand_shape("expand", &self.shape(), &dims).map_err(fail)?;
         Ok(Tensor::from_uop(broadcast_uop(&self.uop(), &to)))
     }
 
@@ -287,7 +293,8 @@ impl Tensor {
         let ax = normalize_axis("narrow", axis, &shape);
         let n = shape[ax];
         let begin = if start < 0 { start + n as isize } else { start };
-        if begin < 0 || begin as usize + len > n {
+        let end = usize::try_from(begin).ok().and_then(|b| b.checked_add(len));
+        if end.is_none_or(|e| e > n) {
             panic!("narrow: {len} elements from {start} do not fit axis {axis} of shape {shape:?}");
         }
         self.shrink_axis(ax, begin as usize, begin as usize + len)

@@ -7,6 +7,7 @@ use super::broadcast::{IntoAxes, resolve_axes};
 
 impl Tensor {
     /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized, in the float type.
+    /// A row of `-inf` only, or one holding `inf`, is NaN, as in PyTorch and JAX.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -24,7 +25,8 @@ impl Tensor {
         e.div(e.sum(axis, true))
     }
 
-    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`.
+    /// `log(softmax(x))` along `axis`, as `(x - max) - log(sum(e^(x - max)))`. A row of `-inf`
+    /// only, or one holding `inf`, is NaN, as in PyTorch and JAX.
     ///
     /// # Panics
     ///
@@ -35,7 +37,9 @@ impl Tensor {
         shifted.sub(shifted.exp().sum(axis, true).log())
     }
 
-    /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))`.
+    /// `log(sum(e^x))` over `axes`, as `max + log(sum(e^(x - max)))` where the maximum is
+    /// finite and `log(sum(e^x))` where it is not, as PyTorch and SciPy: a row of `-inf` gives
+    /// `-inf` (a fully masked row) and a row holding `inf` gives `inf`, not `inf - inf = NaN`.
     ///
     /// # Panics
     ///
@@ -47,8 +51,9 @@ impl Tensor {
             .map(|a| a as isize)
             .collect();
         let x = self.cast(self.dtype().to_float());
-        let m = x.max(&axes, true).detach();
-        let out = x.sub(&m).exp().sum(&axes, true).log().add(&m);
+        let peak = x.max(&axes, true).detach();
+        let shift = peak.isfinite().where_(&peak, 0.0);
+        let out = x.sub(&shift).exp().sum(&axes, true).log().add(&shift);
         if keepdim {
             return out;
         }

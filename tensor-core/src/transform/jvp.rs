@@ -9,7 +9,7 @@
 //! caller's tangent that is a constant zero (`zeros_like`) is the symbolic zero too.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
-use crate::tensor::{Tensor, accumulated_reduce};
+use crate::tensor::{Tensor, accumulated_reduce, pow_base_partial, pow_exponent_partial};
 use crate::transform::crossing::is_reduce_over_ranges;
 use crate::transform::custom;
 use crate::transform::external::CallInfo;
@@ -246,12 +246,12 @@ fn tangent_rules() -> &'static PatternMatcher<TangentCtx> {
                     dx * (x.square().neg().exp() * -FRAC_2_SQRT_PI)
                 })
             })
-            // d(x^y) = y x^(y-1) dx + x^y ln(x) dy
+            // d(x^y) = y x^(y-1) dx + x^y ln(x) dy (0 at y == 0, and at x == 0 for y >= 0)
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());
                 rule2(m, c, move |x, y, dx, dy| {
-                    let dx = dx.map(|dx| dx * y * x.pow(y - 1.0));
-                    let dy = dy.map(|dy| dy * &p * x.log());
+                    let dx = dx.map(|dx| dx * pow_base_partial(x, y));
+                    let dy = dy.map(|dy| dy * pow_exponent_partial(x, y, &p));
                     dx + dy
                 })
             })

@@ -10,7 +10,7 @@
 //! cotangent reaches.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
-use crate::tensor::{Tensor, accumulated_reduce};
+use crate::tensor::{Tensor, accumulated_reduce, pow_base_partial, pow_exponent_partial};
 use crate::transform::crossing::{Crossing, is_reduce_over_ranges};
 use crate::transform::custom;
 use crate::transform::external::CallInfo;
@@ -471,11 +471,12 @@ fn gradient_rules() -> &'static PatternMatcher<CotangentCtx> {
                     ct * (x.square().neg().exp() * -FRAC_2_SQRT_PI)
                 })
             })
-            // x^y: ct y x^(y-1), ct x^y ln x
+            // x^y: ct y x^(y-1), ct x^y ln x (0 at y == 0, and at x == 0 for y >= 0)
             .rule(UPat::op(Op::Pow), |m, c| {
                 let p = t(m.root());
                 binary(m, c, move |ct, x, y| {
-                    (&ct * y * x.pow(y - 1.0), ct * &p * x.log())
+                    let to_y = ct.clone() * pow_exponent_partial(x, y, &p);
+                    (ct * pow_base_partial(x, y), to_y)
                 })
             })
             // max(x, y): ct to the larger operand, halved at a tie
