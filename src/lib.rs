@@ -120,8 +120,8 @@ pub use tensor_runtime::jit;
 /// strategies of `vmap` and autodiff through their `jvp`/`vjp` endpoints.
 pub mod external {
     pub use tensor_core::transform::external::{
-        CallRecord, Dims, ExtArg, External, ExternalBuilder, HostArray, HostCall, HostValue,
-        InputSpec, OutputSpec,
+        CALL_LOG_SIZE, CallRecord, Dims, ExtArg, External, ExternalBuilder, HostArray, HostCall,
+        HostValue, InputSpec, OutputSpec,
     };
     pub use tensor_core::uop::{BatchStrategy, Endpoint};
 }

@@ -449,7 +449,7 @@ fn call_evaluates_its_body_with_the_args() {
     let arg = Arg::Call {
         name: "negate".into(),
         strategy: Some(crate::uop::BatchStrategy::Sequential),
-        external: usize::MAX,
+        external: crate::uop::arg::Handle::new(()),
         endpoint: crate::uop::Endpoint::Apply,
         lead: 0,
         statics: vec![],

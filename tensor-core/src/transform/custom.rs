@@ -1,5 +1,5 @@
 //! Custom rules for traced functions, as JAX's `custom_jvp`, `custom_vjp` and `custom_vmap`:
-//! a function called through [`Custom`] is one `Function` node (arg `Custom(id)`) whose body
+//! a function called through [`Custom`] is one `Function` node (arg `Custom(rules)`) whose body
 //! is its traced graph. The scheduler inlines the body like any function; the transforms stop
 //! at the node and use the user's rule instead of transforming the body:
 //!
@@ -25,8 +25,10 @@ use crate::transform::trace::trace;
 use crate::transform::vjp::vjp;
 use crate::transform::vmap::vmap;
 use crate::transform::zero::Tangent;
+use crate::uop::arg::Handle;
 use crate::uop::{Arg, DType, Op, UOp, tuple_body};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A rule of two lists of tensors (primals and tangents, or residuals and cotangents).
 pub type PairRule = Arc<dyn Fn(&[Tensor], &[Tensor]) -> Vec<Tensor> + Send + Sync>;
@@ -86,10 +88,17 @@ impl Custom {
         self
     }
 
-    /// The function, as a `Func` every transform takes.
+    /// The function, as a `Func` every transform takes. Its rules live as long as the `Func`
+    /// or a graph node that calls it.
     pub fn into_func(self) -> Func {
-        let id = register(self);
-        Func::new(None, move |args: &[Tensor]| call(id, args))
+        let rules = register(self);
+        Func::new(None, move |args: &[Tensor]| call(&rules, args))
+    }
+
+    /// How many custom functions are alive in the process (held by a `Func` or a graph
+    /// node): a count for checking that none outlives its owners.
+    pub fn live() -> usize {
+        LIVE.load(Ordering::Relaxed)
     }
 }
 
@@ -118,32 +127,36 @@ pub fn custom_vmap<M>(
     Custom::new("custom_vmap", f).vmap(rule).into_func()
 }
 
-fn registry() -> &'static Mutex<Vec<Custom>> {
-    static REGISTRY: OnceLock<Mutex<Vec<Custom>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| Mutex::new(Vec::new()))
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// The rules of one custom function, as the handle its nodes hold; counted while alive.
+struct Registered(Custom);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
-fn register(custom: Custom) -> usize {
-    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    reg.push(custom);
-    reg.len() - 1
+fn register(custom: Custom) -> Handle {
+    LIVE.fetch_add(1, Ordering::Relaxed);
+    Handle::new(Registered(custom))
 }
 
 /// The rules of a `Custom` function node.
 pub fn rules_of(node: &UOp) -> Option<Custom> {
     match (node.op(), node.arg()) {
-        (Op::Function, Arg::Custom(id)) => registry()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(*id)
-            .cloned(),
+        (Op::Function, Arg::Custom(rules)) => rules.get::<Registered>().map(|r| r.0.clone()),
         _ => None,
     }
 }
 
 /// One call: the body traced on `Param(k)`s of the arguments' types, as one node.
-fn call(id: usize, args: &[Tensor]) -> Vec<Tensor> {
-    let custom = registry().lock().unwrap_or_else(|e| e.into_inner())[id].clone();
+fn call(rules: &Handle, args: &[Tensor]) -> Vec<Tensor> {
+    let custom = &rules
+        .get::<Registered>()
+        .expect("a custom function's rules")
+        .0;
     let params: Vec<UOp> = args
         .iter()
         .enumerate()
@@ -153,7 +166,7 @@ fn call(id: usize, args: &[Tensor]) -> Vec<Tensor> {
     let n = outputs.len();
     let mut src = vec![UOp::tuple(outputs)];
     src.extend(args.iter().map(Tensor::uop));
-    let node = UOp::new(Op::Function, DType::Void, src, Arg::Custom(id));
+    let node = UOp::new(Op::Function, DType::Void, src, Arg::Custom(rules.clone()));
     (0..n)
         .map(|i| Tensor::from_uop(node.get_tuple(i)))
         .collect()

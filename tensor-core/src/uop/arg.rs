@@ -407,17 +407,17 @@ pub enum Arg {
         /// What the loop is for (global, reduce, upcast, ...).
         axis_type: AxisType,
     },
-    /// A `Function` whose transforms use the user's rules (`transform::custom`): the
-    /// registry id of the rules.
-    Custom(usize),
+    /// A `Function` whose transforms use the user's rules (`transform::custom`): the rules,
+    /// kept alive by the nodes that name them.
+    Custom(Handle),
     /// An opaque `Call` of an external host function.
     Call {
         /// The callee's name.
         name: String,
         /// How it is batched under `vmap` (`None`: vmapping it is an error).
         strategy: Option<BatchStrategy>,
-        /// The registry id of the external.
-        external: usize,
+        /// The external's definition, kept alive by the calls that name it.
+        external: Handle,
         /// Which of its functions is called (apply, jvp, vjp).
         endpoint: Endpoint,
         /// How many leading batch axes its array operands carry.
@@ -434,5 +434,54 @@ impl Arg {
             Arg::Const(v) => Some(*v),
             _ => None,
         }
+    }
+}
+
+/// A value of the user's that nodes name (the rules of a custom function, the definition of
+/// an external), shared by every node, function and handle that holds it and dropped with
+/// the last: there is no registry to outlive them. Equality, hashing and `Debug` see only the
+/// id, unique in the process and never reused, so a node of one value is never taken for a
+/// node of another.
+#[derive(Clone)]
+pub struct Handle {
+    id: u64,
+    value: Arc<dyn Any + Send + Sync>,
+}
+
+impl Handle {
+    /// A handle to `value`, with a fresh id.
+    pub fn new(value: impl Any + Send + Sync) -> Handle {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        Handle {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            value: Arc::new(value),
+        }
+    }
+
+    /// The id (unique in the process).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The value, when it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.value.downcast_ref::<T>()
+    }
+}
+
+impl PartialEq for Handle {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for Handle {}
+impl Hash for Handle {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
+}
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.id)
     }
 }

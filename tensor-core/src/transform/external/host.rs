@@ -1,10 +1,12 @@
 //! What an external host function sees: arrays in host memory with their shapes, static
-//! values, and (for the derivative endpoints) tangents or cotangents; and the record of each
-//! call, for users and tests to see the batching strategy at work.
+//! values, and (for the derivative endpoints) tangents or cotangents; and the record of the
+//! calls, for users and tests to see the batching strategy at work (a count per endpoint and
+//! the last [`CALL_LOG_SIZE`] invocations, so a long run keeps no growing log).
 
 use crate::uop::dtype::{Element, encode_scalars};
 use crate::uop::{DType, Endpoint, Scalar};
 use ndarray::{ArrayD, IxDyn};
+use std::collections::VecDeque;
 
 /// A row-major array in host memory: its shape, dtype and little-endian bytes.
 #[derive(Clone, Debug, PartialEq)]
@@ -144,4 +146,49 @@ pub struct CallRecord {
     pub endpoint: Endpoint,
     /// The shape of every array it received, inputs first.
     pub shapes: Vec<Vec<usize>>,
+}
+
+/// How many of the latest invocations an external keeps (older ones are only counted).
+pub const CALL_LOG_SIZE: usize = 256;
+
+/// The invocations of one external: how many of each endpoint, and the latest
+/// [`CALL_LOG_SIZE`] in order.
+#[derive(Debug, Default)]
+pub(crate) struct CallLog {
+    recent: VecDeque<CallRecord>,
+    counts: [usize; 3],
+}
+
+impl CallLog {
+    /// Counts `record` and keeps it, forgetting the oldest beyond [`CALL_LOG_SIZE`].
+    pub(crate) fn record(&mut self, record: CallRecord) {
+        self.counts[slot(record.endpoint)] += 1;
+        if self.recent.len() == CALL_LOG_SIZE {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(record);
+    }
+
+    /// The kept invocations, oldest first.
+    pub(crate) fn recent(&self) -> Vec<CallRecord> {
+        self.recent.iter().cloned().collect()
+    }
+
+    /// How many times `endpoint` ran.
+    pub(crate) fn count(&self, endpoint: Endpoint) -> usize {
+        self.counts[slot(endpoint)]
+    }
+
+    /// Forgets every invocation and count.
+    pub(crate) fn clear(&mut self) {
+        *self = CallLog::default();
+    }
+}
+
+fn slot(endpoint: Endpoint) -> usize {
+    match endpoint {
+        Endpoint::Apply => 0,
+        Endpoint::Jvp => 1,
+        Endpoint::Vjp => 2,
+    }
 }

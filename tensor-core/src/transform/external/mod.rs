@@ -15,21 +15,24 @@ pub mod host;
 pub mod linalg;
 pub mod schema;
 
-pub use host::{CallRecord, HostArray, HostCall, HostValue};
+pub use host::{CALL_LOG_SIZE, CallRecord, HostArray, HostCall, HostValue};
 pub use schema::{Dims, InputSpec, OutputSpec};
 
 use crate::tensor::Tensor;
+use crate::uop::arg::Handle;
 use crate::uop::{Arg, BatchStrategy, DType, Endpoint, Op, Scalar, UOp, tuple_body};
+use host::CallLog;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A host endpoint: the call's inputs (and tangents or cotangents) in, one array per result
 /// out.
 pub type HostFn = Arc<dyn Fn(&HostCall) -> Vec<HostArray> + Send + Sync>;
 
-/// The definition of an external function, registered once and found by id from its `Call`s.
+/// The definition of an external function, held by its [`External`] handles and by the
+/// `Call` nodes of it, and dropped with the last of them.
 pub struct ExternalDef {
-    id: usize,
     name: String,
     inputs: Vec<InputSpec>,
     outputs: Vec<OutputSpec>,
@@ -37,12 +40,20 @@ pub struct ExternalDef {
     jvp: Option<HostFn>,
     vjp: Option<HostFn>,
     vmap_method: Option<BatchStrategy>,
-    calls: Mutex<Vec<CallRecord>>,
+    calls: Mutex<CallLog>,
 }
 
-/// A registered external function (cheap to clone); see the module docs.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for ExternalDef {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An external function (cheap to clone); see the module docs.
 #[derive(Clone)]
-pub struct External(Arc<ExternalDef>);
+pub struct External(Handle);
 
 /// An argument of an external call: a tensor (an array input) or a plain number (a static
 /// input).
@@ -115,30 +126,37 @@ impl External {
         }
     }
 
-    /// The external registered under `id` (from a `Call`'s arg).
-    pub fn by_id(id: usize) -> Option<External> {
-        registry()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()
+    /// How many externals are alive in the process (held by an `External` or a graph node
+    /// that calls one): a count for checking that none outlives its owners.
+    pub fn live() -> usize {
+        LIVE.load(Ordering::Relaxed)
+    }
+
+    fn def(&self) -> &ExternalDef {
+        self.0
+            .get::<ExternalDef>()
+            .expect("an external's handle holds its definition")
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, CallLog> {
+        self.def().calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The name.
     pub fn name(&self) -> &str {
-        &self.0.name
+        &self.def().name
     }
 
     /// The input schema.
     pub fn inputs(&self) -> &[InputSpec] {
-        &self.0.inputs
+        &self.def().inputs
     }
 
     /// Calls the external on `args` (schema order) with its default vmap method; one tensor
     /// per output. Shape and dtype mismatches with the schema panic here, at the caller.
     #[track_caller]
     pub fn call(&self, args: &[ExtArg]) -> Vec<Tensor> {
-        self.call_with(args, self.0.vmap_method)
+        self.call_with(args, self.def().vmap_method)
     }
 
     /// [`External::call`] with the vmap method of this call site (`None`: vmapping it, also
@@ -147,9 +165,9 @@ impl External {
     pub fn call_with(&self, args: &[ExtArg], method: Option<BatchStrategy>) -> Vec<Tensor> {
         let (arrays, statics) = self.check_args(args);
         let info = CallInfo {
-            name: self.0.name.clone(),
+            name: self.def().name.clone(),
             strategy: method,
-            external: self.0.id,
+            external: self.0.clone(),
             endpoint: Endpoint::Apply,
             lead: 0,
             statics,
@@ -161,24 +179,18 @@ impl External {
             .collect()
     }
 
-    /// Every invocation so far, in order.
+    /// The latest invocations (at most [`CALL_LOG_SIZE`]), oldest first.
     pub fn calls(&self) -> Vec<CallRecord> {
-        self.0
-            .calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.log().recent()
     }
 
-    /// How many times `endpoint` ran.
+    /// How many times `endpoint` ran (every invocation counts, kept or not).
     pub fn count(&self, endpoint: Endpoint) -> usize {
-        self.calls()
-            .iter()
-            .filter(|r| r.endpoint == endpoint)
-            .count()
+        self.log().count(endpoint)
     }
 
-    /// The shapes each invocation of `endpoint` received, in order.
+    /// The shapes each kept invocation of `endpoint` received (see [`External::calls`]), in
+    /// order.
     pub fn shapes(&self, endpoint: Endpoint) -> Vec<Vec<Vec<usize>>> {
         self.calls()
             .into_iter()
@@ -187,27 +199,23 @@ impl External {
             .collect()
     }
 
-    /// Forgets the recorded invocations.
+    /// Forgets the recorded invocations and their counts.
     pub fn reset_calls(&self) {
-        self.0
-            .calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.log().clear();
     }
 
     #[track_caller]
     fn check_args(&self, args: &[ExtArg]) -> (Vec<UOp>, Vec<Scalar>) {
-        let name = &self.0.name;
-        if args.len() != self.0.inputs.len() {
+        let name = &self.def().name;
+        if args.len() != self.def().inputs.len() {
             panic!(
                 "external `{name}`: called with {} arguments, but its schema has {} inputs",
                 args.len(),
-                self.0.inputs.len()
+                self.def().inputs.len()
             );
         }
         let (mut arrays, mut statics) = (Vec::new(), Vec::new());
-        for (k, (arg, spec)) in args.iter().zip(&self.0.inputs).enumerate() {
+        for (k, (arg, spec)) in args.iter().zip(&self.def().inputs).enumerate() {
             match (arg, spec) {
                 (ExtArg::Array(t), InputSpec::Array { dtype, dims, .. }) => {
                     if t.dtype() != *dtype || !dims.accepts(&t.shape()) {
@@ -233,9 +241,9 @@ impl External {
 
     fn endpoint(&self, endpoint: Endpoint) -> Option<&HostFn> {
         match endpoint {
-            Endpoint::Apply => Some(&self.0.apply),
-            Endpoint::Jvp => self.0.jvp.as_ref(),
-            Endpoint::Vjp => self.0.vjp.as_ref(),
+            Endpoint::Apply => Some(&self.def().apply),
+            Endpoint::Jvp => self.def().jvp.as_ref(),
+            Endpoint::Vjp => self.def().vjp.as_ref(),
         }
     }
 
@@ -246,8 +254,8 @@ impl External {
 
     /// Schema indices of the array inputs, in order.
     fn array_inputs(&self) -> Vec<usize> {
-        (0..self.0.inputs.len())
-            .filter(|&k| matches!(self.0.inputs[k], InputSpec::Array { .. }))
+        (0..self.def().inputs.len())
+            .filter(|&k| matches!(self.def().inputs[k], InputSpec::Array { .. }))
             .collect()
     }
 
@@ -256,14 +264,14 @@ impl External {
         self.array_inputs()
             .iter()
             .enumerate()
-            .filter(|(_, k)| self.0.inputs[**k].is_differentiable())
+            .filter(|(_, k)| self.def().inputs[**k].is_differentiable())
             .map(|(j, _)| j)
             .collect()
     }
 
     /// The spec of array input `j` (a position among the array inputs).
     pub(crate) fn array_spec(&self, j: usize) -> &InputSpec {
-        &self.0.inputs[self.array_inputs()[j]]
+        &self.def().inputs[self.array_inputs()[j]]
     }
 }
 
@@ -319,9 +327,8 @@ impl ExternalBuilder {
         if self.outputs.is_empty() {
             panic!("external `{name}`: no output was declared");
         }
-        let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+        LIVE.fetch_add(1, Ordering::Relaxed);
         let def = ExternalDef {
-            id: reg.len(),
             name,
             inputs: self.inputs,
             outputs: self.outputs,
@@ -329,17 +336,10 @@ impl ExternalBuilder {
             jvp: self.jvp,
             vjp: self.vjp,
             vmap_method: self.vmap_method,
-            calls: Mutex::new(Vec::new()),
+            calls: Mutex::new(CallLog::default()),
         };
-        let ext = External(Arc::new(def));
-        reg.push(ext.clone());
-        ext
+        External(Handle::new(def))
     }
-}
-
-fn registry() -> &'static Mutex<Vec<External>> {
-    static REGISTRY: OnceLock<Mutex<Vec<External>>> = OnceLock::new();
-    REGISTRY.get_or_init(|| Mutex::new(Vec::new()))
 }
 
 /// The fields of a `Call`'s arg, owned.
@@ -349,8 +349,8 @@ pub struct CallInfo {
     pub name: String,
     /// The call site's vmap method.
     pub strategy: Option<BatchStrategy>,
-    /// The external's registry id.
-    pub external: usize,
+    /// The external's definition, kept alive by the call.
+    pub external: Handle,
     /// The endpoint invoked.
     pub endpoint: Endpoint,
     /// How many leading batch axes the array operands carry.
@@ -373,10 +373,10 @@ impl CallInfo {
                     lead,
                     statics,
                 },
-            ) if External::by_id(*external).is_some() => Some(CallInfo {
+            ) if external.get::<ExternalDef>().is_some() => Some(CallInfo {
                 name: name.clone(),
                 strategy: *strategy,
-                external: *external,
+                external: external.clone(),
                 endpoint: *endpoint,
                 lead: *lead,
                 statics: statics.clone(),
@@ -387,14 +387,14 @@ impl CallInfo {
 
     /// The external this call invokes.
     pub fn external(&self) -> External {
-        External::by_id(self.external).expect("a call's external is registered")
+        External(self.external.clone())
     }
 
     fn arg(&self) -> Arg {
         Arg::Call {
             name: self.name.clone(),
             strategy: self.strategy,
-            external: self.external,
+            external: self.external.clone(),
             endpoint: self.endpoint,
             lead: self.lead,
             statics: self.statics.clone(),
@@ -445,7 +445,7 @@ impl CallInfo {
         let with_lead = |s: Vec<usize>| [lead.clone(), s].concat();
         match self.endpoint {
             Endpoint::Apply | Endpoint::Jvp => ext
-                .0
+                .def()
                 .outputs
                 .iter()
                 .map(|o| (with_lead((o.shape)(&stripped)), o.dtype))
@@ -503,14 +503,10 @@ pub fn invoke(node: &UOp, operands: Vec<HostArray>) -> Result<Vec<HostArray>, St
         inputs,
         extra: operands.collect(),
     };
-    ext.0
-        .calls
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(CallRecord {
-            endpoint: info.endpoint,
-            shapes,
-        });
+    ext.log().record(CallRecord {
+        endpoint: info.endpoint,
+        shapes,
+    });
     let results = catch_unwind(AssertUnwindSafe(|| f(&call)))
         .map_err(|panic| format!("external {what} panicked: {}", panic_message(&panic)))?;
     check_results(&what, node, &results)?;
