@@ -79,6 +79,7 @@
 
 use super::expand::is_kernel_reduce;
 use super::opt::{Opt, OptimizedKernel, kernel_ranges};
+use crate::schedule::kernel_size::code_cost;
 use crate::uop::{AxisType, DType, Op, ReduceOp, Scalar, UOp, alu};
 use std::collections::HashMap;
 
@@ -133,6 +134,11 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize, vector_lanes: usize) 
         .map(|r| r.range_size().unwrap_or(1))
         .fold(1, usize::saturating_mul);
     let tile_width = reduce_upcast_width(vector_lanes, work);
+    if code_size(ast) > UNROLL_CODE_LIMIT {
+        return thread_split(ast, &outputs, &[], threads, work, tile_width)
+            .into_iter()
+            .collect();
+    }
     let lane_ranges = contiguous_reduce_ranges(ast);
     if work < TINY_KERNEL_WORK && !dot_lanes_fit(ast, &lane_ranges) {
         return upcastable_axis(ast, &outputs, tile_width)
@@ -211,18 +217,51 @@ pub fn hand_coded_optimizations(ast: &UOp, threads: usize, vector_lanes: usize) 
             ));
         }
     }
-    if threads > 1
-        && work >= MIN_WORK_PER_THREADED_KERNEL
-        && let Some(axis) = thread_axis(ast, &outputs, &opts, threads, tile_width)
-    {
-        opts.push(Opt::Split {
-            axis,
-            factor: threads,
-            target: AxisType::Thread,
-            top: true,
-        });
-    }
+    opts.extend(thread_split(
+        ast, &outputs, &opts, threads, work, tile_width,
+    ));
     opts
+}
+
+/// The split of an output axis across `threads` cores, after `opts`, for a kernel doing
+/// `work` loop iterations.
+fn thread_split(
+    ast: &UOp,
+    outputs: &[UOp],
+    opts: &[Opt],
+    threads: usize,
+    work: usize,
+    tile_width: usize,
+) -> Option<Opt> {
+    if threads <= 1 || work < MIN_WORK_PER_THREADED_KERNEL {
+        return None;
+    }
+    let axis = thread_axis(ast, outputs, opts, threads, tile_width)?;
+    Some(Opt::Split {
+        axis,
+        factor: threads,
+        target: AxisType::Thread,
+        top: true,
+    })
+}
+
+/// A kernel whose AST lowers to more ops than this ([`code_size`]) gets no upcast or
+/// register tile, only its THREAD split: each unrolled copy of a body that long adds as much
+/// to the C compiler's time as the body itself (four copies of a chain of `sin`s took `cc`
+/// four times as long), for little gain in a loop that already has that much work per
+/// iteration. The scheduler keeps fused chains below `schedule::kernel_size::CHAIN_BUDGET`.
+pub const UNROLL_CODE_LIMIT: u64 = 1024;
+
+/// The ops `ast` lowers to: its nodes, a transcendental counting the nodes of its
+/// decomposition ([`code_cost`]).
+pub fn code_size(ast: &UOp) -> u64 {
+    ast.toposort()
+        .iter()
+        .map(|u| match u.op().is_elementwise() {
+            true => code_cost(u.op(), u.dtype()),
+            false => 1,
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// Below this many loop iterations (all ranges multiplied) a kernel that is not dot-form gets

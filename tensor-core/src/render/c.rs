@@ -146,6 +146,12 @@ fn entry(name: &str, args: &[KernelArg], threads: usize) -> String {
     out
 }
 
+/// The longest expression (in characters) written inline into its user; a longer one is
+/// named. Without a bound, a chain of single-use values nests into one expression that every
+/// step copies (time and memory quadratic in the chain), and the C compiler's parser recurses
+/// as deep as the nesting.
+pub const MAX_INLINE_CHARS: usize = 512;
+
 struct CRenderer<'a> {
     program: &'a Program,
     index_type: &'static str,
@@ -184,6 +190,12 @@ impl<'a> CRenderer<'a> {
             if let Some(text) = self.line(line) {
                 let _ = writeln!(out, "{}{text}", "  ".repeat(depth));
             }
+            // An inline temp has one use: this line, which has just copied its text.
+            for v in line.reads() {
+                if let Value::Temp(t) = v {
+                    self.exprs.remove(t);
+                }
+            }
             if line.opens_loop() || matches!(line, Line::If(_)) {
                 depth += 1;
             }
@@ -213,7 +225,7 @@ impl<'a> CRenderer<'a> {
                 } else {
                     self.alu(node, operands)
                 };
-                if self.inline.contains(temp) {
+                if self.inline.contains(temp) && expr.len() <= MAX_INLINE_CHARS {
                     self.exprs.insert(*temp, expr);
                     return None;
                 }
@@ -991,14 +1003,16 @@ fn inlinable_temps(lines: &[Line]) -> HashSet<usize> {
             }
         }
     }
+    // `loop_marks` is sorted: the first mark after the definition decides.
+    let mark_between = |def: usize, user: usize| {
+        let next = loop_marks.partition_point(|&m| m <= def);
+        loop_marks.get(next).is_some_and(|&m| m < user)
+    };
     defined_at
         .into_iter()
         .filter(|(t, (def, is_alu))| {
             let Some(u) = uses.get(t) else { return false };
-            *is_alu
-                && u.len() == 1
-                && !select_arms.contains(t)
-                && !loop_marks.iter().any(|m| m > def && *m < u[0])
+            *is_alu && u.len() == 1 && !select_arms.contains(t) && !mark_between(*def, u[0])
         })
         .map(|(t, _)| t)
         .collect()

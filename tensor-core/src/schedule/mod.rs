@@ -17,6 +17,9 @@
 //!    round trip; movement ops are recomputed, never buffered by choice. The rules are applied
 //!    where the buffer would be created, so there is no separate pass that removes buffers
 //!    afterwards; [`Schedule::decisions`] records which rule decided each node.
+//!    A chain of fused values is cut where it would exceed [`kernel_size::CHAIN_BUDGET`]
+//!    lowered ops along one path ([`kernel_size`]): the value there gets a buffer, so no
+//!    kernel's code takes the C compiler more than about a second.
 //! 4. **Range assignment** ([`lower`]): each realized node gets fresh `Loop` ranges for its
 //!    shape; walking inward, every op maps the index it is asked for to its operands' indices
 //!    (movement ops become index arithmetic, reduces open fresh `Reduce` ranges, pads add
@@ -75,6 +78,7 @@ pub mod callify;
 pub mod collapse;
 pub mod gated_offset;
 pub mod index;
+pub mod kernel_size;
 pub mod lower;
 pub mod merge;
 pub mod placeholders;
@@ -173,6 +177,10 @@ fn schedule_graph(outputs: &[UOp], split_reduces: bool) -> Schedule {
         if is_forced(node) {
             ctx.realize(node, Rule::Forced);
         }
+    }
+    let has_buffer = |u: &UOp| ctx.realized.contains_key(u);
+    for node in kernel_size::chain_cuts(&toposort, &has_buffer, kernel_size::CHAIN_BUDGET) {
+        ctx.realize(&node, Rule::LongChain);
     }
     let roots: Vec<UOp> = graph
         .iter()

@@ -214,6 +214,9 @@ pub enum Rule {
     /// Fused: repeated, but the repeated work is below a buffer round trip (or, for an
     /// elementwise value, it is cheaper than [`MIN_VALUE_COST`]: about a load's worth).
     CheapToRepeat,
+    /// Realized: fused, it would make a chain of inline values longer than the C compiler
+    /// builds in about a second (`schedule::kernel_size`).
+    LongChain,
 }
 
 impl Rule {
@@ -227,6 +230,7 @@ impl Rule {
                 | Rule::CostlyEpilogue
                 | Rule::RepeatedReduce
                 | Rule::RepeatedValue
+                | Rule::LongChain
         )
     }
 
@@ -246,6 +250,7 @@ impl Rule {
             Rule::RepeatedReduce => "recomputing the reduce repeats more than a buffer round trip",
             Rule::RepeatedValue => "recomputing the value repeats more than a buffer round trip",
             Rule::CheapToRepeat => "repeated work is cheaper than a buffer round trip",
+            Rule::LongChain => "a longer fused chain would take the C compiler too long",
         }
     }
 }

@@ -447,7 +447,9 @@ fn a_long_elementwise_chain_is_scheduled_without_overflowing_the_stack() {
         y = add(&y, &one);
     }
     let (schedule, values) = schedule_and_run(&[y]);
-    assert_eq!(schedule.items.len(), 1);
+    // Cut where a path reaches the budget: a load and 2047 adds per kernel.
+    let per_kernel = super::kernel_size::CHAIN_BUDGET as usize - 1;
+    assert_eq!(schedule.items.len(), 5000_usize.div_ceil(per_kernel));
     let want: Vec<f32> = data.iter().map(|v| v + 5000.0).collect();
     assert_close(&values[0], &want);
 }
@@ -488,7 +490,11 @@ fn the_executor_evaluates_a_shared_node_once_per_element() {
         want = want.iter().map(|v| v + v.sin()).collect();
     }
     let schedule = create_schedule(&[y]);
-    assert_eq!(schedule.items.len(), 1, "one fused elementwise kernel");
+    // A step's path: `sin` (140 ops), the add, and `y` beside it (8); after the first load,
+    // 13 steps fit `kernel_size::CHAIN_BUDGET`, so the chain is cut at `y_13`, `y_26`, `y_39`.
+    let step = super::kernel_size::code_cost(Op::Sin, DType::F32) + 1 + 8;
+    let per_kernel = ((super::kernel_size::CHAIN_BUDGET - 1) / step) as usize;
+    assert_eq!(schedule.items.len(), 40_usize.div_ceil(per_kernel));
     let (values, evaluations) = super::exec::run_counted(&schedule);
     assert!(
         evaluations < 3 * 200,
