@@ -16,6 +16,7 @@ use super::memory::{ALIGNMENT, AlignedWords, WORD};
 use super::recycle::Recycler;
 use crate::error::{Result, RuntimeError};
 use crate::host_alloc::{vec_with_capacity, zeroed_bytes};
+use std::borrow::Cow;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -186,7 +187,7 @@ impl CpuBuffer {
         let memory = match &self.memory {
             Memory::Allocated { .. } => self.lock(),
             Memory::Host(data) => {
-                dst.copy_from_slice(&data.to_bytes());
+                dst.copy_from_slice(&self.host_bytes(data.as_ref()));
                 return Ok(());
             }
         };
@@ -207,7 +208,7 @@ impl CpuBuffer {
             // A page at a time, as below: decoding some element types goes through scalars,
             // which would otherwise be a second copy of the whole contents.
             Memory::Host(data) => {
-                for page in data.to_bytes().chunks(PAGE_BYTES) {
+                for page in self.host_bytes(data.as_ref()).chunks(PAGE_BYTES) {
                     T::decode_into(page, &mut out);
                 }
             }
@@ -248,6 +249,20 @@ impl CpuBuffer {
             Memory::Allocated { words, .. } => words.lock().unwrap_or_else(PoisonError::into_inner),
             Memory::Host(_) => panic!("bound host data is not locked: read it in place"),
         }
+    }
+
+    /// The encoded (little-endian) bytes of bound host `data`: its memory read in place on a
+    /// little-endian machine, where the two are the same, so reading a large vector back
+    /// allocates nothing; else the data's own encoding.
+    fn host_bytes<'d>(&self, data: &'d dyn HostData) -> Cow<'d, [u8]> {
+        if !cfg!(target_endian = "little") {
+            return data.to_bytes();
+        }
+        // SAFETY: `over_host` binds only data whose `native_layout` is true, for which the
+        // `HostData` contract promises `len()` initialised elements of `dtype()` at
+        // `as_ptr()`, valid and unchanged while `data` lives; `self.len` is their byte count
+        // (checked against overflow there).
+        Cow::Borrowed(unsafe { std::slice::from_raw_parts(data.as_ptr(), self.len) })
     }
 
     /// The read-only pointer to bound host data; `None` for allocated memory.
