@@ -101,7 +101,12 @@ impl ProcessGroup {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
             if libc::waitid(libc::P_PID, pid, &mut info, flags) != 0 {
-                return Err(io::Error::last_os_error());
+                let error = io::Error::last_os_error();
+                // Interrupted by a signal: not known to have exited yet; asked again soon.
+                return match error.kind() {
+                    io::ErrorKind::Interrupted => Ok(false),
+                    _ => Err(error),
+                };
             }
             Ok(info.si_pid() != 0)
         }
