@@ -91,7 +91,7 @@ impl Tensor {
         };
         if k < 0 && !dtype.is_unsigned_int() {
             panic!(
-                "pow: integers to negative integer powers are not allowed (dtype {dtype}, exponent {k}, shape {:?}); cast to a float type first",
+                "pow: integer tensors (dtype {dtype}) cannot be raised to the negative integer power {k} (shape {:?}; as NumPy, integers to negative integer powers are not allowed); cast to a float type first",
                 self.shape()
             );
         }
