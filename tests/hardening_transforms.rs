@@ -484,3 +484,51 @@ fn an_empty_batch_flows_into_later_ops() {
         assert_eq!(values(&kept), vec![1.0, 2.0], "{method:?}");
     }
 }
+
+#[test]
+fn a_vectorized_endpoint_that_drops_the_batch_is_an_error_naming_it() {
+    for strategy in [BatchStrategy::ExpandDims, BatchStrategy::BroadcastAll] {
+        let name = format!("unbatched_{strategy:?}");
+        let ext = External::builder(&name)
+            .input(InputSpec::array(DType::F32, Dims::Trailing(vec![3])))
+            .output(OutputSpec::like_input(0, DType::F32))
+            .apply(|_c: &HostCall| vec![HostArray::new(vec![1.0f32; 3], &[3])])
+            .vmap_method(strategy)
+            .build();
+        let e = ext.clone();
+        let ys = vmap(move |x: &Tensor| e.call(&[x.into()]).remove(0), 0, 0).call1(&[batch(2)]);
+        let err = to_vec::<f32>(&ys)
+            .expect_err("a result without its batch")
+            .to_string();
+        assert_mentions(&err, &[&format!("`{name}` (apply)"), "f32[3]", "f32[2, 3]"]);
+    }
+}
+
+#[test]
+fn jacobians_of_empty_inputs_are_empty() {
+    let x = Tensor::zeros(&[0], DType::F32);
+    let f = |x: &Tensor| x.sin() * 2.0;
+    assert_eq!(
+        jacfwd(f, 0).call1(std::slice::from_ref(&x)).shape(),
+        vec![0, 0]
+    );
+    assert_eq!(
+        jacrev(f, 0).call1(std::slice::from_ref(&x)).shape(),
+        vec![0, 0]
+    );
+    // one input element: the 1 x 1 Jacobian 2 cos(0.5)
+    let x1 = t(&[0.5]);
+    let want = [2.0 * 0.5f32.cos()];
+    close(
+        &values(&jacfwd(f, 0).call1(std::slice::from_ref(&x1))),
+        &want,
+    );
+    close(
+        &values(&jacrev(f, 0).call1(std::slice::from_ref(&x1))),
+        &want,
+    );
+    // a scalar function of an empty input has an empty gradient
+    let g = grad(|x: &Tensor| x.sin().sum_all(), 0).call1(std::slice::from_ref(&x));
+    assert_eq!(g.shape(), vec![0]);
+    assert!(values(&g).is_empty());
+}
