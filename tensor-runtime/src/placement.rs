@@ -61,6 +61,7 @@ pub fn label_of(device: SelectedDevice) -> Device {
 /// Where a graph that reads `buffers` runs: the one device their labels tie it to, else the
 /// selected device; an error when they name two devices, or one that does not exist.
 pub fn placement_of(buffers: &[UOp]) -> Result<Placement> {
+    crate::realize::settings_are_valid()?;
     let mut tied: Option<(Device, SelectedDevice)> = None;
     for buffer in buffers {
         let Arg::Buffer(arg) = buffer.arg() else {

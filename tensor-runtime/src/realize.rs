@@ -97,6 +97,16 @@ fn env_settings() -> &'static EnvSettings {
     })
 }
 
+/// Ok unless one of the settings a realize reads (`DEBUG`, `NOOPT`,
+/// `TENSOR_PLAN_CACHE_SIZE`) is malformed: then that error, at every realize, wherever the
+/// graph runs.
+pub(crate) fn settings_are_valid() -> Result<()> {
+    match &env_settings().malformed {
+        Some(error) => Err(error.duplicate()),
+        None => Ok(()),
+    }
+}
+
 /// The error for a switch `variable` whose `value` is neither empty nor a whole number (for
 /// NOOPT, 0 or 1; DEBUG levels above 4 print what 4 prints).
 fn switch_setting(
@@ -393,9 +403,7 @@ pub fn set_device(name: Option<&str>) -> Result<()> {
 /// The device graphs run on now: [`set_device`]'s choice, else `DEVICE`'s (as the process
 /// started).
 pub fn selected_device() -> Result<SelectedDevice> {
-    if let Some(error) = &env_settings().malformed {
-        return Err(error.duplicate());
-    }
+    settings_are_valid()?;
     let chosen = DEVICE_OVERRIDE
         .read()
         .unwrap_or_else(PoisonError::into_inner);
