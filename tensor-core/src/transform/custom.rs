@@ -91,7 +91,7 @@ impl Custom {
     /// The function, as a `Func` every transform takes. Its rules live as long as the `Func`
     /// or a graph node that calls it.
     pub fn into_func(self) -> Func {
-        let rules = register(self);
+        let rules = handle(self);
         Func::new(None, move |args: &[Tensor]| call(&rules, args))
     }
 
@@ -138,7 +138,7 @@ impl Drop for Registered {
     }
 }
 
-fn register(custom: Custom) -> Handle {
+fn handle(custom: Custom) -> Handle {
     LIVE.fetch_add(1, Ordering::Relaxed);
     Handle::new(Registered(custom))
 }

@@ -317,7 +317,7 @@ impl ExternalBuilder {
         self
     }
 
-    /// Registers the external.
+    /// The external (no registry holds it: it lives as long as a handle or a call of it).
     #[track_caller]
     pub fn build(self) -> External {
         let name = self.name;
