@@ -386,6 +386,46 @@ fn gradients_through_masked_entries_stay_finite_where_torchs_do() {
     );
 }
 
+#[test]
+fn normalizations_over_an_empty_axis_are_torchs_and_bad_axes_name_the_op() {
+    // torch: softmax/log_softmax/logcumsumexp/cummax of a [2, 0] tensor along 1 are [2, 0];
+    // logsumexp over the empty axis is log(0) = -inf.
+    let empty = Tensor::zeros(&[2, 0], DType::F32);
+    for (op, t) in [
+        ("softmax", empty.softmax(1)),
+        ("log_softmax", empty.log_softmax(-1)),
+        ("logcumsumexp", empty.logcumsumexp(1)),
+        ("cummax", empty.cummax(1).0),
+        ("cummax indices", empty.cummax(1).1),
+        ("cummin", empty.cummin(1).0),
+    ] {
+        assert_eq!(t.shape(), vec![2, 0], "{op}");
+        assert_values(op, &t, &[], 0.0);
+    }
+    let inf = f64::NEG_INFINITY;
+    assert_values("logsumexp", &empty.logsumexp(1, false), &[inf, inf], 0.0);
+    assert_eq!(empty.logsumexp(1, true).shape(), vec![2, 1]);
+    // softmax over an axis of a [0, 3] tensor is empty, along the other too.
+    assert_eq!(
+        Tensor::zeros(&[0, 3], DType::F32).softmax(1).shape(),
+        vec![0, 3]
+    );
+    let x = f32s(&[1.0, 2.0]);
+    for (op, call) in [
+        (
+            "softmax",
+            Box::new(|| x.softmax(-3)) as Box<dyn FnOnce() -> Tensor>,
+        ),
+        ("log_softmax", Box::new(|| x.log_softmax(1))),
+        ("logsumexp", Box::new(|| x.logsumexp(2, false))),
+        ("logcumsumexp", Box::new(|| x.logcumsumexp(4))),
+        ("cummin", Box::new(|| x.cummin(-2).0)),
+    ] {
+        let m = panic_message(call);
+        assert!(m.starts_with(&format!("{op}: axis")), "{op}: {m}");
+    }
+}
+
 // ---- item 6: a usize is never a sentinel; arange's bounds are finite ----
 
 #[test]

@@ -66,6 +66,10 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
+        let shape = self.shape();
+        if shape[normalize_axis("cummax", axis, &shape)] == 0 {
+            return (self.clone(), Tensor::zeros(&shape, DType::I64));
+        }
         let values = self.along_last("cummax", axis, |x| {
             x.prefix_table(lowest(x.dtype())).max(-1, false)
         });
@@ -84,6 +88,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn cummin(&self, axis: isize) -> (Tensor, Tensor) {
+        normalize_axis("cummin", axis, &self.shape());
         let reversed = reverse_order(self);
         let (values, indices) = reversed.cummax(axis);
         (reverse_order(&values), indices)
@@ -99,6 +104,9 @@ impl Tensor {
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {
         let x = self.cast(self.dtype().to_float());
         x.along_last("logcumsumexp", axis, |x| {
+            if x.shape()[x.ndim() - 1] == 0 {
+                return x.clone();
+            }
             let table = x.prefix_table(Scalar::Float(f64::NEG_INFINITY));
             let peak = table.max(-1, true).detach();
             let shift = peak.isfinite().where_(&peak, 0.0);

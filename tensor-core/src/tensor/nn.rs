@@ -1,9 +1,11 @@
 //! Numerically stable normalizations over an axis. Each subtracts the (detached) maximum
 //! before exponentiating: the results are invariant to that shift, so detaching it changes
-//! no gradient and keeps autodiff from differentiating through `max`.
+//! no gradient and keeps autodiff from differentiating through `max`. Over an empty axis
+//! there is no maximum: `softmax` and `log_softmax` are empty there and `logsumexp` is
+//! `log 0 = -inf`, as in PyTorch.
 
 use super::Tensor;
-use super::broadcast::{IntoAxes, resolve_axes};
+use super::broadcast::{IntoAxes, normalize_axis, resolve_axes};
 
 impl Tensor {
     /// `e^x / sum(e^x)` along `axis`, computed as `e^(x - max x)` normalized, in the float type.
@@ -20,7 +22,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Tensor {
-        let shifted = self.minus_detached_max(&[axis]);
+        let shifted = self.minus_detached_max("softmax", axis);
         let e = shifted.exp();
         e.div(e.sum(axis, true))
     }
@@ -33,7 +35,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Tensor {
-        let shifted = self.minus_detached_max(&[axis]);
+        let shifted = self.minus_detached_max("log_softmax", axis);
         shifted.sub(shifted.exp().sum(axis, true).log())
     }
 
@@ -51,6 +53,10 @@ impl Tensor {
             .map(|a| a as isize)
             .collect();
         let x = self.cast(self.dtype().to_float());
+        let shape = self.shape();
+        if axes.iter().any(|&a| shape[a as usize] == 0) {
+            return x.exp().sum(&axes, keepdim).log();
+        }
         let peak = x.max(&axes, true).detach();
         let shift = peak.isfinite().where_(&peak, 0.0);
         let out = x.sub(&shift).exp().sum(&axes, true).log().add(&shift);
@@ -64,11 +70,16 @@ impl Tensor {
         out.reshape(&kept)
     }
 
-    /// `x - max(x)` over `axes` (kept), in the float type, with the maximum detached.
+    /// `x - max(x)` along `axis` (kept), in the float type, with the maximum detached; `x`
+    /// itself when the axis is empty (nothing to shift). `op` names the caller in panics.
     #[track_caller]
-    fn minus_detached_max(&self, axes: &[isize]) -> Tensor {
+    fn minus_detached_max(&self, op: &str, axis: isize) -> Tensor {
+        let axis = normalize_axis(op, axis, &self.shape());
         let x = self.cast(self.dtype().to_float());
-        let m = x.max(axes, true).detach();
+        if self.shape()[axis] == 0 {
+            return x;
+        }
+        let m = x.max(axis, true).detach();
         x.sub(&m)
     }
 }
