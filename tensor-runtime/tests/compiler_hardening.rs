@@ -601,3 +601,30 @@ fn broadcasting_to_size_one_is_refused_in_plain_words() {
         "{message}"
     );
 }
+
+#[test]
+fn a_hung_ptxas_is_stopped_with_everything_it_started() {
+    if is_child() {
+        let err = tensor_runtime::cuda::nvrtc::assemble("// no PTX", "sm_80").unwrap_err();
+        assert!(matches!(err, RuntimeError::CompileTimedOut { .. }), "{err}");
+        println!("STOPPED {err}");
+        return;
+    }
+    let dir = TempDir::new("hung-ptxas");
+    let pid_file = dir.path().join("ptxas-child.pid");
+    let ptxas = hanging_compiler(dir.path(), &pid_file);
+    let started = Instant::now();
+    let run = run_child(
+        "a_hung_ptxas_is_stopped_with_everything_it_started",
+        &[
+            ("TENSOR_PTXAS", &ptxas.display().to_string()),
+            ("TENSOR_COMPILE_TIMEOUT", "0.3"),
+        ],
+    );
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert!(run.status.success(), "child failed\n{stdout}\n{stderr}");
+    assert!(stdout.contains("STOPPED"), "{stdout}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let worker = pid_in(&pid_file);
+    assert!(ends(worker), "ptxas's child {worker} outlived the timeout");
+}

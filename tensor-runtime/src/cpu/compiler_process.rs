@@ -31,7 +31,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// Runs `command` with no input, collecting its output, as the leader of a new process
 /// group. Returns `None` if it is still running when `limit` passes: its whole group has then
 /// been killed and reaped.
-pub(super) fn run_with_limit(command: &mut Command, limit: Duration) -> io::Result<Option<Output>> {
+pub(crate) fn run_with_limit(command: &mut Command, limit: Duration) -> io::Result<Option<Output>> {
     command
         .process_group(0)
         .stdin(Stdio::null())

@@ -27,7 +27,7 @@ pub mod beam;
 mod buffer;
 mod compiler;
 mod compiler_identity;
-mod compiler_process;
+pub(crate) mod compiler_process;
 mod loaded;
 mod memory;
 mod pool;

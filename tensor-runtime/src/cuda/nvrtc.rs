@@ -5,6 +5,7 @@
 //! library loads and otherwise returns [`RuntimeError::DeviceUnavailable`] saying how to get
 //! it (`scripts/cuda-tools.sh`).
 
+use crate::cpu::compiler_process::run_with_limit;
 use crate::cpu::scratch::ScratchDir;
 use crate::error::{Result, RuntimeError};
 use cudarc::nvrtc::{CompileError, CompileOptions};
@@ -191,13 +192,20 @@ pub fn assemble(ptx: &str, arch: &str) -> Result<()> {
     let input = dir.join(format!("{stem}-{arch}.ptx"));
     let output = dir.join(format!("{stem}-{arch}.cubin"));
     std::fs::write(&input, ptx).map_err(|e| io_error(&input, e))?;
-    let run = Command::new(&ptxas)
+    let mut command = Command::new(&ptxas);
+    command
         .arg(format!("--gpu-name={arch}"))
         .arg(&input)
         .arg("-o")
-        .arg(&output)
-        .output()
-        .map_err(|e| io_error(&ptxas, e))?;
+        .arg(&output);
+    // As the C compiler: a hung ptxas is stopped, with everything it started.
+    let limit = crate::cpu::compile_timeout_from_env()?;
+    let run = run_with_limit(&mut command, limit)
+        .map_err(|e| io_error(&ptxas, e))?
+        .ok_or_else(|| RuntimeError::CompileTimedOut {
+            compiler: format!("ptxas ({arch})"),
+            limit,
+        })?;
     drop(scratch);
     if run.status.success() {
         return Ok(());
