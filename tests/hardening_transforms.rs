@@ -345,6 +345,11 @@ fn out_axes_and_unmapped_arguments_at_batch_zero() {
         let xs = Tensor::zeros(&[3, 0], DType::F32);
         let got = vmap_with(g, 1, 0, method).call1(&[xs]);
         assert_eq!(got.shape(), vec![0, 3], "{method:?}");
+        // a batch of one along axis 1, placed at axis 1 of a [3] result
+        let xs = Tensor::from_vec(vec![0.5f32, 1.0, 1.5], &[3, 1]);
+        let got = vmap_with(g, 1, 1, method).call1(&[xs]);
+        assert_eq!(got.shape(), vec![3, 1], "{method:?}");
+        close(&values(&got), &[1.0, 2.0, 3.0]);
         // a result that does not depend on the batch is repeated zero times
         let h = |_x: &Tensor| Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
         let got = vmap_with(h, 0, 0, method).call1(&[batch(0)]);
