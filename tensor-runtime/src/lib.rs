@@ -21,7 +21,9 @@
 //! | `TENSOR_CACHE_MAX_BYTES` | size limit of the disk cache (least recently used entries go first) | 512 MiB |
 //! | `TENSOR_PROGRAM_CACHE_SIZE` | loaded kernel libraries kept in memory per device | 1024 |
 //! | `TENSOR_COMPILE_TIMEOUT` | seconds one compiler run may take before it is killed | 120 |
-//! | `THREADS` | cores a kernel is split across | all available cores |
+//! | `THREADS` | cores a kernel is split across (more than available: lowered, with a warning) | all available cores |
+//!
+//! A malformed value of any of them is an error naming the variable.
 //!
 //! Tests and embedders that need a specific setup pass a [`CpuConfig`] to
 //! [`CpuDevice::with_config`] instead of changing the process environment.
