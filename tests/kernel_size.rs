@@ -134,3 +134,12 @@ fn a_cat_of_many_tensors_is_cut_into_kernels_of_few_gated_loads() {
     let expected: Vec<f64> = (0..n).flat_map(|i| [i as f64, -(i as f64)]).collect();
     assert_eq!(values(&joined), expected);
 }
+
+#[test]
+fn nested_diamonds_are_not_counted_once_per_path() {
+    // y ← y·y / (y + 1), 30 times: as a tree 2^30 leaves, as a graph 90 ops in one kernel.
+    let x = Tensor::from_vec(vec![0.5f32, 1.0, 2.0, 8.0], &[4]);
+    let y = (0..30).fold(x, |y, _| &(&y * &y) / &(&y + 1.0));
+    assert_eq!(create_schedule(&[y.uop()]).items.len(), 1);
+    assert_matches_interpreter("30 nested diamonds", &y);
+}
