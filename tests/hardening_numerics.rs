@@ -204,6 +204,45 @@ fn float_pow_values_follow_c_pow() {
     }
 }
 
+#[test]
+fn compiled_float_pow_agrees_with_c_pow_over_a_sweep_and_under_vmap() {
+    // 4096 pairs: bases in [-4, 4), exponents integral in [-6, 6] or fractional in [-3, 3).
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let n = 4096;
+    let a: Vec<f32> = (0..n).map(|_| (next() * 8.0 - 4.0) as f32).collect();
+    let b: Vec<f32> = (0..n)
+        .map(|i| match i % 2 {
+            0 => (next() * 13.0 - 6.5).round() as f32,
+            _ => (next() * 6.0 - 3.0) as f32,
+        })
+        .collect();
+    let want: Vec<f64> = a
+        .iter()
+        .zip(&b)
+        .map(|(&a, &b)| f64::from(a).powf(f64::from(b)) as f32 as f64)
+        .collect();
+    let (x, y) = (f32s(&a), f32s(&b));
+    // |b log2 |a|| <= 13: the exp2/log2 decomposition is within a few ulp of f32 there.
+    assert_values("f32 pow sweep", &x.pow(&y), &want, 8e-6);
+    let rows = |t: &Tensor| t.reshape(&[64, 64]);
+    let batched = vmap(|x: &Tensor, y: &Tensor| x.pow(y), 0, 0).call1(&[rows(&x), rows(&y)]);
+    assert_values("vmap pow", &batched, &want, 8e-6);
+    // f16 and bf16 compute in f32 and round once.
+    let half_cases = f32s(&[-2.0, 2.0, 0.0, -0.5]);
+    let half_exponents = f32s(&[3.0, 0.5, -1.0, 2.0]);
+    for dtype in [DType::F16, DType::BF16] {
+        let p = half_cases.cast(dtype).pow(half_exponents.cast(dtype));
+        let want = [-8.0, std::f64::consts::SQRT_2, f64::INFINITY, 0.25];
+        assert_values(&format!("{dtype} pow"), &p, &want, 4e-3);
+    }
+}
+
 // ---- item 3: integer powers are exact ----
 
 #[test]
