@@ -193,6 +193,7 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
         buffers: vec![out.clone()],
         bindings: HashMap::new(),
         reads: HashMap::new(),
+        mask_factors: HashMap::new(),
         sliding: 0,
         within: vec![root.clone()],
         epilogue: [None; 2],
@@ -297,6 +298,9 @@ struct KernelBuilder<'a> {
     bindings: HashMap<UOp, UOp>,
     /// Whether computing a node reads memory (see `reads_memory`).
     reads: HashMap<UOp, bool>,
+    /// Whether a product (looked through casts and views) has a mask factor (see
+    /// `has_mask_factor`), memoized: a long product chain is walked once, not once per link.
+    mask_factors: HashMap<UOp, bool>,
     /// How many reduces over sliding ranges enclose the node being lowered (their sum
     /// collapses to one read per position, so values under them are left inline).
     sliding: usize,
@@ -678,23 +682,31 @@ impl KernelBuilder<'_> {
     }
 
     fn has_mask_factor(&mut self, u: &UOp) -> bool {
-        // Each distinct factor once: a chain of squarings (`x * x`, repeated) is a DAG whose
-        // paths double at every step.
-        let mut seen = HashSet::new();
-        let mut stack = vec![under_casts_and_views(u)];
-        while let Some(core) = stack.pop() {
-            if !seen.insert(core.clone()) {
+        // Factors before products, each distinct one once: a chain of squarings (`x * x`,
+        // repeated) is a DAG whose paths double at every step.
+        let root = under_casts_and_views(u);
+        let mut stack = vec![(root.clone(), false)];
+        while let Some((core, factors_done)) = stack.pop() {
+            if self.mask_factors.contains_key(&core) {
                 continue;
             }
-            match core.op() {
-                Op::Mul => stack.extend(core.src().iter().map(under_casts_and_views)),
-                Op::CmpNe | Op::CmpLt | Op::CmpEq | Op::Where if !self.reads_memory(&core) => {
-                    return true;
-                }
-                _ => {}
+            let factors: Vec<UOp> = match core.op() {
+                Op::Mul => core.src().iter().map(under_casts_and_views).collect(),
+                _ => Vec::new(),
+            };
+            if !factors_done && !factors.is_empty() {
+                stack.push((core, true));
+                stack.extend(factors.into_iter().map(|f| (f, false)));
+                continue;
             }
+            let has = match core.op() {
+                Op::Mul => factors.iter().any(|f| self.mask_factors[f]),
+                Op::CmpNe | Op::CmpLt | Op::CmpEq | Op::Where => !self.reads_memory(&core),
+                _ => false,
+            };
+            self.mask_factors.insert(core, has);
         }
-        false
+        self.mask_factors[&root]
     }
 
     /// True when computing `x` reads a buffer (a `Buffer` or a realized node) or draws random
