@@ -79,20 +79,25 @@ impl Linear {
         lin
     }
 
+    /// Adds `scale * u`'s terms, left operands first (an explicit stack: a sum of any length).
     fn collect(&mut self, u: &UOp, scale: i64) {
-        if let Some(c) = int_value(u) {
-            self.constant += c * scale;
-            return;
-        }
-        match u.op() {
-            Op::Add => {
-                self.collect(u.s(0), scale);
-                self.collect(u.s(1), scale);
+        let mut stack = vec![(u.clone(), scale)];
+        while let Some((u, scale)) = stack.pop() {
+            if let Some(c) = int_value(&u) {
+                self.constant += c * scale;
+                continue;
             }
-            Op::Mul if int_value(u.s(1)).is_some() => {
-                self.collect(u.s(0), scale * int_value(u.s(1)).unwrap_or(1));
+            match u.op() {
+                Op::Add => {
+                    stack.push((u.s(1).clone(), scale));
+                    stack.push((u.s(0).clone(), scale));
+                }
+                Op::Mul if int_value(u.s(1)).is_some() => {
+                    let k = int_value(u.s(1)).unwrap_or(1);
+                    stack.push((u.s(0).clone(), scale * k));
+                }
+                _ => self.terms.push((u, scale)),
             }
-            _ => self.terms.push((u.clone(), scale)),
         }
     }
 

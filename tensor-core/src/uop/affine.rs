@@ -5,7 +5,7 @@
 //! window sliding with a range), without the rewrite rules of `symbolic`.
 
 use super::{Op, UOp};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// An affine form: a constant plus integer multiples of atoms (keyed by node id).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -16,19 +16,40 @@ pub struct Affine {
     pub terms: BTreeMap<usize, i64>,
 }
 
+/// The operands whose forms a node's form is built from.
+fn linear_operands(x: &UOp) -> &[UOp] {
+    match x.op() {
+        Op::Add | Op::Sub | Op::Neg | Op::Mul => x.src(),
+        _ => &[],
+    }
+}
+
 impl Affine {
     /// The affine form of an integer expression, `None` where a coefficient overflows `i64`.
+    ///
+    /// The forms of the sums, differences and scalings under `x` are built operands first, each
+    /// node once (a walk with an explicit stack: an expression of any depth).
     pub fn of(x: &UOp) -> Option<Affine> {
+        let mut forms: HashMap<UOp, Option<Affine>> = HashMap::new();
+        for node in x.toposort_along(linear_operands, |_| true) {
+            let form = Affine::of_node(&node, |s| forms.get(s).cloned().flatten());
+            forms.insert(node, form);
+        }
+        forms.remove(x).flatten()
+    }
+
+    /// The form of `x` given its operands' forms (`of`).
+    fn of_node(x: &UOp, of: impl Fn(&UOp) -> Option<Affine>) -> Option<Affine> {
         match x.op() {
             Op::Const => Some(Affine {
                 constant: x.const_value()?.as_i64(),
                 terms: BTreeMap::new(),
             }),
-            Op::Add => Affine::of(x.s(0))?.plus(&Affine::of(x.s(1))?, 1),
-            Op::Sub => Affine::of(x.s(0))?.plus(&Affine::of(x.s(1))?, -1),
-            Op::Neg => Affine::default().plus(&Affine::of(x.s(0))?, -1),
+            Op::Add => of(x.s(0))?.plus(&of(x.s(1))?, 1),
+            Op::Sub => of(x.s(0))?.plus(&of(x.s(1))?, -1),
+            Op::Neg => Affine::default().plus(&of(x.s(0))?, -1),
             Op::Mul => {
-                let (a, b) = (Affine::of(x.s(0))?, Affine::of(x.s(1))?);
+                let (a, b) = (of(x.s(0))?, of(x.s(1))?);
                 match (a.as_constant(), b.as_constant()) {
                     (_, Some(k)) => Affine::default().plus(&a, k),
                     (Some(k), _) => Affine::default().plus(&b, k),
