@@ -90,13 +90,19 @@ fn a_million_op_chain_derives_its_shape_and_drops_on_a_small_stack() {
 }
 
 #[test]
-fn a_100k_op_chain_realizes_and_differentiates_on_a_small_stack() {
+fn a_100k_op_chain_realizes_jits_and_differentiates_on_a_small_stack() {
     let steps = 50_000;
     let (values, grads) = on_small_stack(move || {
         let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]);
         let values = affine_chain(&x, steps).to_vec::<f32>().unwrap();
         let grad_fn = grad(move |x: &Tensor| affine_chain(x, steps).sum_all(), 0);
-        let grads = grad_fn.call1(&[x]).to_vec::<f32>().unwrap();
+        let grads = grad_fn
+            .call1(std::slice::from_ref(&x))
+            .to_vec::<f32>()
+            .unwrap();
+        let jitted = jit(move |x: &Tensor| affine_chain(x, steps));
+        let again = jitted.call(&[x]).remove(0).to_vec::<f32>().unwrap();
+        assert_eq!(again, values, "jit computes the same kernels");
         (values, grads)
     });
     let an = A.powi(steps as i32);
@@ -109,13 +115,17 @@ fn a_100k_op_chain_realizes_and_differentiates_on_a_small_stack() {
 }
 
 #[test]
-fn vmap_of_a_100k_op_chain_gives_every_row_its_value_by_each_method() {
+fn vmap_of_a_100k_op_chain_gives_every_row_its_value_by_every_method() {
     let steps = 50_000;
     let an = A.powi(steps as i32);
     let want: Vec<f64> = (1..=6)
         .map(|x0| an * x0 as f64 + 0.5 * (an - 1.0) / (A - 1.0))
         .collect();
-    for method in [VmapMethod::Rewrite, VmapMethod::Range] {
+    for method in [
+        VmapMethod::Rewrite,
+        VmapMethod::Range,
+        VmapMethod::PadReduce,
+    ] {
         let rows = on_small_stack(move || {
             let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
             let f = vmap_with(move |x: &Tensor| affine_chain(x, steps), 0, 0, method);
@@ -153,7 +163,7 @@ fn a_100k_op_chain_of_sines_differentiates_and_vmaps_on_a_small_stack() {
 }
 
 /// The full size: a 1M-op chain traced, differentiated, vmapped and realized on a
-/// 2 MiB stack. About 3 minutes and 2 GB at the test profile's opt-level 1, so not in every
+/// 2 MiB stack. About 5 minutes and 3 GB at the test profile's opt-level 1, so not in every
 /// run: `cargo test --release --test deep_graphs -- --ignored`.
 #[test]
 #[ignore = "minutes: run with --ignored"]
