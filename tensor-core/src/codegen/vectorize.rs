@@ -62,19 +62,38 @@ impl Affine {
 }
 
 /// `idx` as an affine form of its ranges, `None` when it is not one (a division, a modulo, a
-/// product of two ranges, a load, ...).
+/// product of two ranges, a load, ...). Built operands first, each node once (an explicit
+/// stack: an index of any depth).
 pub fn affine(idx: &UOp) -> Option<Affine> {
+    let mut forms: HashMap<UOp, Option<Affine>> = HashMap::new();
+    for node in idx.toposort_along(affine_operands, |_| true) {
+        let form = affine_node(&node, |s| forms.get(s).cloned().flatten());
+        forms.insert(node, form);
+    }
+    forms.remove(idx).flatten()
+}
+
+/// The operands whose forms a node's form is built from.
+fn affine_operands(u: &UOp) -> &[UOp] {
+    match u.op() {
+        Op::Add | Op::Sub | Op::Neg | Op::Mul => u.src(),
+        _ => &[],
+    }
+}
+
+/// The form of `idx` given its operands' forms (`of`).
+fn affine_node(idx: &UOp, of: impl Fn(&UOp) -> Option<Affine>) -> Option<Affine> {
     match idx.op() {
         Op::Const => Some(Affine::constant(idx.const_value()?.as_i64())),
         Op::Range => Some(Affine {
             terms: BTreeMap::from([(idx.range_id(), 1)]),
             constant: 0,
         }),
-        Op::Add => Some(affine(idx.s(0))?.plus(affine(idx.s(1))?, 1)),
-        Op::Sub => Some(affine(idx.s(0))?.plus(affine(idx.s(1))?, -1)),
-        Op::Neg => Some(affine(idx.s(0))?.times(-1)),
+        Op::Add => Some(of(idx.s(0))?.plus(of(idx.s(1))?, 1)),
+        Op::Sub => Some(of(idx.s(0))?.plus(of(idx.s(1))?, -1)),
+        Op::Neg => Some(of(idx.s(0))?.times(-1)),
         Op::Mul => {
-            let (a, b) = (affine(idx.s(0))?, affine(idx.s(1))?);
+            let (a, b) = (of(idx.s(0))?, of(idx.s(1))?);
             match (a.terms.is_empty(), b.terms.is_empty()) {
                 (_, true) => Some(a.times(b.constant)),
                 (true, false) => Some(b.times(a.constant)),
