@@ -202,7 +202,7 @@ fn integer_to_negative_integer_power_panics() {
 }
 
 #[test]
-#[should_panic(expected = "full: negative size -2 in shape [3, -2]")]
+#[should_panic(expected = "zeros: negative size -2 in shape [3, -2]")]
 fn negative_sizes_panic() {
     Tensor::zeros(&[3, -2], DType::F32);
 }

@@ -29,6 +29,7 @@
 //! and replays the recorded cases first on every later run (commit that file with the fix).
 
 mod graphs;
+mod hostile;
 mod recipe;
 mod transforms;
 

@@ -37,6 +37,7 @@ impl Tensor {
     /// checked (one out of range reads 0).
     #[track_caller]
     pub fn index(&self, index: &[Index]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("index");
         let shape = self.shape();
         if index.len() > shape.len() {
             panic!(
@@ -82,6 +83,7 @@ impl Tensor {
         stop: Option<isize>,
         step: isize,
     ) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("slice_step");
         let shape = self.shape();
         let ax = normalize_axis("slice_step", axis, &shape);
         if step == 0 {
@@ -143,6 +145,7 @@ impl Tensor {
     /// On an axis out of range, or when `axis1` and `axis2` name the same axis.
     #[track_caller]
     pub fn diagonal(&self, offset: isize, axis1: isize, axis2: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("diagonal");
         let shape = self.shape();
         let (a, b) = (
             normalize_axis("diagonal", axis1, &shape),
@@ -159,7 +162,7 @@ impl Tensor {
         let plane = if offset >= 0 {
             plane.slice(nd - 1, offset.min(cols), cols)
         } else {
-            plane.slice(nd - 2, (-offset).min(rows), rows)
+            plane.slice(nd - 2, offset.checked_neg().unwrap_or(isize::MAX).min(rows), rows)
         };
         let s = plane.shape();
         let len = s[s.len() - 2].min(s[s.len() - 1]);
@@ -187,6 +190,7 @@ impl Tensor {
     /// When `size` times the element count is more elements than a tensor may hold.
     #[track_caller]
     pub fn argwhere(&self, size: usize, fill: i64) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("argwhere");
         let shape = self.shape();
         let hit = self.first_true(size); // [size, N]
         let n = self.numel();
@@ -215,6 +219,7 @@ impl Tensor {
     /// As [`Tensor::argwhere`] does.
     #[track_caller]
     pub fn nonzero(&self, size: usize, fill: i64) -> Vec<Tensor> {
+        let _op = super::op_scope::OpScope::enter("nonzero");
         let found = self.argwhere(size, fill);
         (0..self.ndim())
             .map(|d| found.slice(1, d as isize, d as isize + 1).squeeze(1))
@@ -229,6 +234,7 @@ impl Tensor {
     /// When the shapes of `self` and `mask` do not broadcast.
     #[track_caller]
     pub fn masked_select(&self, mask: &Tensor, size: usize, fill: impl Into<Scalar>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("masked_select");
         let shape = broadcast_shapes("masked_select", &[self.shape(), mask.shape()]);
         let dims_of = dims(&shape);
         let values = self.expand(&dims_of).reshape(&[-1isize]);

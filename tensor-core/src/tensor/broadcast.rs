@@ -57,6 +57,7 @@ impl_dims!(i32, i64, isize, usize);
 /// for one too large.
 #[track_caller]
 pub(crate) fn dims_of<D: Dims + ?Sized>(op: &str, what: &str, dims: &D) -> Vec<isize> {
+    let op = super::op_scope::user_op(op);
     match dims.to_dims() {
         Ok(d) => d,
         Err(m) => panic!("{op}: {what} {m}"),
@@ -123,7 +124,7 @@ pub(crate) fn normalize_axis(op: &str, axis: isize, shape: &[usize]) -> usize {
 pub(crate) fn normalize_axis_in(op: &str, axis: isize, ndim: usize, shape: &[usize]) -> usize {
     match axis_in(op, axis, ndim, shape) {
         Ok(a) => a,
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
     }
 }
 
@@ -134,6 +135,7 @@ pub(crate) fn axis_in(
     ndim: usize,
     shape: &[usize],
 ) -> Result<usize, String> {
+    let op = super::op_scope::user_op(op);
     let resolved = if axis < 0 { axis + ndim as isize } else { axis };
     if resolved < 0 || resolved >= ndim as isize {
         return Err(format!(
@@ -148,6 +150,7 @@ pub(crate) fn axis_in(
 /// Distinct axes, normalized and sorted; panics on an axis out of range or named twice.
 #[track_caller]
 pub(crate) fn normalize_axes(op: &str, axes: &[isize], shape: &[usize]) -> Vec<usize> {
+    let op = super::op_scope::user_op(op);
     let mut out = Vec::with_capacity(axes.len());
     for &a in axes {
         let axis = normalize_axis(op, a, shape);
@@ -167,14 +170,20 @@ pub(crate) fn normalize_axes(op: &str, axes: &[isize], shape: &[usize]) -> Vec<u
 pub(crate) fn require_addressable(op: &str, shape: &[usize]) -> usize {
     match addressable(op, shape) {
         Ok(v) => v,
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
     }
 }
 
 /// The element count of `shape`, or the message [`require_addressable`] panics with.
 pub(crate) fn addressable(op: &str, shape: &[usize]) -> Result<usize, String> {
+    let op = super::op_scope::user_op(op);
     if let Some(numel) = checked_numel(shape) {
         return Ok(numel);
+    }
+    if let Some(d) = shape.iter().find(|&&d| d > MAX_ELEMENTS) {
+        return Err(format!(
+            "{op}: shape {shape:?} has an axis of {d}, longer than the {MAX_ELEMENTS} (2^48) elements a tensor may have"
+        ));
     }
     let count = shape
         .iter()
@@ -191,12 +200,13 @@ pub(crate) fn broadcast_shapes(op: &str, shapes: &[Shape]) -> Shape {
     let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
     match try_broadcast(op, &refs) {
         Ok(s) => s,
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
     }
 }
 
 /// The NumPy broadcast of `shapes`, or the message [`broadcast_shapes`] panics with.
 pub(crate) fn try_broadcast(op: &str, shapes: &[&[usize]]) -> Result<Shape, String> {
+    let op = super::op_scope::user_op(op);
     match broadcast(shapes) {
         Some(s) => addressable(op, &s).map(|_| s),
         None => Err(format!(
@@ -325,6 +335,7 @@ fn join_weak(dtype: DType, s: Scalar) -> DType {
 /// [`result_dtype`], broadcast to the NumPy broadcast of their shapes.
 #[track_caller]
 pub(crate) fn elementwise_operands(op: &str, operands: &[Operand]) -> (Vec<UOp>, DType) {
+    let op = super::op_scope::user_op(op);
     let dtype = result_dtype(operands);
     let shapes: Vec<Shape> = operands.iter().map(Operand::shape).collect();
     let shape = broadcast_shapes(op, &shapes);

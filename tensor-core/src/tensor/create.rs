@@ -38,9 +38,10 @@ impl Tensor {
     /// instead.
     #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("from_vec");
         match Tensor::try_from_vec(data, shape) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -67,6 +68,7 @@ impl Tensor {
     /// Panics when `data` does not fill `shape` (see [`Tensor::try_from_vec`]).
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("from_slice");
         Tensor::from_vec(data.to_vec(), shape)
     }
 
@@ -77,6 +79,7 @@ impl Tensor {
     /// Panics when `values` does not fill `shape`.
     #[track_caller]
     pub fn from_scalars(values: &[Scalar], dtype: DType, shape: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("from_scalars");
         let numel = require_addressable("from_scalars", shape);
         if values.len() != numel {
             panic!(
@@ -99,6 +102,7 @@ impl Tensor {
     /// When `bytes` does not hold exactly the elements of `dtype` and `shape`.
     #[track_caller]
     pub fn from_bytes(bytes: Vec<u8>, dtype: DType, shape: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("from_bytes");
         let numel = require_addressable("from_bytes", shape);
         if bytes.len() != numel * dtype.size_bytes() {
             panic!(
@@ -174,6 +178,7 @@ impl Tensor {
     /// Panics on a negative size.
     #[track_caller]
     pub fn full<D: Dims + ?Sized>(shape: &D, value: impl Into<Scalar>, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("full");
         let shape = sizes("full", shape);
         Tensor::from_uop(const_uop(value.into(), dtype, &shape))
     }
@@ -185,6 +190,7 @@ impl Tensor {
     /// Panics on a negative size.
     #[track_caller]
     pub fn zeros<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("zeros");
         Tensor::full(shape, 0, dtype)
     }
 
@@ -195,6 +201,7 @@ impl Tensor {
     /// Panics on a negative size.
     #[track_caller]
     pub fn ones<D: Dims + ?Sized>(shape: &D, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("ones");
         Tensor::full(shape, 1, dtype)
     }
 
@@ -236,6 +243,7 @@ impl Tensor {
     /// never wrapped to a negative one).
     #[track_caller]
     pub fn arange(args: impl ArangeArgs) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("arange");
         let form = args.into_arange();
         if let (Scalar::Int(0), Scalar::Int(stop), Scalar::Int(1), None, INDEX_DTYPE) =
             (form.start, form.stop, form.step, form.dtype, form.natural)
@@ -265,6 +273,7 @@ impl Tensor {
     /// Panics when `num` is more than a tensor may hold.
     #[track_caller]
     pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("linspace");
         require_addressable("linspace", &[num]);
         if num == 1 {
             return Tensor::full(&[1], start, dtype);
@@ -292,6 +301,7 @@ impl Tensor {
     /// Panics when `n * n` is more than a tensor may hold.
     #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("eye");
         require_addressable("eye", &[n, n]);
         Tensor::from_uop(diagonal_offset(n, n)).eq(0).cast(dtype)
     }
@@ -311,6 +321,7 @@ impl Tensor {
     /// Panics for fewer than two axes.
     #[track_caller]
     pub fn triu(&self, k: i64) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("triu");
         self.keep_triangle("triu", k, true)
     }
 
@@ -322,11 +333,13 @@ impl Tensor {
     /// Panics for fewer than two axes.
     #[track_caller]
     pub fn tril(&self, k: i64) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("tril");
         self.keep_triangle("tril", k, false)
     }
 
     #[track_caller]
     fn keep_triangle(&self, op: &str, k: i64, upper: bool) -> Tensor {
+        let op = super::op_scope::user_op(op);
         let shape = self.shape();
         if shape.len() < 2 {
             panic!("{op}: needs at least two axes, got shape {shape:?}");
@@ -569,6 +582,7 @@ fn host_buffer(storage: BufferStorage, size: usize, dtype: DType, shape: &[usize
 /// The sizes of a shape argument; panics on a negative size.
 #[track_caller]
 pub(crate) fn sizes<D: Dims + ?Sized>(op: &str, shape: &D) -> Shape {
+    let op = super::op_scope::user_op(op);
     let dims = dims_of(op, "size", shape);
     let mut out = Vec::with_capacity(dims.len());
     for &d in &dims {

@@ -25,6 +25,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn cumsum(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("cumsum");
         let shape = self.shape();
         let axis = normalize_axis("cumsum", axis, &shape);
         let u = cast_uop(&self.uop(), accumulate_dtype(self.dtype()));
@@ -51,6 +52,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn cumprod(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("cumprod");
         let x = self.cast(accumulate_dtype(self.dtype()));
         x.along_last("cumprod", axis, |x| {
             let one = Scalar::Int(1);
@@ -66,6 +68,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn cummax(&self, axis: isize) -> (Tensor, Tensor) {
+        let _op = super::op_scope::OpScope::enter("cummax");
         let shape = self.shape();
         if shape[normalize_axis("cummax", axis, &shape)] == 0 {
             return (self.clone(), Tensor::zeros(&shape, DType::I64));
@@ -88,6 +91,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn cummin(&self, axis: isize) -> (Tensor, Tensor) {
+        let _op = super::op_scope::OpScope::enter("cummin");
         normalize_axis("cummin", axis, &self.shape());
         let reversed = reverse_order(self);
         let (values, indices) = reversed.cummax(axis);
@@ -102,6 +106,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn logcumsumexp(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("logcumsumexp");
         let x = self.cast(self.dtype().to_float());
         x.along_last("logcumsumexp", axis, |x| {
             if x.shape()[x.ndim() - 1] == 0 {

@@ -30,6 +30,7 @@ impl Tensor {
     /// count that does not match an operand's rank, and on one subscript bound to two sizes.
     #[track_caller]
     pub fn einsum(spec: &str, operands: &[&Tensor]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("einsum");
         let (inputs, output) = parse(spec, operands.len());
         let mut parts: Vec<(Tensor, Subscripts)> = Vec::with_capacity(operands.len());
         for (t, subs) in operands.iter().zip(inputs) {

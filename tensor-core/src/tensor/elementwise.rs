@@ -104,6 +104,7 @@ impl Tensor {
     /// `self` and `other` as nodes of one dtype and shape (NumPy broadcasting).
     #[track_caller]
     pub(super) fn binary_operands(&self, op: &str, other: impl Into<Operand>) -> (UOp, UOp) {
+        let op = super::op_scope::user_op(op);
         let (uops, _) = elementwise_operands(op, &[Operand::from(self), other.into()]);
         let mut it = uops.into_iter();
         (it.next().expect("lhs"), it.next().expect("rhs"))
@@ -118,6 +119,7 @@ impl Tensor {
     /// Panics unless the dtype is a number (not bool): for ops NumPy rejects on bools.
     #[track_caller]
     pub(super) fn require_number(&self, op: &str, dtype: DType) {
+        let op = super::op_scope::user_op(op);
         if dtype == DType::Bool {
             panic!(
                 "{op}: not supported for bool tensors (shape {:?}); cast to a number type first",
@@ -133,6 +135,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn add(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("add");
         let (a, b) = self.binary_operands("add", other);
         let op = if a.dtype() == DType::Bool {
             Op::Or
@@ -149,6 +152,7 @@ impl Tensor {
     /// Panics for bools, as NumPy does. Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn sub(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("sub");
         let (a, b) = self.binary_operands("sub", other);
         self.require_number("sub", a.dtype());
         Tensor::from_uop(add_uop(&a, &neg_uop(&b)))
@@ -161,6 +165,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn mul(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("mul");
         let (a, b) = self.binary_operands("mul", other);
         let op = if a.dtype() == DType::Bool {
             Op::And
@@ -179,6 +184,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn div(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("div");
         let (a, b) = self.binary_operands("div", other);
         let float = a.dtype().to_float();
         let (a, b) = (cast_uop(&a, float), cast_uop(&b, float));
@@ -194,6 +200,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn floor_div(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("floor_div");
         let (a, b) = self.binary_operands("floor_div", other);
         self.require_number("floor_div", a.dtype());
         if a.dtype().is_float() {
@@ -215,6 +222,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn remainder(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("remainder");
         let (a, b) = self.binary_operands("remainder", other);
         self.require_number("remainder", a.dtype());
         if a.dtype().is_float() {
@@ -236,6 +244,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn maximum(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("maximum");
         let (a, b) = self.binary_operands("maximum", other);
         Tensor::from_uop(max_uop(&a, &b))
     }
@@ -248,6 +257,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn minimum(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("minimum");
         let (a, b) = self.binary_operands("minimum", other);
         Tensor::from_uop(min_uop(&a, &b))
     }
@@ -259,6 +269,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn clamp(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("clamp");
         self.maximum(lo).minimum(hi)
     }
 
@@ -269,6 +280,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn lt(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("lt");
         let (a, b) = self.binary_operands("lt", other);
         Tensor::from_uop(lt_uop(&a, &b))
     }
@@ -280,6 +292,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn gt(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("gt");
         let (a, b) = self.binary_operands("gt", other);
         Tensor::from_uop(lt_uop(&b, &a))
     }
@@ -292,6 +305,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn ge(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("ge");
         let (a, b) = self.binary_operands("ge", other);
         Tensor::from_uop(at_least_uop(&a, &b))
     }
@@ -304,6 +318,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn le(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("le");
         let (a, b) = self.binary_operands("le", other);
         Tensor::from_uop(at_least_uop(&b, &a))
     }
@@ -315,6 +330,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn eq(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("eq");
         let (a, b) = self.binary_operands("eq", other);
         Tensor::from_uop(eq_uop(&a, &b))
     }
@@ -326,6 +342,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn ne(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("ne");
         let (a, b) = self.binary_operands("ne", other);
         Tensor::from_uop(ne_uop(&a, &b))
     }
@@ -345,6 +362,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn where_(&self, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("where");
         let branches = [a.into(), b.into()];
         let dtype = result_dtype(&branches);
         let mut shapes: Vec<Shape> = vec![self.shape()];
@@ -363,6 +381,7 @@ impl Tensor {
     /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_and(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("bitwise_and");
         self.bitwise("bitwise_and", Op::And, other)
     }
 
@@ -373,6 +392,7 @@ impl Tensor {
     /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_or(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("bitwise_or");
         self.bitwise("bitwise_or", Op::Or, other)
     }
 
@@ -383,6 +403,7 @@ impl Tensor {
     /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn bitwise_xor(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("bitwise_xor");
         self.bitwise("bitwise_xor", Op::Xor, other)
     }
 
@@ -412,6 +433,7 @@ impl Tensor {
     /// Panics for floats.
     #[track_caller]
     pub fn bitwise_not(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("bitwise_not");
         let u = self.uop();
         match u.dtype() {
             DType::Bool => Tensor::from_uop(not_uop(&u)),
@@ -435,6 +457,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn logical_and(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("logical_and");
         let (a, b) = self.binary_operands("logical_and", other);
         let (a, b) = (cast_uop(&a, DType::Bool), cast_uop(&b, DType::Bool));
         Tensor::from_uop(UOp::alu(Op::And, vec![a, b]))
@@ -447,6 +470,7 @@ impl Tensor {
     /// Panics when the shapes do not broadcast.
     #[track_caller]
     pub fn logical_or(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("logical_or");
         let (a, b) = self.binary_operands("logical_or", other);
         let (a, b) = (cast_uop(&a, DType::Bool), cast_uop(&b, DType::Bool));
         Tensor::from_uop(UOp::alu(Op::Or, vec![a, b]))
@@ -459,6 +483,7 @@ impl Tensor {
     /// Panics for bools.
     #[track_caller]
     pub fn neg(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("neg");
         self.require_number("neg", self.dtype());
         Tensor::from_uop(neg_uop(&self.uop()))
     }

@@ -56,6 +56,7 @@ impl Tensor {
     /// When the shapes do not broadcast.
     #[track_caller]
     pub fn copysign(&self, sign: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("copysign");
         let sign = match sign.into() {
             Operand::Tensor(t) => t,
             Operand::Scalar(s) => Tensor::from_uop(UOp::constant(s, self.dtype().to_float())),
@@ -112,6 +113,7 @@ impl Tensor {
     /// When the shapes do not broadcast.
     #[track_caller]
     pub fn atan2(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("atan2");
         let other = match other.into() {
             Operand::Tensor(t) => t,
             Operand::Scalar(s) => Tensor::from_uop(UOp::constant(s, self.dtype().to_float())),
@@ -177,6 +179,7 @@ impl Tensor {
     /// When the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn fmod(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("fmod");
         let (a, b) = self.binary_operands("fmod", other);
         self.require_number("fmod", a.dtype());
         Tensor::from_uop(UOp::alu(Op::Mod, vec![a, b]))
@@ -190,6 +193,7 @@ impl Tensor {
     /// When the shapes do not broadcast.
     #[track_caller]
     pub fn logaddexp(&self, other: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("logaddexp");
         let (a, b) = self.binary_operands("logaddexp", other);
         let float = a.dtype().to_float();
         let (a, b) = (
@@ -246,6 +250,7 @@ impl Tensor {
         atol: f64,
         equal_nan: bool,
     ) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("isclose");
         let (a, b) = self.binary_operands("isclose", other);
         let float = a.dtype().to_float();
         let (a, b) = (
@@ -274,6 +279,7 @@ impl Tensor {
         atol: f64,
         equal_nan: bool,
     ) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("allclose");
         let close = self.isclose(other, rtol, atol, equal_nan);
         let axes: Vec<isize> = (0..close.ndim() as isize).collect();
         close.all(&axes, false)
@@ -287,6 +293,7 @@ impl Tensor {
     /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn shl(&self, amount: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("shl");
         self.shift("shl", Op::Shl, amount)
     }
 
@@ -299,6 +306,7 @@ impl Tensor {
     /// Panics for floats and when the shapes do not broadcast.
     #[track_caller]
     pub fn shr(&self, amount: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("shr");
         self.shift("shr", Op::Shr, amount)
     }
 
@@ -331,6 +339,7 @@ impl Tensor {
     /// When either dtype is `bool` or the two element sizes differ.
     #[track_caller]
     pub fn bitcast(&self, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("bitcast");
         let from = self.dtype();
         if from == DType::Bool || dtype == DType::Bool || from.size_bytes() != dtype.size_bytes() {
             panic!(

@@ -33,9 +33,10 @@ impl Tensor {
     /// result with more elements than a tensor may hold; [`Tensor::try_cat`] returns the error.
     #[track_caller]
     pub fn cat(tensors: &[Tensor], axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("cat");
         match Tensor::try_cat(tensors, axis) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -93,9 +94,10 @@ impl Tensor {
     /// returns the error.
     #[track_caller]
     pub fn stack(tensors: &[Tensor], axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("stack");
         match Tensor::try_stack(tensors, axis) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -157,6 +159,7 @@ impl Tensor {
     /// Panics on a non-integer index, a rank mismatch or an index axis longer than the input's.
     #[track_caller]
     pub fn gather(&self, axis: isize, index: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("gather");
         let (s, i) = (self.shape(), index.shape());
         require_int_index("gather", index);
         if s.len() != i.len() || s.is_empty() {
@@ -188,6 +191,7 @@ impl Tensor {
     /// or shapes that do not broadcast.
     #[track_caller]
     pub fn take_along_axis(&self, index: &Tensor, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("take_along_axis");
         let (s, i) = (self.shape(), index.shape());
         require_int_index("take_along_axis", index);
         if s.len() != i.len() || s.is_empty() {
@@ -231,6 +235,7 @@ impl Tensor {
     /// tensor may hold.
     #[track_caller]
     pub fn take(&self, indices: &Tensor, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("take");
         let s = self.shape();
         require_int_index("take", indices);
         let ax = normalize_axis("take", axis, &s);
@@ -261,6 +266,7 @@ impl Tensor {
     /// axis out of range, or an index shape that differs from `self`'s outside `axis`.
     #[track_caller]
     pub fn scatter_add(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("scatter_add");
         let (s, i) = (self.shape(), index.shape());
         require_int_index("scatter_add", index);
         if src.shape() != i {
@@ -300,6 +306,7 @@ impl Tensor {
     /// As [`Tensor::one_hot_as`] does.
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("one_hot");
         self.one_hot_as(num_classes, DType::I64)
     }
 
@@ -311,6 +318,7 @@ impl Tensor {
     /// tensor may hold.
     #[track_caller]
     pub fn one_hot_as(&self, num_classes: usize, dtype: DType) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("one_hot_as");
         require_int_index("one_hot", self);
         let s = self.shape();
         let full: Shape = [s.as_slice(), &[num_classes]].concat();
@@ -327,6 +335,7 @@ impl Tensor {
 
 #[track_caller]
 fn require_int_index(op: &str, index: &Tensor) {
+    let op = super::op_scope::user_op(op);
     if !index.dtype().is_int() {
         panic!(
             "{op}: index dtype {} is not an integer type (shape {:?})",

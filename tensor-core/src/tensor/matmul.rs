@@ -28,9 +28,10 @@ impl Tensor {
     /// with more elements than a tensor may hold; [`Tensor::try_matmul`] returns the error.
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("matmul");
         match self.try_matmul(other) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -65,6 +66,7 @@ impl Tensor {
     /// `matmul` panics; for 1-D and 2-D operands [`Tensor::try_matmul`] is the fallible form.
     #[track_caller]
     pub fn dot(&self, other: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("dot");
         if self.ndim() > 2 || other.ndim() > 2 {
             panic!(
                 "dot: shapes {:?} and {:?}: only 1-D and 2-D operands (use matmul for batches)",

@@ -18,6 +18,7 @@ mod matmul;
 mod movement;
 mod nn;
 mod norms;
+mod op_scope;
 mod operators;
 mod padding;
 mod pieces;

@@ -28,9 +28,10 @@ impl Tensor {
     /// [`Tensor::try_reshape`] returns the error instead.
     #[track_caller]
     pub fn reshape<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("reshape");
         match self.try_reshape(shape) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -63,6 +64,7 @@ impl Tensor {
     /// Panics unless `order` names every axis once.
     #[track_caller]
     pub fn permute<D: Dims + ?Sized>(&self, order: &D) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("permute");
         let shape = self.shape();
         let dims = dims_of("permute", "axis", order);
         if dims.len() != shape.len() {
@@ -89,6 +91,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("transpose");
         let shape = self.shape();
         let (a, b) = (
             normalize_axis("transpose", a, &shape),
@@ -108,9 +111,10 @@ impl Tensor {
     /// [`Tensor::try_expand`] returns the error.
     #[track_caller]
     pub fn expand<D: Dims + ?Sized>(&self, shape: &D) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("expand");
         match self.try_expand(shape) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -138,9 +142,10 @@ impl Tensor {
     /// Where the shapes do not broadcast; [`Tensor::try_broadcast_to`] returns the error.
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("broadcast_to");
         match self.try_broadcast_to(shape) {
             Ok(v) => v,
-            Err(e) => panic!("{e}"),
+            Err(e) => panic!("{}", super::op_scope::as_called(&e.to_string())),
         }
     }
 
@@ -186,6 +191,7 @@ impl Tensor {
     /// Panics unless there is one pair per axis.
     #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("pad");
         let shape = self.shape();
         if pads.len() != shape.len() {
             panic!(
@@ -219,6 +225,7 @@ impl Tensor {
     /// may hold.
     #[track_caller]
     pub fn pad_value(&self, pads: &[(usize, usize)], value: impl Into<Scalar>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("pad_value");
         let padded = self.pad(pads);
         let mask =
             Tensor::from_uop(const_uop(Scalar::Bool(true), DType::Bool, &self.shape())).pad(pads);
@@ -233,6 +240,7 @@ impl Tensor {
     /// Panics unless there is one pair per axis, each within its axis.
     #[track_caller]
     pub fn shrink(&self, bounds: &[(usize, usize)]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("shrink");
         let shape = self.shape();
         if bounds.len() != shape.len() {
             panic!(
@@ -274,6 +282,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn slice(&self, axis: isize, start: isize, end: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("slice");
         let shape = self.shape();
         let axis = normalize_axis("slice", axis, &shape);
         let n = shape[axis] as isize;
@@ -289,6 +298,7 @@ impl Tensor {
     /// On an axis out of range or when the elements do not fit the axis.
     #[track_caller]
     pub fn narrow(&self, axis: isize, start: isize, len: usize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("narrow");
         let shape = self.shape();
         let ax = normalize_axis("narrow", axis, &shape);
         let n = shape[ax];
@@ -313,6 +323,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn flip(&self, axes: impl IntoAxes) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("flip");
         let shape = self.shape();
         let axes = resolve_axes("flip", axes, &shape);
         if axes.is_empty() {
@@ -336,6 +347,7 @@ impl Tensor {
     /// Panics on an axis out of range or of another size.
     #[track_caller]
     pub fn squeeze(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("squeeze");
         let shape = self.shape();
         let ax = normalize_axis("squeeze", axis, &shape);
         if shape[ax] != 1 {
@@ -356,6 +368,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("unsqueeze");
         let shape = self.shape();
         let ax = normalize_axis_in("unsqueeze", axis, shape.len() + 1, &shape);
         let mut to = shape.clone();
@@ -378,6 +391,7 @@ impl Tensor {
     /// Panics on an axis out of range or when `start` comes after `end`.
     #[track_caller]
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("flatten");
         let shape = self.shape();
         if shape.is_empty() {
             return self.reshape(&[1]);
@@ -446,6 +460,7 @@ fn infer_reshape(from: &[usize], dims: &[isize]) -> Result<Shape, String> {
             "reshape: cannot reshape {from:?} ({numel} elements) to {dims:?} ({known} elements)"
         ));
     }
+    super::broadcast::addressable("reshape", &to)?;
     Ok(to)
 }
 
@@ -457,6 +472,7 @@ fn expand_shape(op: &str, from: &[usize], dims: &[isize]) -> Result<Shape, Strin
     } else {
         "broadcast"
     };
+    let op = super::op_scope::user_op(op);
     if dims.len() < from.len() {
         return Err(format!(
             "{op}: cannot {verb} shape {from:?} to {dims:?}, which has fewer axes"

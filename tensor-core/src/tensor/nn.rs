@@ -22,6 +22,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("softmax");
         let shifted = self.minus_detached_max("softmax", axis);
         let e = shifted.exp();
         e.div(e.sum(axis, true))
@@ -35,6 +36,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("log_softmax");
         let shifted = self.minus_detached_max("log_softmax", axis);
         shifted.sub(shifted.exp().sum(axis, true).log())
     }
@@ -48,6 +50,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn logsumexp(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("logsumexp");
         let axes: Vec<isize> = resolve_axes("logsumexp", axes, &self.shape())
             .into_iter()
             .map(|a| a as isize)

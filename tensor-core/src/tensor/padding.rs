@@ -32,6 +32,7 @@ impl Tensor {
     /// when a reflecting mode is asked for more elements than the axis can mirror.
     #[track_caller]
     pub fn pad_mode(&self, pads: &[(isize, isize)], mode: PadMode) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("pad_mode");
         let shape = self.shape();
         if pads.len() != shape.len() {
             panic!(
@@ -65,6 +66,7 @@ impl Tensor {
         config: &[(isize, isize, usize)],
         value: impl Into<Scalar>,
     ) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("pad_interior");
         let shape = self.shape();
         if config.len() != shape.len() {
             panic!(

@@ -18,11 +18,13 @@ impl Tensor {
     /// # Panics
     ///
     /// Panics when the axis does not divide evenly (use [`Tensor::chunk`] for that) or `sections`
-    /// is 0.
+    /// is 0 or more than [`MAX_PIECES`].
     #[track_caller]
     pub fn split(&self, sections: usize, axis: isize) -> Vec<Tensor> {
+        let _op = super::op_scope::OpScope::enter("split");
         let shape = self.shape();
         let ax = normalize_axis("split", axis, &shape);
+        check_piece_count("split", sections);
         if sections == 0 || !shape[ax].is_multiple_of(sections) {
             panic!(
                 "split: axis {axis} of shape {shape:?} does not split into {sections} equal sections"
@@ -47,6 +49,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn split_at(&self, indices: &[isize], axis: isize) -> Vec<Tensor> {
+        let _op = super::op_scope::OpScope::enter("split_at");
         let shape = self.shape();
         let ax = normalize_axis("split_at", axis, &shape);
         let n = shape[ax] as isize;
@@ -75,14 +78,16 @@ impl Tensor {
     ///
     /// # Panics
     ///
-    /// Panics when `sections` is 0 or on an axis out of range.
+    /// Panics when `sections` is 0 or more than [`MAX_PIECES`], or on an axis out of range.
     #[track_caller]
     pub fn chunk(&self, sections: usize, axis: isize) -> Vec<Tensor> {
+        let _op = super::op_scope::OpScope::enter("chunk");
         let shape = self.shape();
         let ax = normalize_axis("chunk", axis, &shape);
         if sections == 0 {
             panic!("chunk: cannot cut axis {axis} of shape {shape:?} into 0 sections");
         }
+        check_piece_count("chunk", sections);
         let (n, ax) = (shape[ax], ax as isize);
         let (base, extra) = (n / sections, n % sections);
         let mut start = 0;
@@ -94,5 +99,18 @@ impl Tensor {
                 piece
             })
             .collect()
+    }
+}
+
+/// The most pieces one `split` or `chunk` makes: each piece is a tensor of its own, so a count
+/// sized by hostile data (a million sections of an empty axis) is refused instead of building
+/// that many graphs.
+pub const MAX_PIECES: usize = 1 << 20;
+
+#[track_caller]
+fn check_piece_count(op: &str, sections: usize) {
+    let op = super::op_scope::user_op(op);
+    if sections > MAX_PIECES {
+        panic!("{op}: {sections} sections are more than the {MAX_PIECES} pieces one call makes");
     }
 }

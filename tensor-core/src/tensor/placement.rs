@@ -23,6 +23,7 @@ impl Tensor {
     /// realized.)
     #[track_caller]
     pub fn to(&self, device: &str) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("to");
         let name = device.trim().to_ascii_uppercase();
         assert!(
             !name.is_empty(),

@@ -43,6 +43,7 @@ impl Tensor {
     /// are not allowed". Panics when the shapes do not broadcast or the operands are bools.
     #[track_caller]
     pub fn pow(&self, exponent: impl Into<Operand>) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("pow");
         let exponent = exponent.into();
         if let Operand::Scalar(e) = exponent {
             let dtype = result_dtype(&[Operand::from(self), Operand::Scalar(e)]);

@@ -19,6 +19,7 @@ impl Tensor {
     /// On a negative size.
     #[track_caller]
     pub fn rand<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("rand");
         let shape = sizes("rand", shape);
         let n: usize = shape.iter().product();
         Tensor::from_uop(uniform_uop(n, seed).reshape(&shape))
@@ -32,6 +33,7 @@ impl Tensor {
     /// On a negative size.
     #[track_caller]
     pub fn randn<D: Dims + ?Sized>(shape: &D, seed: u64) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("randn");
         let shape = sizes("randn", shape);
         let n: usize = shape.iter().product();
         box_muller(&Tensor::from_uop(uniform_uop(2 * n, seed)), &shape)
@@ -49,6 +51,7 @@ impl Tensor {
     /// On a negative size or a key that is not a 0-d `u64` tensor.
     #[track_caller]
     pub fn rand_with_key<D: Dims + ?Sized>(shape: &D, key: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("rand_with_key");
         let shape = sizes("rand_with_key", shape);
         check_key("rand_with_key", key);
         let n: usize = shape.iter().product();
@@ -65,6 +68,7 @@ impl Tensor {
     /// On a negative size or a key that is not a 0-d `u64` tensor.
     #[track_caller]
     pub fn randn_with_key<D: Dims + ?Sized>(shape: &D, key: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("randn_with_key");
         let shape = sizes("randn_with_key", shape);
         check_key("randn_with_key", key);
         let n: usize = shape.iter().product();

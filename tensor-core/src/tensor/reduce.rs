@@ -98,6 +98,7 @@ impl Tensor {
     /// Panics if one of `axes` is empty: the maximum of nothing is undefined (as in NumPy).
     #[track_caller]
     fn require_nonempty(&self, op: &str, axes: &[usize]) {
+        let op = super::op_scope::user_op(op);
         let shape = self.shape();
         for &a in axes {
             if shape[a] == 0 {
@@ -125,6 +126,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn sum(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("sum");
         let axes = self.axes_of("sum", axes);
         self.sum_over(&axes, keepdim)
     }
@@ -146,6 +148,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn prod(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("prod");
         let axes = self.axes_of("prod", axes);
         let u = cast_uop(&self.uop(), accumulate_dtype(self.dtype()));
         Tensor::from_uop(reduce_uop(&u, ReduceOp::Mul, &axes, keepdim))
@@ -163,6 +166,7 @@ impl Tensor {
     /// Panics on an empty axis.
     #[track_caller]
     pub fn max(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("max");
         let axes = self.axes_of("max", axes);
         self.require_nonempty("max", &axes);
         Tensor::from_uop(max_uop(&self.uop(), &axes, keepdim))
@@ -175,6 +179,7 @@ impl Tensor {
     /// Panics for an empty tensor.
     #[track_caller]
     pub fn max_all(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("max_all");
         self.max(None, false)
     }
 
@@ -185,6 +190,7 @@ impl Tensor {
     /// Panics on an empty axis.
     #[track_caller]
     pub fn min(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("min");
         let axes = self.axes_of("min", axes);
         self.require_nonempty("min", &axes);
         let u = self.uop();
@@ -198,6 +204,7 @@ impl Tensor {
     /// Panics for an empty tensor.
     #[track_caller]
     pub fn min_all(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("min_all");
         self.min(None, false)
     }
 
@@ -216,6 +223,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn mean(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("mean");
         let axes = self.axes_of("mean", axes);
         let shape = self.shape();
         let count: usize = axes.iter().map(|&a| shape[a]).product();
@@ -238,6 +246,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("var");
         let axes = Tensor::signed(&self.axes_of("var", axes));
         let centered = self.sub(self.mean(&axes, true));
         centered.square().mean(&axes, keepdim)
@@ -250,6 +259,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("std");
         self.var(axes, keepdim).sqrt()
     }
 
@@ -263,6 +273,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn var_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("var_with");
         let axes = self.axes_of("var_with", axes);
         let shape = self.shape();
         let n: usize = axes.iter().map(|&a| shape[a]).product();
@@ -280,6 +291,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn std_with(&self, axes: impl IntoAxes, correction: f64, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("std_with");
         self.var_with(axes, correction, keepdim).sqrt()
     }
 
@@ -303,6 +315,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn norm(&self, ord: f64, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("norm");
         let axes = Tensor::signed(&self.axes_of("norm", axes));
         let a = self.cast(self.dtype().to_float()).abs();
         match ord {
@@ -322,6 +335,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn any(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("any");
         let axes = self.axes_of("any", axes);
         let u = cast_uop(&self.uop(), DType::Bool);
         Tensor::from_uop(max_uop(&u, &axes, keepdim))
@@ -334,6 +348,7 @@ impl Tensor {
     /// Panics on an axis out of range or named twice.
     #[track_caller]
     pub fn all(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("all");
         let axes = self.axes_of("all", axes);
         let u = not_uop(&cast_uop(&self.uop(), DType::Bool));
         Tensor::from_uop(not_uop(&max_uop(&u, &axes, keepdim)))
@@ -356,6 +371,7 @@ impl Tensor {
     /// Panics on an empty axis.
     #[track_caller]
     pub fn argmax(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("argmax");
         let axes = self.axes_of("argmax", axes);
         self.require_nonempty("argmax", &axes);
         self.first_index_of_max(&self.uop(), &axes, keepdim)
@@ -368,6 +384,7 @@ impl Tensor {
     /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmax_all(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("argmax_all");
         self.argmax(None, false)
     }
 
@@ -378,6 +395,7 @@ impl Tensor {
     /// Panics on an empty axis.
     #[track_caller]
     pub fn argmin(&self, axes: impl IntoAxes, keepdim: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("argmin");
         let axes = self.axes_of("argmin", axes);
         self.require_nonempty("argmin", &axes);
         self.first_index_of_max(&reverse_order(&self.uop()), &axes, keepdim)
@@ -390,6 +408,7 @@ impl Tensor {
     /// Panics for an empty tensor.
     #[track_caller]
     pub fn argmin_all(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("argmin_all");
         self.argmin(None, false)
     }
 

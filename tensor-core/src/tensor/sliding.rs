@@ -16,6 +16,7 @@ impl Tensor {
     /// axis for some value of the range.
     #[track_caller]
     pub fn shrink_at(&self, axis: usize, start: &UOp, len: usize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("shrink_at");
         let shape = self.shape();
         check_start("shrink_at", &shape, axis, start);
         let (lo, hi) = (start.vmin().as_i64(), start.vmax().as_i64());
@@ -41,6 +42,7 @@ impl Tensor {
     /// the axis for some value of the range.
     #[track_caller]
     pub fn pad_at(&self, axis: usize, start: &UOp, size: usize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("pad_at");
         let shape = self.shape();
         check_start("pad_at", &shape, axis, start);
         let (lo, hi) = (start.vmin().as_i64(), start.vmax().as_i64());
@@ -72,6 +74,7 @@ impl Tensor {
     /// When an entry of `ranges` is not a `Range`.
     #[track_caller]
     pub fn sum_over_ranges(&self, ranges: &[UOp]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("sum_over_ranges");
         self.reduce_over_ranges(ReduceOp::Add, ranges)
     }
 
@@ -82,6 +85,7 @@ impl Tensor {
     /// When an entry of `ranges` is not a `Range`.
     #[track_caller]
     pub fn reduce_over_ranges(&self, op: ReduceOp, ranges: &[UOp]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("reduce_over_ranges");
         if let Some(r) = ranges.iter().find(|r| r.op() != Op::Range) {
             panic!(
                 "reduce_over_ranges: every operand must be a Range, got {}",
@@ -106,6 +110,7 @@ fn pinned(start: &UOp) -> UOp {
 
 #[track_caller]
 fn check_start(op: &str, shape: &[usize], axis: usize, start: &UOp) {
+    let op = super::op_scope::user_op(op);
     if axis >= shape.len() {
         panic!("{op}: axis {axis} is out of range for shape {shape:?}");
     }

@@ -19,6 +19,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn sort(&self, axis: isize, descending: bool) -> (Tensor, Tensor) {
+        let _op = super::op_scope::OpScope::enter("sort");
         let indices = self.argsort(axis, descending);
         (self.take_along_axis(&indices, axis), indices)
     }
@@ -30,6 +31,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn argsort(&self, axis: isize, descending: bool) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("argsort");
         let last = self.ndim() as isize - 1;
         let axis = normalize_axis("argsort", axis, &self.shape()) as isize;
         if axis != last {
@@ -54,6 +56,7 @@ impl Tensor {
     /// Panics on an axis out of range or a `k` larger than the axis.
     #[track_caller]
     pub fn topk(&self, k: usize, axis: isize, largest: bool) -> (Tensor, Tensor) {
+        let _op = super::op_scope::OpScope::enter("topk");
         let n = self.shape()[normalize_axis("topk", axis, &self.shape())];
         if k > n {
             panic!(
@@ -76,6 +79,7 @@ impl Tensor {
     /// Panics on an axis out of range or a `k` outside `1..=n`.
     #[track_caller]
     pub fn kthvalue(&self, k: usize, axis: isize) -> (Tensor, Tensor) {
+        let _op = super::op_scope::OpScope::enter("kthvalue");
         let n = self.shape()[normalize_axis("kthvalue", axis, &self.shape())];
         if k == 0 || k > n {
             panic!(
@@ -95,6 +99,7 @@ impl Tensor {
     /// Panics for a 0-d tensor.
     #[track_caller]
     pub fn msort(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("msort");
         self.sort(0, false).0
     }
 }

@@ -23,6 +23,7 @@ impl Tensor {
     /// Panics when the result would have more elements than a tensor may hold.
     #[track_caller]
     pub fn tile(&self, reps: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("tile");
         let shape = self.shape();
         let nd = shape.len().max(reps.len());
         let mut sizes = vec![1; nd - shape.len()];
@@ -35,7 +36,15 @@ impl Tensor {
             .zip(&sizes)
             .flat_map(|(&r, &d)| [r, d])
             .collect();
-        let merged: Shape = counts.iter().zip(&sizes).map(|(&r, &d)| r * d).collect();
+        let merged: Shape = counts
+            .iter()
+            .zip(&sizes)
+            .map(|(&r, &d)| {
+                r.checked_mul(d).unwrap_or_else(|| {
+                    panic!("tile: {reps:?} copies of shape {shape:?} has more elements than a tensor may hold")
+                })
+            })
+            .collect();
         self.reshape(&opened).expand(&spread).reshape(&merged)
     }
 
@@ -54,6 +63,7 @@ impl Tensor {
     /// Panics on an axis out of range.
     #[track_caller]
     pub fn repeat(&self, repeats: usize, axis: isize) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("repeat");
         let shape = self.shape();
         let ax = normalize_axis("repeat", axis, &shape);
         let mut opened = shape.clone();
@@ -61,7 +71,9 @@ impl Tensor {
         let mut spread = opened.clone();
         spread[ax + 1] = repeats;
         let mut merged = shape.clone();
-        merged[ax] *= repeats;
+        merged[ax] = merged[ax].checked_mul(repeats).unwrap_or_else(|| {
+            panic!("repeat: {repeats} copies of axis {axis} of shape {shape:?} has more elements than a tensor may hold")
+        });
         self.reshape(&opened).expand(&spread).reshape(&merged)
     }
 }

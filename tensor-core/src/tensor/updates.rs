@@ -48,6 +48,7 @@ impl Tensor {
     /// that do not fit as described.
     #[track_caller]
     pub fn scatter(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("scatter");
         let t = self.scatter_table("scatter", axis, index, src);
         let n = t.hit.shape()[t.ax + 1];
         let entry = entry_positions(n, t.hit.ndim(), t.ax + 1);
@@ -77,6 +78,7 @@ impl Tensor {
         reduce: ScatterReduce,
         include_self: bool,
     ) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("scatter_reduce");
         let t = self.scatter_table("scatter_reduce", axis, index, src);
         let over = t.ax as isize + 1;
         let dtype = self.dtype();
@@ -137,6 +139,7 @@ impl Tensor {
     /// fit the shape.
     #[track_caller]
     pub fn dynamic_slice(&self, starts: &Tensor, sizes: &[usize]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("dynamic_slice");
         let shape = self.shape();
         check_window("dynamic_slice", &shape, starts, sizes);
         let mut out = self.clone();
@@ -157,6 +160,7 @@ impl Tensor {
     /// inside `self`.
     #[track_caller]
     pub fn dynamic_update_slice(&self, update: &Tensor, starts: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("dynamic_update_slice");
         let shape = self.shape();
         let sizes = update.shape();
         check_window("dynamic_update_slice", &shape, starts, &sizes);
@@ -183,6 +187,7 @@ impl Tensor {
 
     #[track_caller]
     fn scatter_table(&self, op: &str, axis: isize, index: &Tensor, src: &Tensor) -> Table {
+        let op = super::op_scope::user_op(op);
         let (s, i, v) = (self.shape(), index.shape(), src.shape());
         if !index.dtype().is_int() {
             panic!("{op}: index dtype {} is not an integer type", index.dtype());
@@ -228,6 +233,7 @@ impl At {
     /// On a 0-d `x` or an index that is not of an integer type.
     #[track_caller]
     pub fn get(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("get");
         self.x.take(&self.index, 0)
     }
 
@@ -240,6 +246,7 @@ impl At {
     /// index is not of an integer type.
     #[track_caller]
     pub fn set(&self, values: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("set");
         let (idx, v) = self.entries(values);
         self.x.scatter(0, &idx, &v)
     }
@@ -251,6 +258,7 @@ impl At {
     /// As [`At::set`] does.
     #[track_caller]
     pub fn add(&self, values: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("add");
         self.reduce(values, ScatterReduce::Sum)
     }
 
@@ -261,6 +269,7 @@ impl At {
     /// As [`At::set`] does.
     #[track_caller]
     pub fn mul(&self, values: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("mul");
         self.reduce(values, ScatterReduce::Prod)
     }
 
@@ -271,6 +280,7 @@ impl At {
     /// As [`At::set`] does.
     #[track_caller]
     pub fn min(&self, values: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("min");
         self.reduce(values, ScatterReduce::Amin)
     }
 
@@ -281,6 +291,7 @@ impl At {
     /// As [`At::set`] does.
     #[track_caller]
     pub fn max(&self, values: &Tensor) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("max");
         self.reduce(values, ScatterReduce::Amax)
     }
 
@@ -343,6 +354,7 @@ fn extreme(dtype: DType, largest: bool) -> Scalar {
 
 #[track_caller]
 fn check_window(op: &str, shape: &[usize], starts: &Tensor, sizes: &[usize]) {
+    let op = super::op_scope::user_op(op);
     if starts.shape() != [shape.len()] || !starts.dtype().is_int() {
         panic!(
             "{op}: starts must be a 1-D integer tensor with one entry per axis of {shape:?}, got {} {:?}",

@@ -14,6 +14,7 @@ impl Tensor {
     /// `Const(0)`, or a `Range` whose bound differs from its axis's size.
     #[track_caller]
     pub fn vmapin(&self, vargs: &[UOp]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("vmapin");
         let shape = self.shape();
         if vargs.len() != shape.len() {
             panic!(
@@ -43,6 +44,7 @@ impl Tensor {
     /// nor an index `Const(0)`.
     #[track_caller]
     pub fn vmapout(&self, vargs: &[UOp]) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("vmapout");
         let kept = vargs.iter().filter(|v| v.op() == Op::Const).count();
         if kept != self.ndim() {
             panic!(

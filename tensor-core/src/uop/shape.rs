@@ -13,9 +13,13 @@ use super::{Arg, DType, Op, Shape, UOp, tuple_body};
 /// kernels (sums of a few products of sizes), never overflow a signed 64-bit integer.
 pub const MAX_ELEMENTS: usize = 1 << 48;
 
-/// The number of elements of `shape`, if it is at most [`MAX_ELEMENTS`] (computed without
+/// The number of elements of `shape`, if it and every axis are at most [`MAX_ELEMENTS`] (an
+/// empty tensor may not have an axis of `usize::MAX` either; computed without
 /// wrapping: `[2^40, 2^40]` has no count, where a wrapping product would say 0).
 pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    if shape.iter().any(|&d| d > MAX_ELEMENTS) {
+        return None;
+    }
     shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
