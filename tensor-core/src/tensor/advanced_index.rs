@@ -162,7 +162,11 @@ impl Tensor {
         let plane = if offset >= 0 {
             plane.slice(nd - 1, offset.min(cols), cols)
         } else {
-            plane.slice(nd - 2, offset.checked_neg().unwrap_or(isize::MAX).min(rows), rows)
+            plane.slice(
+                nd - 2,
+                offset.checked_neg().unwrap_or(isize::MAX).min(rows),
+                rows,
+            )
         };
         let s = plane.shape();
         let len = s[s.len() - 2].min(s[s.len() - 1]);
