@@ -33,6 +33,7 @@ use crate::cpu::CpuDevice;
 use crate::device::Device;
 use crate::emulated::EmulatedGpu;
 use crate::error::Result;
+use crate::lru::Lru;
 use crate::placement::{abstract_and_place, placement_of};
 use crate::plan::Plan;
 use crate::plan::PlanCache;
@@ -62,15 +63,8 @@ pub fn jit<M>(f: impl IntoFunc<M>) -> Func {
 /// A jitted function with the traced structure of each signature it was called with.
 pub struct Jit {
     traced: Func,
-    entries: Mutex<Entries>,
+    entries: Mutex<Lru<Signature, Arc<Entry>>>,
     traces: AtomicUsize,
-}
-
-/// The traced signatures, each with the clock of its last use.
-#[derive(Default)]
-struct Entries {
-    by_signature: HashMap<Signature, (Arc<Entry>, u64)>,
-    clock: u64,
 }
 
 /// Per argument its shape, dtype and device, and the device the call runs on.
@@ -119,7 +113,7 @@ impl Jit {
     pub fn new(f: Func) -> Jit {
         Jit {
             traced: traced_once("jit", f),
-            entries: Mutex::new(Entries::default()),
+            entries: Mutex::new(Lru::new(shared_plan_cache().capacity())),
             traces: AtomicUsize::new(0),
         }
     }
@@ -179,16 +173,11 @@ impl Jit {
 
     /// How many signatures are kept.
     pub fn signature_count(&self) -> usize {
-        self.lock().by_signature.len()
+        self.lock().len()
     }
 
     fn entry(&self, signature: &Signature) -> Option<Arc<Entry>> {
-        let mut entries = self.lock();
-        entries.clock += 1;
-        let now = entries.clock;
-        let (entry, last_use) = entries.by_signature.get_mut(signature)?;
-        *last_use = now;
-        Some(entry.clone())
+        self.lock().get(signature)
     }
 
     /// Traces the function on stand-ins for `args`, finds or builds the plan of its graph, and
@@ -252,24 +241,11 @@ impl Jit {
         sources: Vec<Source>,
     ) -> Arc<Entry> {
         let entry = Arc::new(Entry { roots, sources });
-        let capacity = shared_plan_cache().capacity();
-        let mut entries = self.lock();
-        entries.clock += 1;
-        let now = entries.clock;
-        entries.by_signature.insert(signature, (entry.clone(), now));
-        while entries.by_signature.len() > capacity {
-            let oldest = entries
-                .by_signature
-                .iter()
-                .min_by_key(|(_, (_, last_use))| *last_use)
-                .map(|(signature, _)| signature.clone())
-                .expect("over capacity, so not empty");
-            entries.by_signature.remove(&oldest);
-        }
+        self.lock().insert(signature, entry.clone());
         entry
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<Signature, Arc<Entry>>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

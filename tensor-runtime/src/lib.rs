@@ -39,6 +39,7 @@ pub mod error;
 mod host_alloc;
 pub mod host_call;
 pub mod jit;
+pub mod lru;
 pub mod memory_pool;
 pub mod ndarray_interop;
 pub mod parallel;

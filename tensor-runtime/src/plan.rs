@@ -22,6 +22,7 @@
 
 use crate::device::{CheckedProgram, Device};
 use crate::error::Result;
+use crate::lru::Lru;
 use crate::realize::{buffer_arg, compile_all, debug_level, launch_kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,7 +31,7 @@ use tensor_core::render::{Kernel, c::render_kernel};
 use tensor_core::schedule::placeholders::placeholder_number;
 use tensor_core::schedule::{Schedule, create_schedule};
 use tensor_core::uop::BufferArg;
-use tensor_core::uop::fast_hash::FastMap;
+use tensor_core::uop::fast_hash::FastBuild;
 use tensor_core::{UOp, uop::substitute};
 
 /// Where a kernel argument's buffer comes from when a plan runs.
@@ -301,13 +302,7 @@ pub fn generate_kernels_with(
 
 /// The plans of recently run graph structures, least recently used dropped first.
 pub struct PlanCache<D: Device> {
-    capacity: usize,
-    state: Mutex<CacheState<D>>,
-}
-
-struct CacheState<D: Device> {
-    plans: FastMap<PlanKey, (Arc<Plan<D>>, u64)>,
-    clock: u64,
+    plans: Mutex<Lru<PlanKey, Arc<Plan<D>>, FastBuild>>,
 }
 
 /// A graph structure (the sink of its abstracted roots) with the options it was built for.
@@ -317,22 +312,18 @@ impl<D: Device> PlanCache<D> {
     /// A cache of at most `capacity` plans (at least one).
     pub fn new(capacity: usize) -> PlanCache<D> {
         PlanCache {
-            capacity: capacity.max(1),
-            state: Mutex::new(CacheState {
-                plans: FastMap::default(),
-                clock: 0,
-            }),
+            plans: Mutex::new(Lru::new(capacity)),
         }
     }
 
     /// The most plans kept.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.lock().limit()
     }
 
     /// How many plans are kept.
     pub fn len(&self) -> usize {
-        self.lock().plans.len()
+        self.lock().len()
     }
 
     /// True when no plan is kept.
@@ -359,31 +350,14 @@ impl<D: Device> PlanCache<D> {
     }
 
     fn touch(&self, key: &PlanKey) -> Option<Arc<Plan<D>>> {
-        let mut state = self.lock();
-        state.clock += 1;
-        let now = state.clock;
-        let (plan, last_use) = state.plans.get_mut(key)?;
-        *last_use = now;
-        Some(plan.clone())
+        self.lock().get(key)
     }
 
     fn insert(&self, key: PlanKey, plan: Arc<Plan<D>>) {
-        let mut state = self.lock();
-        state.clock += 1;
-        let now = state.clock;
-        state.plans.insert(key, (plan, now));
-        while state.plans.len() > self.capacity {
-            let oldest = state
-                .plans
-                .iter()
-                .min_by_key(|(_, (_, last_use))| *last_use)
-                .map(|(key, _)| key.clone())
-                .expect("the cache is over capacity, so not empty");
-            state.plans.remove(&oldest);
-        }
+        self.lock().insert(key, plan);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, CacheState<D>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<PlanKey, Arc<Plan<D>>, FastBuild>> {
+        self.plans.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

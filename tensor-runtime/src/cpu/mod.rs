@@ -331,12 +331,12 @@ impl CpuDevice {
             self.inner.stats.record_memory_hit();
             Ok(library)
         };
-        if let Some(library) = self.loaded().get(key) {
+        if let Some(library) = self.loaded().get(&key) {
             return memory_hit(library);
         }
         let mut in_flight = lock(&self.inner.in_flight);
         // Looked up again under the lock: a build that finished meanwhile is in memory now.
-        if let Some(library) = self.loaded().get(key) {
+        if let Some(library) = self.loaded().get(&key) {
             return memory_hit(library);
         }
         Err(in_flight.entry(key).or_default().clone())
@@ -429,7 +429,7 @@ impl CpuDevice {
         // one compiled unit never defines a name twice.
         let mut missing: Vec<usize> = Vec::new();
         for (i, &key) in keys.iter().enumerate() {
-            let known = self.loaded().contains(key)
+            let known = self.loaded().contains(&key)
                 || missing
                     .iter()
                     .any(|&m| keys[m] == key || kernels[m].1 == kernels[i].1)
