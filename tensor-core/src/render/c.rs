@@ -394,12 +394,7 @@ impl<'a> CRenderer<'a> {
     }
 
     fn identity(&self, op: ReduceOp, dtype: DType) -> String {
-        let value = match op {
-            ReduceOp::Add => Scalar::Int(0),
-            ReduceOp::Mul => Scalar::Int(1),
-            ReduceOp::Max => dtype.min_value(),
-        };
-        literal(value.cast(dtype), dtype, self.index_type)
+        literal(op.identity(dtype), dtype, self.index_type)
     }
 
     /// The declaration of an accumulator: a scalar, or an array of one partial accumulator

@@ -2,9 +2,10 @@
 //!
 //! ```text
 //! Σ_{r < n} where(g <= r && r <= g && rest, v(r), 0)  =>  where(0 <= g < n, where(rest, v(g), 0), 0)
-//! Σ_{r < n} where(lo <= r && r <= hi && rest, c, 0)   =>  where(rest, c * count, 0)
+//! Σ_{r < n} where(lo <= r && r <= hi && rest, c, 0)   =>  where(rest, c * count, 0)   (0 where count is 0)
 //!     count = max(min(hi, n - 1) - max(lo, 0) + 1, 0)
 //! Σ_{r < n} c                                          =>  c * n
+//! Σ_{r < 0} v                                          =>  0
 //! ```
 //!
 //! `g`, `lo`, `hi` and `c` must not depend on `r`; a bound may be written in any linear form
@@ -36,6 +37,12 @@ pub fn collapse_reduce(reduce: &UOp) -> Option<UOp> {
         return None;
     }
     let (value, ranges) = (reduce.s(0), &reduce.src()[1..]);
+    if ranges
+        .iter()
+        .any(|r| r.op() == Op::Range && r.vmax().as_i64() < 0)
+    {
+        return Some(zero_like(reduce));
+    }
     if let Some(constant) = constant_sum(value, ranges) {
         return Some(constant);
     }
@@ -135,7 +142,12 @@ fn counted_sum(value: &UOp, r: &UOp, bounds: &RangeBounds) -> Option<UOp> {
     let span = UOp::alu(Op::Add, vec![last, neg(first)]);
     let count = max(UOp::alu(Op::Add, vec![span, int(1)]), int(0));
     let c = value.s(1);
-    let total = UOp::alu(Op::Mul, vec![c.clone(), count.cast(c.dtype())]);
+    let mut total = UOp::alu(Op::Mul, vec![c.clone(), count.cast(c.dtype())]);
+    if c.dtype().is_float() {
+        // No term counted: the sum is 0 even where `c` is infinite or NaN (`inf * 0` is NaN).
+        let counted = less(&int(0), &count);
+        total = UOp::alu(Op::Where, vec![counted, total, zero_like(c)]);
+    }
     Some(
         match bounds
             .rest

@@ -307,6 +307,47 @@ fn empty_axes_schedule_to_empty_loops() {
     );
 }
 
+#[test]
+fn a_reduce_over_an_empty_axis_is_its_identity_and_reads_nothing() {
+    // The empty buffer must not be read: the executor panics on any out-of-bounds load
+    // (a tiled empty tensor once summed to `x[0] * 0`, a read of a 0-element buffer).
+    let empty = Tensor::from_vec(Vec::<f32>::new(), &[1, 0, 1]);
+    let inf = Tensor::full(&[0, 3], f32::INFINITY, crate::uop::DType::F32);
+    let outputs = [
+        empty.tile(&[2]).mean(1, false),
+        empty.expand(&[1, 0, 3]).prod(1, false),
+        inf.sum(0, false),
+        inf.prod(0, false),
+    ];
+    let uops: Vec<_> = outputs.iter().map(|t| t.uop()).collect();
+    let got: Vec<Vec<f64>> = run(&create_schedule(&uops))
+        .into_iter()
+        .map(|v| v.into_iter().map(|s| s.as_f64()).collect())
+        .collect();
+    assert!(
+        got[0].len() == 2 && got[0].iter().all(|v| v.is_nan()),
+        "{:?}",
+        got[0]
+    );
+    assert_eq!(got[1], [1.0; 3]);
+    assert_eq!(got[2], [0.0; 3], "sum of no infinities");
+    assert_eq!(got[3], [1.0; 3], "product of no infinities");
+    for (t, want) in outputs.iter().zip(&got) {
+        let interpreted = evaluate(&t.uop()).to_f64_vec();
+        assert_eq!(format!("{interpreted:?}"), format!("{want:?}"));
+    }
+}
+
+#[test]
+fn a_max_over_an_empty_range_is_minus_infinity_and_reads_nothing() {
+    let x = Tensor::from_vec(Vec::<f32>::new(), &[0, 3]);
+    let r = batch_range(0, 0);
+    let row = x.shrink_at(0, &r, 1);
+    let out = row.reduce_over_ranges(crate::uop::ReduceOp::Max, std::slice::from_ref(&r));
+    let got = run(&create_schedule(&[out.uop()]));
+    assert_eq!(got, [vec![crate::uop::Scalar::Float(f64::NEG_INFINITY); 3]]);
+}
+
 // ---- windows sliding with a range, reductions over ranges (vmap by pad+reduce) ----
 
 #[test]

@@ -4,7 +4,7 @@
 use super::Schedule;
 use crate::uop::alu::exec_typed;
 use crate::uop::dtype::decode_scalars;
-use crate::uop::{Arg, AxisType, Op, ReduceOp, Scalar, UOp};
+use crate::uop::{Arg, AxisType, Op, Scalar, UOp};
 use std::collections::HashMap;
 
 /// Runs every kernel of `schedule` in order and returns each output's elements, row-major.
@@ -197,11 +197,7 @@ fn reduce(u: &UOp, env: &mut Env, bufs: &[Vec<Scalar>]) -> Scalar {
         panic!("exec: Reduce without an op")
     };
     let dtype = u.dtype();
-    let mut acc = match op {
-        ReduceOp::Add => Scalar::Int(0).cast(dtype),
-        ReduceOp::Mul => Scalar::Int(1).cast(dtype),
-        ReduceOp::Max => dtype.min_value().cast(dtype),
-    };
+    let mut acc = op.identity(dtype);
     let ranges = &u.src()[1..];
     let bounds: Vec<i64> = ranges.iter().map(|r| r.vmax().as_i64() + 1).collect();
     if bounds.contains(&0) {

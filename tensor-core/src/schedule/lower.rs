@@ -222,6 +222,13 @@ pub fn build_kernel(ctx: &mut IndexingContext, kernel: usize, root: &UOp) -> Sch
     }
 }
 
+fn buffer_size(buffer: &UOp) -> usize {
+    match buffer.arg() {
+        Arg::Buffer(b) => b.size,
+        _ => usize::MAX,
+    }
+}
+
 fn range_size(r: &UOp) -> usize {
     (r.vmax().as_i64() + 1).max(0) as usize
 }
@@ -333,7 +340,9 @@ impl KernelBuilder<'_> {
     }
 
     fn load(&mut self, buffer: &UOp, flat: UOp, gate: Option<UOp>) -> UOp {
-        if is_false(&gate) {
+        // Nothing is ever read from an empty buffer: the load's loop never runs, but a
+        // rewrite that drops the loop (a sum of an invariant) would read it anyway.
+        if is_false(&gate) || buffer_size(buffer) == 0 {
             return zero(buffer.dtype());
         }
         let slot = self.slot(buffer);

@@ -6,6 +6,7 @@
 //! ```text
 //! (x + c1) + c2  =>  x + (c1 + c2)      float dtypes
 //! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes
+//! reduce_{r < 0} v  =>  identity of the reduce
 //! Σ_r where(r == g, v(r), 0)  =>  where(0 <= g < n, v(g), 0)      (see `collapse`)
 //! Address(buf, flat, true)  =>  Address(buf, flat)
 //! Address(buf, flat(r), c < r ∧ ..)  =>  Address(buf, flat simplified for r > c)   (see `gated_offset`)
@@ -81,12 +82,25 @@ fn kernel_rules() -> &'static PatternMatcher<()> {
                 .rule(((x() * c1()) * c2()).dtypes(FLOATS), |m, _| {
                     merge_constants(m, Op::Mul)
                 })
+                .rule(UPat::op(Op::Reduce), |m, _| empty_reduce(m.root()))
                 .rule(UPat::op(Op::Reduce), |m, _| collapse_reduce(m.root()))
                 .rule(UPat::op(Op::Address), |m, _| drop_true_gate(m.root()))
                 .rule(UPat::op(Op::Address), |m, _| offset_within_gate(m.root())),
         );
         rules
     })
+}
+
+/// `reduce_{r < 0} v  =>  identity`: a reduction over an empty range is its identity (0, 1 or
+/// the lowest value), whatever `v` is (`Σ_{r < 0} inf` is 0, not `inf * 0`), and reads nothing.
+fn empty_reduce(reduce: &UOp) -> Option<UOp> {
+    let Arg::Reduce(op, _) = reduce.arg() else {
+        return None;
+    };
+    reduce.src()[1..]
+        .iter()
+        .any(|r| r.op() == Op::Range && r.vmax().as_i64() < 0)
+        .then(|| UOp::constant(op.identity(reduce.dtype()), reduce.dtype()))
 }
 
 /// `Address(buf, flat, true)  =>  Address(buf, flat)`: a gate that always holds guards nothing.

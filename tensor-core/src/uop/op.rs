@@ -363,6 +363,16 @@ impl ReduceOp {
             ReduceOp::Mul => Op::Mul,
         }
     }
+
+    /// The value of this reduction over no elements, in `dtype`: 0, 1, or the lowest value.
+    pub fn identity(self, dtype: super::DType) -> super::Scalar {
+        let value = match self {
+            ReduceOp::Add => super::Scalar::Int(0),
+            ReduceOp::Mul => super::Scalar::Int(1),
+            ReduceOp::Max => dtype.min_value(),
+        };
+        value.cast(dtype)
+    }
 }
 
 /// What a loop (`Range`) is used for once a kernel is optimized (tinyspec "OptOps"). The GPU
