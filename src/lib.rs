@@ -487,4 +487,16 @@ pub mod prelude {
     /// assert!(x.to_vec::<f32>().is_err()); // the element type must match
     /// ```
     pub use tensor_runtime::Realize;
+
+    /// `realize_tree(&t)`: computes every tensor of a tree in one plan (the parameters after an
+    /// update step, so the next step's graph starts from buffers).
+    ///
+    /// ```
+    /// use tensor::prelude::*;
+    /// let p = (Tensor::scalar(1.0f32), [Tensor::scalar(2.0f32)]);
+    /// let stepped = tree_scale(&p, 0.5);
+    /// realize_tree(&stepped).unwrap();
+    /// assert_eq!(stepped.1[0].to_vec::<f32>().unwrap(), vec![1.0]);
+    /// ```
+    pub use tensor_runtime::realize::realize_tree;
 }

@@ -47,9 +47,12 @@ pub mod placement;
 pub mod plan;
 mod private_files;
 pub mod realize;
+pub mod realized;
+mod recompute_watch;
 pub mod stable_hash;
 pub mod stats;
 pub mod tensor_ext;
+mod view_bases;
 
 pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
 pub use device::{CheckedProgram, Device};

@@ -29,8 +29,9 @@ use tensor_core::render::Kernel;
 use tensor_core::schedule::Schedule;
 use tensor_core::schedule::placeholders::{Abstracted, abstract_buffers};
 use tensor_core::schedule::realize::as_contiguous_buffer;
-use tensor_core::uop::BufferArg;
-use tensor_core::{Arg, Element, Tensor, UOp};
+use tensor_core::transform::tree::{Tree, tree_leaves};
+use tensor_core::uop::{BufferArg, WeakUOp};
+use tensor_core::{Arg, Element, Op, Tensor, UOp};
 
 /// Runs `$body` with `$device` bound to device `$which` (a [`SelectedDevice`]; a `&D` for its
 /// `D: Device`) and `$plans` to that device's plan cache.
@@ -219,19 +220,54 @@ pub(crate) fn compile_all<'k, D: Device>(
 /// of the function calls that made them; afterwards each tensor is its result buffer, so
 /// realizing it again, or using it in a later graph, runs nothing more for it.
 ///
+/// A realized value stays realized ([`crate::realized`]): a graph built before the realize,
+/// or from another handle on the same lazy value, reads the result buffer too. A view of an
+/// expensive lazy value that the program still holds (a slice of a lazy gradient) computes the
+/// whole value once and keeps it ([`crate::view_bases`]). With `DEBUG` ≥ 1 a loop whose graphs
+/// keep growing and recomputing earlier steps is reported once ([`crate::recompute_watch`]).
+///
 /// The graph is looked up by its structure (buffers as placeholders) in the device's plan
 /// cache: a graph of a structure run before only binds its buffers and launches the recorded
 /// kernels. The moves between devices it asks for are done first (`placement`).
 pub fn realize(tensors: &[&Tensor]) -> Result<()> {
-    let with_siblings = with_lazy_siblings(tensors);
-    let computed = |all: &[Tensor]| all.iter().all(|t| as_contiguous_buffer(&t.uop()).is_some());
-    if computed(&with_siblings) {
-        // Nothing to compute: every tensor already is (a view of) a buffer.
-        return Ok(());
+    let results = compute(tensors)?;
+    crate::realized::remember(results);
+    Ok(())
+}
+
+/// [`realize`] of every tensor of `tree` (a struct of parameters, a tuple of gradients), in one
+/// plan: `realize_tree(&params)` after an update step keeps the next step's graph small.
+pub fn realize_tree<T: Tree>(tree: &T) -> Result<()> {
+    let leaves = tree_leaves(tree);
+    realize(&leaves.iter().collect::<Vec<_>>())
+}
+
+/// Computes `tensors` as [`realize`] does and gives each lazy graph it computed (weakly) with
+/// its result: every strong handle this realize took is dropped by then, so only graphs that
+/// something else still holds are remembered.
+fn compute(tensors: &[&Tensor]) -> Result<Vec<(WeakUOp, UOp)>> {
+    let mut targets = with_lazy_siblings(tensors);
+    let mut graphs: Vec<UOp> = targets.iter().map(Tensor::uop).collect();
+    for (tensor, graph) in targets.iter().zip(&graphs) {
+        if let Some(known) = crate::realized::with_kept_values(graph) {
+            tensor.replace_uop(known);
+        }
     }
-    let all: Vec<&Tensor> = with_siblings.iter().collect();
-    if crate::placement::stage_moves(&all)? && computed(&with_siblings) {
-        return Ok(());
+    let computed = |all: &[Tensor]| all.iter().all(|t| as_contiguous_buffer(&t.uop()).is_some());
+    if computed(&targets) {
+        // Nothing to compute: every tensor already is (a view of) a buffer.
+        return Ok(Vec::new());
+    }
+    for base in shared_bases(&targets) {
+        targets.push(Tensor::from_uop(base.clone()));
+        graphs.push(base);
+    }
+    let all: Vec<&Tensor> = targets.iter().collect();
+    if crate::placement::stage_moves(&all)? && computed(&targets) {
+        return Ok(Vec::new());
+    }
+    if debug_level() >= 1 {
+        crate::recompute_watch::observe(&targets.iter().map(Tensor::uop).collect::<Vec<_>>());
     }
     let (abstracted, placement) = crate::placement::abstract_and_place(&host_calls_done(&all)?)?;
     on_device!(placement.device, |device, plans| run_abstracted(
@@ -239,7 +275,46 @@ pub fn realize(tensors: &[&Tensor]) -> Result<()> {
         plans,
         &all,
         &abstracted
-    ))
+    ))?;
+    Ok(computed_values(&graphs, &targets))
+}
+
+/// The bases of views among `targets` that are computed whole and kept, with their held
+/// siblings ([`crate::view_bases`]), each once, unless a target already is one.
+fn shared_bases(targets: &[Tensor]) -> Vec<UOp> {
+    let mut bases: Vec<UOp> = Vec::new();
+    for tensor in targets {
+        let Some(base) = crate::view_bases::shared_expensive_base(&tensor.uop()) else {
+            continue;
+        };
+        for node in crate::view_bases::with_held_siblings(base) {
+            if !bases.contains(&node) && !targets.iter().any(|t| t.uop() == node) {
+                bases.push(node);
+            }
+        }
+    }
+    bases
+}
+
+/// Each lazy graph of `graphs` with the value its tensor in `targets` now holds, and the base
+/// of a graph that is a reshape of a lazy value with that value (the same buffer, in the base's
+/// shape).
+fn computed_values(graphs: &[UOp], targets: &[Tensor]) -> Vec<(WeakUOp, UOp)> {
+    let mut values = Vec::new();
+    for (graph, tensor) in graphs.iter().zip(targets) {
+        let value = tensor.uop();
+        let Some(buffer) = as_contiguous_buffer(&value) else {
+            continue;
+        };
+        if as_contiguous_buffer(graph).is_none() && graph.reads_buffers() {
+            values.push((graph.downgrade(), value));
+        }
+        let (base, moves) = crate::view_bases::base_of(graph);
+        if !moves && base != graph && base.op() != Op::Buffer && base.reads_buffers() {
+            values.push((base.downgrade(), buffer.reshape(&base.shape_vec())));
+        }
+    }
+    values
 }
 
 /// `tensors` and the lazy results of the calls that made them (`Tensor::siblings`): the

@@ -306,6 +306,11 @@ impl UOp {
     pub fn downgrade(&self) -> WeakUOp {
         WeakUOp(Arc::downgrade(&self.0))
     }
+    /// How many handles hold this node now (parents, tensors, caches, walks in progress): a
+    /// runtime asks whether anything besides the one parent it knows of can read it again.
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
     /// A hash of the graph under this node that does not depend on where nodes live in
     /// memory: equal graphs have equal keys in every run.
     pub fn content_key(&self) -> u64 {
