@@ -99,8 +99,20 @@ fn a_graph_built_before_a_realize_reads_the_realized_value() {
     let (p, x) = (model(30), samples(6, 40));
     let hidden = (x.matmul(&p.w1) + &p.b1).tanh();
     let later = &hidden * 2.0;
+    // Built apart from `hidden` from the same operands: hash-consing makes it the same node.
+    let twin = (x.matmul(&p.w1) + &p.b1).tanh();
     let want = fresh(&later);
     hidden.realize().unwrap();
+    let schedules = pipeline_counts().schedules;
+    assert_eq!(
+        twin.to_vec::<f32>().unwrap(),
+        hidden.to_vec::<f32>().unwrap()
+    );
+    assert_eq!(
+        pipeline_counts().schedules,
+        schedules,
+        "the twin is read, not computed"
+    );
     // The plan of `buffer * 2` over a buffer of the hidden layer's shape and dtype.
     (&Tensor::from_vec(vec![0.0f32; 48], &[6, 8]) * 2.0)
         .realize()

@@ -248,11 +248,7 @@ pub fn realize_tree<T: Tree>(tree: &T) -> Result<()> {
 fn compute(tensors: &[&Tensor]) -> Result<Vec<(WeakUOp, UOp)>> {
     let mut targets = with_lazy_siblings(tensors);
     let mut graphs: Vec<UOp> = targets.iter().map(Tensor::uop).collect();
-    for (tensor, graph) in targets.iter().zip(&graphs) {
-        if let Some(known) = crate::realized::with_kept_values(graph) {
-            tensor.replace_uop(known);
-        }
-    }
+    crate::realized::read_kept_values(&targets);
     let computed = |all: &[Tensor]| all.iter().all(|t| as_contiguous_buffer(&t.uop()).is_some());
     if computed(&targets) {
         // Nothing to compute: every tensor already is (a view of) a buffer.

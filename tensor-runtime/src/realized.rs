@@ -11,13 +11,15 @@
 //! Lifetimes: an entry holds its node weakly and its buffer strongly. A result is only
 //! remembered when its lazy node is still alive once the realize is over (something else holds
 //! it, so it can be read again); the entry and its buffer are dropped at the first realize after
-//! the node dies. At most [`MAX_KEPT_VALUES`] are kept, the least recently remembered or used
+//! the node dies. While values are kept, each realize walks the lazy part of its graph to look
+//! for them (none is walked when the table is empty, the common case). At most [`MAX_KEPT_VALUES`] are kept, the least recently remembered or used
 //! forgotten first (a forgotten value is recomputed when read, never wrong).
 
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::uop::fast_hash::FastMap;
 use tensor_core::uop::{WeakUOp, rebuild};
-use tensor_core::{Op, UOp};
+use tensor_core::{Op, Tensor, UOp};
 
 /// The most realized values the table keeps at once.
 pub const MAX_KEPT_VALUES: usize = 4096;
@@ -91,65 +93,121 @@ pub fn kept_values() -> usize {
     table.entries.len()
 }
 
-/// The live entries, as strong handles: node address to (node, value). Empty when none are
-/// kept, without a walk of anything.
-fn snapshot() -> FastMap<usize, (UOp, UOp)> {
+impl Table {
+    /// The kept value of `node`, if any.
+    fn value_of(&self, node: &UOp) -> Option<&UOp> {
+        let kept = self.entries.get(&node.id())?;
+        let live = kept.node.upgrade()?;
+        (&live == node).then_some(&kept.value)
+    }
+
+    /// `root` with every node whose value is kept replaced by that value (the nodes above
+    /// rebuilt over it), and the addresses of the entries read; `None` when none occurs in it.
+    fn substitute(&self, root: &UOp) -> Option<(UOp, Vec<usize>)> {
+        let order = root.toposort_along(
+            |n| match self.value_of(n) {
+                Some(_) => &[],
+                None => n.src(),
+            },
+            |n| n.reads_buffers() && n.op() != Op::Buffer,
+        );
+        let mut images: FastMap<UOp, UOp> = FastMap::default();
+        let mut read = Vec::new();
+        for node in order {
+            let image = match self.value_of(&node) {
+                Some(value) => {
+                    read.push(node.id());
+                    value.clone()
+                }
+                // A node rebuilt over kept values may itself be a kept result (the graph an
+                // earlier realize computed after substituting older values).
+                None => {
+                    let rebuilt = rebuild(&node, &images);
+                    self.value_of(&rebuilt).cloned().unwrap_or(rebuilt)
+                }
+            };
+            if image != node {
+                images.insert(node, image);
+            }
+        }
+        images.remove(root).map(|image| (image, read))
+    }
+}
+
+/// Points each of `tensors` whose graph holds nodes with kept values at the graph that reads
+/// those values instead. Takes one lock and, when no value is kept, walks nothing.
+pub(crate) fn read_kept_values(tensors: &[Tensor]) {
+    let lazy = |t: &&Tensor| {
+        let graph = t.uop();
+        graph.reads_buffers() && as_contiguous_buffer(&graph).is_none()
+    };
+    if !tensors.iter().any(|t| lazy(&t)) {
+        return;
+    }
     let mut table = table();
     if table.entries.is_empty() {
-        return FastMap::default();
+        return;
     }
     table.sweep();
-    table
-        .entries
-        .iter()
-        .filter_map(|(&id, kept)| Some((id, (kept.node.upgrade()?, kept.value.clone()))))
-        .collect()
-}
-
-/// Marks the kept values of `nodes` as just used, so the cap forgets others first.
-fn touch(nodes: &[usize]) {
-    let mut table = table();
-    for id in nodes {
-        table.clock += 1;
-        let now = table.clock;
-        if let Some(kept) = table.entries.get_mut(id) {
-            kept.used = now;
-        }
-    }
-}
-
-/// `root` with every node whose value is kept replaced by that value (the nodes above rebuilt
-/// over it); `None` when no kept value occurs in it.
-pub(crate) fn with_kept_values(root: &UOp) -> Option<UOp> {
-    if !root.reads_buffers() || root.op() == Op::Buffer {
-        return None;
-    }
-    let known = snapshot();
-    if known.is_empty() {
-        return None;
-    }
-    let value_of = |n: &UOp| known.get(&n.id()).map(|(_, value)| value.clone());
-    let order = root.toposort_along(
-        |n| match known.contains_key(&n.id()) {
-            true => &[],
-            false => n.src(),
-        },
-        |n| n.reads_buffers() && n.op() != Op::Buffer,
-    );
-    let mut images: FastMap<UOp, UOp> = FastMap::default();
-    let mut used = Vec::new();
-    for node in order {
-        let rebuilt = value_of(&node).unwrap_or_else(|| rebuild(&node, &images));
-        // A node rebuilt over kept values may itself be a kept result (the graph a realize
-        // computed after substituting earlier values).
-        let image = value_of(&rebuilt).unwrap_or(rebuilt);
-        if image != node {
-            if known.contains_key(&node.id()) {
-                used.push(node.id());
+    for tensor in tensors.iter().filter(lazy) {
+        let Some((graph, read)) = table.substitute(&tensor.uop()) else {
+            continue;
+        };
+        tensor.replace_uop(graph);
+        for id in read {
+            table.clock += 1;
+            let now = table.clock;
+            if let Some(kept) = table.entries.get_mut(&id) {
+                kept.used = now;
             }
-            images.insert(node, image);
         }
     }
-    touch(&used);
-    images.remove(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tensor_core::DType;
+    use tensor_core::uop::Device;
+
+    /// A lazy node reading a fresh buffer, and a buffer standing for its value.
+    fn lazy_and_value() -> (UOp, UOp) {
+        let input = UOp::new_buffer(4, DType::F32, Device::Single("CPU".to_string()));
+        let lazy = UOp::alu(Op::Add, vec![input.clone(), input]);
+        (
+            lazy,
+            UOp::new_buffer(4, DType::F32, Device::Single("CPU".to_string())),
+        )
+    }
+
+    #[test]
+    fn values_are_kept_while_their_node_lives_and_at_most_the_cap() {
+        let nodes: Vec<(UOp, UOp)> = (0..MAX_KEPT_VALUES + 8).map(|_| lazy_and_value()).collect();
+        remember(
+            nodes
+                .iter()
+                .map(|(n, v)| (n.downgrade(), v.clone()))
+                .collect(),
+        );
+        let kept = |n: &UOp| table().value_of(n).cloned();
+        assert_eq!(
+            kept(&nodes[0].0),
+            None,
+            "the oldest are forgotten past the cap"
+        );
+        let (last, last_value) = nodes.last().unwrap().clone();
+        assert_eq!(kept(&last), Some(last_value.clone()));
+        assert!(kept_values() <= MAX_KEPT_VALUES);
+        drop((nodes, last));
+        let (dead, dead_value) = lazy_and_value();
+        let weak = dead.downgrade();
+        drop(dead);
+        remember(vec![(weak, dead_value.clone())]);
+        let values: Vec<UOp> = table().entries.values().map(|k| k.value.clone()).collect();
+        assert!(!values.contains(&last_value), "dropped when its node died");
+        assert!(
+            !values.contains(&dead_value),
+            "a dead node's value is never kept"
+        );
+    }
 }

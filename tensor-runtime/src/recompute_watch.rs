@@ -123,3 +123,31 @@ pub(crate) fn observe(graphs: &[UOp]) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a watch fed `(most, size)` realizes, in order, would warn.
+    fn warns(realizes: &[(u32, usize)]) -> bool {
+        let mut watch = Watch::default();
+        realizes.iter().any(|&(most, size)| {
+            watch.count(most, size);
+            watch.records >= GROWING_REALIZES
+        })
+    }
+
+    #[test]
+    fn growing_graphs_that_recompute_warn_and_steady_or_fresh_ones_do_not() {
+        let growing: Vec<(u32, usize)> = (0..6).map(|k| (k, 10 + 5 * k as usize)).collect();
+        assert!(warns(&growing));
+        let steady: Vec<(u32, usize)> = (0..20).map(|k| (k, 40)).collect();
+        assert!(!warns(&steady), "recomputing a graph of steady size");
+        let fresh: Vec<(u32, usize)> = (0..20).map(|k| (0, 10 + k)).collect();
+        assert!(!warns(&fresh), "growing graphs of new nodes");
+        let sparse: Vec<(u32, usize)> = (0..40)
+            .map(|k| if k % 10 == 0 { (5, 10 + k) } else { (0, 1) })
+            .collect();
+        assert!(!warns(&sparse), "growing realizes too far apart");
+    }
+}
