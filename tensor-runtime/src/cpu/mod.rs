@@ -13,6 +13,9 @@
 //!   (default 1024; the least recently used is dropped beyond that);
 //! - `TENSOR_CACHE_MAX_BYTES`: how many bytes of entries the disk cache may hold (default
 //!   512 MiB; the least recently used entries are deleted beyond that);
+//! - `TENSOR_PROGRESS`: whether a cold compile shows its progress on stderr once it has run
+//!   for a second (`1`, the default), never (`0`), or from its start (`always`); see
+//!   [`ProgressSetting`];
 //! - `TMPDIR`: where private build directories are made; if none can be made there, or a
 //!   build fails there for lack of space (full, over quota, read-only), a `scratch` folder in
 //!   the cache directory is used.
@@ -23,6 +26,7 @@
 //! checked cache entry, copied to a private file and loaded), and only then runs the compiler.
 //! Threads requesting the same program at once share one load or build (and its error).
 
+mod batches;
 pub mod beam;
 mod buffer;
 mod compiler;
@@ -32,6 +36,7 @@ mod loaded;
 mod memory;
 mod pool;
 mod program;
+mod progress;
 mod recycle;
 pub(crate) mod scratch;
 
@@ -42,16 +47,17 @@ pub use compiler::{
 };
 pub use loaded::DEFAULT_PROGRAM_CACHE_SIZE;
 pub use program::CpuProgram;
+pub use progress::{PROGRESS_DELAY, ProgressSetting, progress_setting_from_env};
 
 use crate::cache::{
     DEFAULT_CACHE_MAX_BYTES, DiskCache, cache_max_bytes_from_env, default_cache_dir,
 };
 use crate::device::Device;
 use crate::error::{Result, RuntimeError, positive_setting};
-use crate::parallel::each_in_parallel;
 use crate::private_files::create_private_dir_all;
 use crate::stats::{CompileCounts, CompileStats};
 use crate::warn;
+use batches::{balanced_groups, compiler_runs, each_on_cores};
 use loaded::LoadedLibraries;
 use pool::WorkerPool;
 use program::{LoadedLibrary, load_library};
@@ -96,6 +102,8 @@ pub struct CpuConfig {
     /// The beam width of the OptOps search (`BEAM`, see [`beam`]); 0 uses the hand-coded
     /// heuristic.
     pub beam: usize,
+    /// When a cold compile shows its progress on stderr (`TENSOR_PROGRESS`).
+    pub progress: ProgressSetting,
 }
 
 impl Default for CpuConfig {
@@ -112,6 +120,7 @@ impl Default for CpuConfig {
             program_cache_size: DEFAULT_PROGRAM_CACHE_SIZE,
             disk_cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             beam: 0,
+            progress: ProgressSetting::default(),
         }
     }
 }
@@ -129,6 +138,7 @@ impl CpuConfig {
             program_cache_size: program_cache_size_from_env()?,
             disk_cache_max_bytes: cache_max_bytes_from_env()?,
             beam: beam::beam_width_from_env()?,
+            progress: progress_setting_from_env()?,
         })
     }
 }
@@ -207,6 +217,7 @@ struct CpuDeviceState {
     pool: WorkerPool,
     beam: usize,
     beam_cache: DiskCache,
+    progress: ProgressSetting,
 }
 
 impl CpuDevice {
@@ -226,6 +237,7 @@ impl CpuDevice {
                     config.cache_dir.map(|dir| dir.join("beam")),
                     config.disk_cache_max_bytes,
                 ),
+                progress: config.progress,
                 temp_dir: config.temp_dir,
                 temp_dir_fallback_reported: AtomicBool::new(false),
                 loaded: Mutex::new(LoadedLibraries::new(config.program_cache_size)),
@@ -417,9 +429,8 @@ impl CpuDevice {
     }
 
     /// The libraries of several kernels at once: those neither loaded nor on disk are built
-    /// together, one compiler run per core for all of them (a cold schedule pays the
-    /// compiler's start-up and the headers once per core, not once per kernel); then each is
-    /// found as [`CpuDevice::library_for`] finds it.
+    /// together, in a few compiler runs per core ([`CpuDevice::build_missing`]); then each
+    /// is found as [`CpuDevice::library_for`] finds it.
     fn libraries_for_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<Arc<LoadedLibrary>>> {
         let keys = kernels
             .iter()
@@ -438,16 +449,38 @@ impl CpuDevice {
                 missing.push(i);
             }
         }
-        if missing.len() > 1 {
-            let groups = balanced_groups(&missing, self.inner.threads, |i| kernels[i].0.len());
-            each_in_parallel(&groups, |group| self.build_group(group, kernels, &keys))
-                .into_iter()
-                .collect::<Result<Vec<()>>>()?;
+        if !missing.is_empty() {
+            self.build_missing(&missing, kernels, &keys)?;
         }
         kernels
             .iter()
             .map(|(source, entry)| self.library_for(source, entry))
             .collect()
+    }
+
+    /// Builds the kernels `missing` (indices into `kernels`) on every core the device may use
+    /// (`THREADS`), a cold schedule paying the compiler's start-up and the headers a few
+    /// times per core rather than once per kernel ([`batches`]), and shows the progress on
+    /// stderr when it takes long ([`progress`]).
+    fn build_missing(
+        &self,
+        missing: &[usize],
+        kernels: &[(&str, &str)],
+        keys: &[u128],
+    ) -> Result<()> {
+        let cores = self.inner.threads.min(available_cores());
+        let runs = compiler_runs(missing.len(), cores);
+        let groups = balanced_groups(missing, runs, |i| kernels[i].0.len());
+        progress::with_progress(self.inner.progress, missing.len(), |count| {
+            each_on_cores(&groups, cores, |group| {
+                let built = self.build_group(group, kernels, keys);
+                count.add(group.len());
+                built
+            })
+            .into_iter()
+            .collect::<Result<Vec<()>>>()
+        })?;
+        Ok(())
     }
 
     /// Builds the kernels `group` (indices into `kernels`) in one compiler run, as the one
@@ -577,35 +610,6 @@ impl CpuDevice {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `items` split into at most `parts` groups of about equal total `weight`, each group in
-/// the order of `items` (largest first into the lightest group).
-fn balanced_groups(
-    items: &[usize],
-    parts: usize,
-    weight: impl Fn(usize) -> usize,
-) -> Vec<Vec<usize>> {
-    let parts = parts.clamp(1, items.len().max(1));
-    let mut by_weight = items.to_vec();
-    by_weight.sort_by_key(|&i| std::cmp::Reverse(weight(i)));
-    let mut groups: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); parts];
-    for i in by_weight {
-        let lightest = groups
-            .iter_mut()
-            .min_by_key(|(total, _)| *total)
-            .expect("at least one group");
-        lightest.0 += weight(i);
-        lightest.1.push(i);
-    }
-    groups
-        .into_iter()
-        .map(|(_, mut group)| {
-            group.sort_unstable();
-            group
-        })
-        .filter(|group| !group.is_empty())
-        .collect()
 }
 
 /// Writes a cached object's bytes to a file in `dir` that can be loaded.
