@@ -136,4 +136,26 @@ mod tests {
         assert_eq!(each_on_cores(&items, 64, |&x| x + 1)[199], 200);
         assert!(each_on_cores(&[] as &[u64], 4, |&x| x).is_empty());
     }
+
+    #[test]
+    fn each_on_cores_runs_items_at_once_on_two_cores() {
+        if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+            return;
+        }
+        // Each item waits (up to a minute) until both are under way: on one thread the first
+        // would time out alone.
+        let started = (Mutex::new(0), std::sync::Condvar::new());
+        let together = each_on_cores(&[0, 1], 2, |_| {
+            let mut count = started.0.lock().unwrap();
+            *count += 1;
+            started.1.notify_all();
+            let timeout = std::time::Duration::from_secs(60);
+            let (count, _) = started
+                .1
+                .wait_timeout_while(count, timeout, |c| *c < 2)
+                .unwrap();
+            *count == 2
+        });
+        assert_eq!(together, [true, true]);
+    }
 }
