@@ -54,8 +54,9 @@ fn progress_setting(value: Option<String>) -> Result<ProgressSetting> {
     }
 }
 
-/// What a compile's progress display has written, and what it writes next: a pure function
-/// of the time, the kernels built and whether stderr is a terminal.
+/// What a compile's progress display writes next, decided from the time, the kernels built,
+/// whether stderr is a terminal and what it wrote before (and nothing else, so tests can
+/// replay any course of a compile).
 #[derive(Debug)]
 pub(crate) struct ProgressView {
     delay: Option<Duration>,
@@ -98,7 +99,7 @@ impl ProgressView {
         let changed = match self.shown {
             None => elapsed >= delay,
             Some(last) if self.terminal => done != last.done || seconds != last.seconds,
-            // The last quarter is the final line's ([`ProgressView::finish`]).
+            // The last quarter is told by the final line.
             Some(last) => done < total && quarter(done, total) > quarter(last.done, total),
         };
         if !changed {
