@@ -7,6 +7,9 @@
 //! - [`emulated::EmulatedGpu`]: the CUDA device's lowering run by an emulator on the host
 //!   (`DEVICE=EMU`), so `realize` on a GPU device is checked numerically without a GPU;
 //! - [`realize`]: computing tensors on the selected device (`DEVICE`, [`realize::set_device`]);
+//! - [`realized`]: a computed value stays computed for every graph that holds it ([`view_bases`]:
+//!   a slice of an expensive lazy value computes it whole once; [`recompute_watch`]: `DEBUG=1`'s
+//!   warning for a loop whose graph keeps growing);
 //! - [`cache`]: the on-disk cache of compiled kernels, keyed by a [`stable_hash`];
 //! - [`stats`]: counters of compiler runs and cache hits;
 //! - [`ndarray_interop`]: `ndarray` arrays in and out of buffers;
@@ -48,11 +51,11 @@ pub mod plan;
 mod private_files;
 pub mod realize;
 pub mod realized;
-mod recompute_watch;
+pub mod recompute_watch;
 pub mod stable_hash;
 pub mod stats;
 pub mod tensor_ext;
-mod view_bases;
+pub mod view_bases;
 
 pub use cpu::{CpuBuffer, CpuConfig, CpuDevice, CpuProgram};
 pub use device::{CheckedProgram, Device};
