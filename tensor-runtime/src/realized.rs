@@ -148,7 +148,6 @@ pub(crate) fn read_kept_values(tensors: &[Tensor]) {
     if table.entries.is_empty() {
         return;
     }
-    table.sweep();
     for tensor in tensors.iter().filter(lazy) {
         let Some((graph, read)) = table.substitute(&tensor.uop()) else {
             continue;
