@@ -87,7 +87,7 @@
 //!
 //! | variable | effect |
 //! |---|---|
-//! | `DEBUG=1` | one line per realize: kernels, compiler runs, cache hits, time |
+//! | `DEBUG=1` | one line per realize: kernels, compiler runs, cache hits, time; one warning for a loop whose graph keeps growing |
 //! | `DEBUG=2` | also one line per kernel with its launch size and time |
 //! | `DEBUG=3` | also each scheduling decision (which node was stored or fused, and why) |
 //! | `DEBUG=4` | also the generated C of each kernel |

@@ -10,7 +10,9 @@
 //! by `Tensor::to` runs on that device instead ([`crate::placement`]). Each device has its
 //! own plan cache. A buffer computed on one device and read on another is copied through the
 //! host.
-//! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time), `DEBUG=2` a
+//! A computed value stays computed for every graph that holds it ([`crate::realized`]).
+//! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time) and warns once
+//! about a loop whose graph keeps growing ([`crate::recompute_watch`]), `DEBUG=2` a
 //! line per kernel, `DEBUG=3` each realization decision of the scheduler (the rule that
 //! realized or fused a node, with its cost facts), `DEBUG=4` the source of each kernel. `NOOPT=1` turns kernel optimisations
 //! off.
