@@ -8,6 +8,7 @@
 pub mod c;
 pub mod c_helpers;
 pub mod cuda;
+mod stored;
 
 use crate::codegen::program::KernelArg;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};

@@ -15,6 +15,8 @@ pub mod op;
 pub mod scope;
 pub mod shape;
 pub mod spec;
+pub mod stable_form;
+pub mod wire;
 
 pub use arg::{
     Arg, BatchStrategy, BufferArg, BufferStorage, Device, DeviceAllocation, Endpoint, HostData,
