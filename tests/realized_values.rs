@@ -187,8 +187,9 @@ fn realize_tree_computes_every_leaf_in_one_schedule() {
 /// Set in the child processes of the growing-loop tests: the loop to run.
 const LOOP_CHILD: &str = "REALIZED_VALUES_LOOP_CHILD";
 
-/// Eight SGD steps on a linear model, reading the loss each step; the parameters are realized
-/// each step when `realize_each_step`.
+/// Eight SGD steps on a linear model, reading the loss and the gradient's norm each step (both
+/// recompute part of the step's graph); the parameters are realized each step when
+/// `realize_each_step`.
 fn sgd_loop(realize_each_step: bool) {
     let x = samples(8, 110);
     let y = Tensor::rand(&[8], 120);
@@ -201,6 +202,7 @@ fn sgd_loop(realize_each_step: bool) {
             w.realize().unwrap();
         }
         sq(&w, &x, &y).to_vec::<f32>().unwrap();
+        g.square().sum_all().to_vec::<f32>().unwrap();
     }
 }
 

@@ -2,14 +2,15 @@
 //!
 //! A tensor updated in a loop without being realized (`p = &p - &(&g * lr)`) carries every
 //! earlier step in its graph; a value read each step (the loss) then recomputes all earlier
-//! steps again, so step `n` costs `n` steps. The watch sees exactly that: a *growing* realize
-//! computes a lazy node that at least two earlier realizes computed already (and did not keep),
-//! and its graph is larger than every earlier growing one. After [`GROWING_REALIZES`] growing
-//! realizes, each within [`RECORD_WINDOW`] realizes of the one before (a loop may read several
-//! values per step), it prints one warning per process naming the fix. A loop that realizes
-//! its parameters recomputes at most a shared part of each step (the forward pass, read for
-//! the loss and inside the gradient) over fresh buffers each step: its graphs do not outgrow the
-//! first step's, so it never warns.
+//! steps again, so step `n` costs `n` steps. The watch sees exactly that: the *stale* nodes of
+//! a realize, the lazy computations (not views) that at least two earlier realizes computed
+//! already and did not keep, grow in number from step to step. A realize is *growing* when it
+//! has more stale nodes than every earlier realize; after [`GROWING_REALIZES`] growing realizes,
+//! each within [`RECORD_WINDOW`] realizes of the one before (a loop may read several values per
+//! step), the watch prints one warning per process naming the fix. A loop that realizes its
+//! parameters recomputes at most a fixed part of each step (the forward pass read for the loss
+//! and inside the gradient, a lazy input made once before the loop): its stale nodes stop
+//! growing after the first steps, so it does not warn.
 //!
 //! The watch runs only with `DEBUG` ≥ 1: it walks every realized graph and remembers its nodes
 //! (weakly, at most [`MAX_WATCHED_NODES`]).
@@ -20,7 +21,7 @@ use tensor_core::uop::fast_hash::FastMap;
 use tensor_core::{Op, UOp};
 
 /// Growing realizes that recompute earlier work before the warning is printed.
-pub const GROWING_REALIZES: u32 = 3;
+pub const GROWING_REALIZES: u32 = 4;
 
 /// The most realizes between two growing ones for them to count as one loop.
 pub const RECORD_WINDOW: u32 = 8;
@@ -32,12 +33,12 @@ pub const MAX_WATCHED_NODES: usize = 1 << 16;
 pub const WARNING: &str = "this realize recomputes";
 
 /// What the watch knows: the lazy nodes of earlier realized graphs with how many realizes
-/// computed each, the largest growing graph, the growing realizes counted and the realizes
-/// since the last one, and whether it has warned.
+/// computed each, the most stale nodes a realize had, the growing realizes counted and the
+/// realizes since the last one, and whether it has warned.
 #[derive(Default)]
 struct Watch {
     seen: FastMap<usize, (WeakUOp, u32)>,
-    largest: usize,
+    most_stale: usize,
     records: u32,
     since_record: u32,
     warned: bool,
@@ -51,12 +52,15 @@ fn watch() -> MutexGuard<'static, Watch> {
         .unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The lazy nodes of `graphs`: those computed from buffers, not buffers themselves.
+/// The lazy computations of `graphs`: the nodes computed from buffers, less the buffers and
+/// the movement ops (a view of a buffer, read again each step, is no work repeated).
 fn lazy_nodes(graphs: &[UOp]) -> Vec<UOp> {
     let mut nodes: FastMap<usize, UOp> = FastMap::default();
     for graph in graphs {
         for node in graph.toposort_where(|n| n.reads_buffers() && n.op() != Op::Buffer) {
-            nodes.entry(node.id()).or_insert(node);
+            if !crate::view_bases::is_movement(node.op()) {
+                nodes.entry(node.id()).or_insert(node);
+            }
         }
     }
     nodes.into_values().collect()
@@ -71,15 +75,15 @@ impl Watch {
         }
     }
 
-    /// Counts a realize of `size` lazy nodes, some computed by `most` earlier realizes: growing
-    /// when `most` ≥ 2 and it is the largest so far; growing realizes too far apart start over.
-    fn count(&mut self, most: u32, size: usize) {
+    /// Counts a realize with `stale` stale nodes: growing when no earlier realize had as many;
+    /// growing realizes too far apart start over.
+    fn count(&mut self, stale: usize) {
         self.since_record += 1;
         if self.since_record > RECORD_WINDOW {
             self.records = 0;
         }
-        if most >= 2 && size > self.largest {
-            self.largest = size;
+        if stale > self.most_stale {
+            self.most_stale = stale;
             self.records += 1;
             self.since_record = 0;
         }
@@ -107,19 +111,20 @@ pub(crate) fn observe(graphs: &[UOp]) {
     let mut watch = watch();
     let times: Vec<u32> = nodes.iter().map(|n| watch.times_computed(n)).collect();
     let recomputed = times.iter().filter(|&&t| t > 0).count();
-    watch.count(times.iter().copied().max().unwrap_or(0), nodes.len());
+    let stale = times.iter().filter(|&&t| t >= 2).count();
+    watch.count(stale);
     watch.remember(&nodes);
     if watch.records >= GROWING_REALIZES && !watch.warned {
         watch.warned = true;
         crate::warn(&format!(
             "{WARNING} {recomputed} values that earlier realizes computed and did not keep, and \
-             its graph ({} nodes) has grown over {GROWING_REALIZES} realizes: a tensor \
+             more of them each step ({} computed 3 times or more): a tensor \
              updated in a loop without being realized (`p = &p - &(&g * lr)`) carries every \
              earlier step in its graph, so each step recomputes all the steps before it. \
              Realize the updated tensors each step (`p.realize()`, or \
              `realize_tree(&params)` for a struct of parameters), or compile the step with \
              `jit!`.",
-            nodes.len()
+            stale
         ));
     }
 }
@@ -128,26 +133,24 @@ pub(crate) fn observe(graphs: &[UOp]) {
 mod tests {
     use super::*;
 
-    /// Whether a watch fed `(most, size)` realizes, in order, would warn.
-    fn warns(realizes: &[(u32, usize)]) -> bool {
+    /// Whether a watch fed realizes with these numbers of stale nodes, in order, would warn.
+    fn warns(stale: impl IntoIterator<Item = usize>) -> bool {
         let mut watch = Watch::default();
-        realizes.iter().any(|&(most, size)| {
-            watch.count(most, size);
+        stale.into_iter().any(|stale| {
+            watch.count(stale);
             watch.records >= GROWING_REALIZES
         })
     }
 
     #[test]
-    fn growing_graphs_that_recompute_warn_and_steady_or_fresh_ones_do_not() {
-        let growing: Vec<(u32, usize)> = (0..6).map(|k| (k, 10 + 5 * k as usize)).collect();
-        assert!(warns(&growing));
-        let steady: Vec<(u32, usize)> = (0..20).map(|k| (k, 40)).collect();
-        assert!(!warns(&steady), "recomputing a graph of steady size");
-        let fresh: Vec<(u32, usize)> = (0..20).map(|k| (0, 10 + k)).collect();
-        assert!(!warns(&fresh), "growing graphs of new nodes");
-        let sparse: Vec<(u32, usize)> = (0..40)
-            .map(|k| if k % 10 == 0 { (5, 10 + k) } else { (0, 1) })
-            .collect();
-        assert!(!warns(&sparse), "growing realizes too far apart");
+    fn growing_recomputation_warns_and_steady_or_sparse_growth_does_not() {
+        assert!(warns((0..8).map(|k| 5 * k)), "a growing loop");
+        assert!(
+            warns((0..8).flat_map(|k| [5 * k, 2, 3 * k])),
+            "reading three values a step"
+        );
+        assert!(!warns((0..40).map(|k| [0, 4, 4, 9][k % 4])), "steady reads");
+        let sparse = (0..60).map(|k| if k % 10 == 0 { k } else { 0 });
+        assert!(!warns(sparse), "growing realizes too far apart");
     }
 }

@@ -29,7 +29,7 @@ use tensor_core::uop::tuple_body;
 use tensor_core::{Op, UOp};
 
 /// The movement ops a view chain is made of.
-fn is_movement(op: Op) -> bool {
+pub(crate) fn is_movement(op: Op) -> bool {
     matches!(
         op,
         Op::Reshape | Op::Permute | Op::Shrink | Op::Expand | Op::Flip | Op::Pad
