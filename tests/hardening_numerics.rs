@@ -310,7 +310,7 @@ fn negative_integer_exponents_of_integers_are_refused_or_truncate() {
         ),
         "{m}"
     );
-    let m = panic_message(|| x.pow(Tensor::full(&[2], -1, DType::I32)));
+    let m = panic_message(|| x.pow(x.full_like(-1)));
     assert!(
         m.starts_with(
             "pow: integer tensors (dtype i32) cannot be raised to the negative integer power -1"

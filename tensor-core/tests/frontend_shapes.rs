@@ -11,13 +11,19 @@ fn ti(shape: &[usize], dtype: DType) -> Tensor {
 }
 
 #[test]
-fn constants_are_const_nodes_reshaped_and_expanded_not_buffers() {
+fn fills_are_a_0d_value_or_a_constant_reshaped_and_expanded() {
+    let ops = |t: &Tensor| -> Vec<Op> { t.uop().toposort().iter().map(|u| u.op()).collect() };
+    // The user's fill is a value bound at run time: one element, broadcast.
     let z = Tensor::full(&[2, 3], 7.0, DType::F16);
     assert_eq!(z.shape(), vec![2, 3]);
     assert_eq!(z.dtype(), DType::F16);
-    let ops: Vec<Op> = z.uop().toposort().iter().map(|u| u.op()).collect();
-    assert!(ops.contains(&Op::Const));
-    assert!(!ops.contains(&Op::Buffer));
+    assert!(ops(&z).contains(&Op::Buffer) && ops(&z).contains(&Op::Expand));
+    assert!(!ops(&z).contains(&Op::Const));
+    // Identities and library fills are code.
+    for c in [Tensor::zeros(&[2, 3], DType::F16), z.full_like(7.0)] {
+        assert!(ops(&c).contains(&Op::Const));
+        assert!(!ops(&c).contains(&Op::Buffer));
+    }
     assert_eq!(Tensor::scalar(2.5f32).shape(), Vec::<usize>::new());
     assert_eq!(Tensor::scalar(2i64).dtype(), DType::I64);
     assert_eq!(Tensor::ones(&[0, 4], DType::I8).shape(), vec![0, 4]);

@@ -25,7 +25,8 @@ use tensor_runtime::{CpuDevice, Device, Realize, RuntimeError};
 fn scale_add_kernel<D: Device>(device: &D, n: usize) -> Kernel {
     let x = Tensor::from_vec(vec![0.0f32; n], &[n]);
     let y = Tensor::from_vec(vec![0.0f32; n], &[n]);
-    let schedule = create_schedule(&[(&x * 2.0 + &y).uop()]);
+    // The 2 is code (`Tensor::constant`), not a value bound in a buffer of its own.
+    let schedule = create_schedule(&[(&x * Tensor::constant(2.0f32) + &y).uop()]);
     assert_eq!(schedule.items.len(), 1, "one fused kernel");
     let item = &schedule.items[0];
     let options = CodegenOptions {

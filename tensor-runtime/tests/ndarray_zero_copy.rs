@@ -55,7 +55,7 @@ fn standard_layout_array_is_kept_and_read_in_place_by_the_kernel() {
         "the array's vector was copied"
     );
 
-    let y = x.mul(2.0f32).add(1.0f32);
+    let y = x.mul(Tensor::constant(2.0f32)).add(1.0f32);
     let expected = evaluate(&y.uop());
     let live_before = device.live_buffers().count();
     let result = run_on(&device, &y);
@@ -99,7 +99,7 @@ fn transposed_array_is_copied_in_row_major_order() {
     let host = arg.storage.host_data().unwrap();
     assert_ne!(host.as_ptr() as usize, address);
 
-    let y = x.add(0.25f32);
+    let y = x.add(Tensor::constant(0.25f32));
     let expected = evaluate(&y.uop());
     let live_before = device.live_buffers().count();
     let result = run_on(&device, &y);

@@ -100,7 +100,8 @@ fn the_plan_cache_keeps_at_most_its_capacity_and_rebuilds_what_it_dropped() {
     let plans: PlanCache<CpuDevice> = PlanCache::new(2);
     let options = codegen_options(&device);
     let x = Tensor::from_vec(data(8, 1.0), &[8]);
-    let graphs: Vec<Tensor> = (1..=3).map(|k| x.add(k as f32)).collect();
+    // Constants as code: each is its own structure, its own plan.
+    let graphs: Vec<Tensor> = (1..=3).map(|k| x.add(Tensor::constant(k as f32))).collect();
     let plan_of = |g: &Tensor| {
         let roots = abstract_buffers(&[g.uop()]).roots;
         plans.get_or_build(&device, &roots, &options).unwrap()
@@ -132,8 +133,8 @@ fn intermediates_with_disjoint_lifetimes_share_memory_and_are_kept_between_runs(
     let device = device("cc", None, 1);
     let x = Tensor::from_vec(data(64, 1.0), &[64]);
     let t0 = x.add(1.0f32).contiguous();
-    let t1 = t0.mul(2.0f32).contiguous();
-    let t2 = t1.add(3.0f32).contiguous();
+    let t1 = t0.mul(Tensor::constant(2.0f32)).contiguous();
+    let t2 = t1.add(Tensor::constant(3.0f32)).contiguous();
     let out = t2.sum(0, false);
     let abstracted = abstract_buffers(&[out.uop()]);
     let plan: Plan<CpuDevice> =

@@ -827,6 +827,8 @@ mod tests {
     #[test]
     fn group_reductions_on_the_grid_equal_the_cpu() {
         use crate::codegen::group::GROUP_SIZE;
+        // Scalars as a library op writes them (code, not values bound at run time).
+        let _library = crate::tensor::LibraryScope::enter();
         let block = |grid, block| LaunchDims { grid, block };
         // Positive terms, so a sum in another order stays within 1e-4 of the CPU's.
         // The scheduler splits a sum of 65536 into 256 partial sums and their sum.

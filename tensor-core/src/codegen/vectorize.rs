@@ -347,6 +347,8 @@ mod tests {
 
     #[test]
     fn neighbouring_aligned_f32_accesses_become_vector_accesses() {
+        // Scalars as a library op writes them (code, not values bound at run time).
+        let _library = crate::tensor::LibraryScope::enter();
         let x = data(&[4096]);
         let chain = ((&x * 2.0 + 1.0).exp2() * &x).sqrt() * 0.5;
         assert_eq!(accesses(&chain), [1, 1, 0, 0]);
@@ -356,6 +358,8 @@ mod tests {
 
     #[test]
     fn strided_misaligned_or_narrow_accesses_stay_scalar() {
+        // Scalars as a library op writes them (code, not values bound at run time).
+        let _library = crate::tensor::LibraryScope::enter();
         // A transposed read: the thread's elements are a quarter of the axis apart.
         assert_eq!(
             accesses(&(data(&[32, 64]).transpose(0, 1) + 1.0)),

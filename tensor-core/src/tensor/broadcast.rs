@@ -343,7 +343,7 @@ pub(crate) fn elementwise_operands(op: &str, operands: &[Operand]) -> (Vec<UOp>,
         .iter()
         .map(|o| match o {
             Operand::Tensor(t) => broadcast_uop(&cast_uop(&t.uop(), dtype), &shape),
-            Operand::Scalar(s) => const_uop(*s, dtype, &shape),
+            Operand::Scalar(s) => super::value::operand_uop(*s, dtype, &shape),
         })
         .collect();
     (uops, dtype)

@@ -152,7 +152,9 @@ impl Tensor {
         Tensor::from_scalars(&scalars, T::DTYPE, array.shape())
     }
 
-    /// A 0-d tensor holding `value`, of the dtype of its Rust type.
+    /// A 0-d tensor holding `value`, of the dtype of its Rust type. Called by the user, the
+    /// value is bound at run time (a 0-d buffer), so a step counter or a key that changes every
+    /// step changes no plan (see `tensor::value`).
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -160,11 +162,28 @@ impl Tensor {
     /// assert_eq!(Tensor::scalar(2.0f32).shape(), Vec::<usize>::new());
     /// ```
     pub fn scalar<T: Element>(value: T) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("scalar");
+        Tensor::from_uop(super::value::fill_uop(value.to_scalar(), T::DTYPE, &[]))
+    }
+
+    /// A 0-d tensor holding `value` as code: a constant folded into the kernels that read it,
+    /// where [`Tensor::scalar`] is a value bound at run time. A different value is a different
+    /// graph structure, so it schedules and compiles anew; worth it only for a value fixed for
+    /// the whole program that the rewrite rules can use (a scale of a power of two, a mask bit).
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, DType, uop::Op};
+    /// let c = Tensor::constant(0.5f32);
+    /// assert_eq!(c.uop().op(), Op::Const);
+    /// ```
+    pub fn constant<T: Element>(value: T) -> Tensor {
         Tensor::from_uop(UOp::constant(value.to_scalar(), T::DTYPE))
     }
 
     /// A tensor of `shape` and `dtype` where every element is `value` (cast to `dtype`), as NumPy's
-    /// `full(shape, value, dtype=)`; a constant, never a buffer.
+    /// `full(shape, value, dtype=)`. Called by the user (not through `zeros`, `ones` or another
+    /// op), the value is bound at run time: a 0-d buffer broadcast, so a new fill value
+    /// compiles nothing.
     ///
     /// ```
     /// # use tensor_core::{Tensor, DType, interp::evaluate};
@@ -180,7 +199,7 @@ impl Tensor {
     pub fn full<D: Dims + ?Sized>(shape: &D, value: impl Into<Scalar>, dtype: DType) -> Tensor {
         let _op = super::op_scope::OpScope::enter("full");
         let shape = sizes("full", shape);
-        Tensor::from_uop(const_uop(value.into(), dtype, &shape))
+        Tensor::from_uop(super::value::fill_uop(value.into(), dtype, &shape))
     }
 
     /// A tensor of `shape` and `dtype` filled with zeros.

@@ -270,6 +270,8 @@ impl Tensor {
     #[track_caller]
     pub fn clamp(&self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("clamp");
+        let lo = super::value::user_operand(lo.into(), self);
+        let hi = super::value::user_operand(hi.into(), self);
         self.maximum(lo).minimum(hi)
     }
 
@@ -699,6 +701,6 @@ fn operand_shape(o: &Operand) -> Shape {
 fn materialize(o: &Operand, dtype: DType, shape: &[usize]) -> UOp {
     match o {
         Operand::Tensor(t) => broadcast_uop(&cast_uop(&t.uop(), dtype), shape),
-        Operand::Scalar(s) => const_uop(*s, dtype, shape),
+        Operand::Scalar(s) => super::value::operand_uop(*s, dtype, shape),
     }
 }

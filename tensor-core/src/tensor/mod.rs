@@ -19,6 +19,7 @@ mod movement;
 mod nn;
 mod norms;
 mod op_scope;
+pub(crate) use op_scope::LibraryScope;
 mod operators;
 mod padding;
 mod pieces;
@@ -31,6 +32,7 @@ mod sliding;
 mod sorting;
 mod tiling;
 mod updates;
+mod value;
 mod vmap_scope;
 
 pub use advanced_index::Index;

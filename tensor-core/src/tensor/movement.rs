@@ -229,7 +229,7 @@ impl Tensor {
         let padded = self.pad(pads);
         let mask =
             Tensor::from_uop(const_uop(Scalar::Bool(true), DType::Bool, &self.shape())).pad(pads);
-        let fill = const_uop(value.into(), self.dtype(), &padded.shape());
+        let fill = super::value::operand_uop(value.into(), self.dtype(), &padded.shape());
         Tensor::from_uop(where_uop(&mask.uop(), &padded.uop(), &fill))
     }
 

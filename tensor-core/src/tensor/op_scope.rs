@@ -6,12 +6,15 @@ use std::cell::Cell;
 
 thread_local! {
     static CALLED: Cell<Option<&'static str>> = const { Cell::new(None) };
+    /// How many ops (and library regions) enclose the current call.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
 /// While alive, refusals name `op` (unless an enclosing scope named another first). A guard
 /// rather than a closure, so that `#[track_caller]` still reaches the user's line.
 pub(crate) struct OpScope {
     entered: bool,
+    _depth: Depth,
 }
 
 impl OpScope {
@@ -24,8 +27,50 @@ impl OpScope {
             }
             outermost
         });
-        OpScope { entered }
+        OpScope {
+            entered,
+            _depth: Depth::enter(),
+        }
     }
+}
+
+/// One level of nesting of library code, undone when dropped (also by a panic's unwinding).
+struct Depth;
+
+impl Depth {
+    fn enter() -> Depth {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        Depth
+    }
+}
+
+impl Drop for Depth {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
+/// While alive, the code that runs is the library's, not the user's: a transform applying
+/// its rules, or tracing a function whose graph it keeps per signature (see
+/// [`called_by_user`]).
+pub(crate) struct LibraryScope {
+    _depth: Depth,
+}
+
+impl LibraryScope {
+    /// Enters library code.
+    pub(crate) fn enter() -> LibraryScope {
+        LibraryScope {
+            _depth: Depth::enter(),
+        }
+    }
+}
+
+/// True when the op running now is one the user called: its own [`OpScope`] is the only
+/// one, not enclosed by a composite op or a transform. A scalar the user passes is a value
+/// bound at run time (`tensor::value`); one a library op writes is code.
+pub(crate) fn called_by_user() -> bool {
+    DEPTH.with(Cell::get) == 1 && CALLED.with(Cell::get).is_some()
 }
 
 impl Drop for OpScope {

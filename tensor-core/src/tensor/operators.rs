@@ -11,13 +11,14 @@
 
 use super::Tensor;
 use super::broadcast::{Operand, result_dtype};
-use crate::uop::{Scalar, UOp};
+use crate::uop::Scalar;
 
 /// A weak scalar on the left of an operator, as a 0-d tensor of the dtype it meets `rhs` at.
 fn scalar_lhs(value: impl Into<Scalar>, rhs: &Tensor) -> Tensor {
+    let _op = super::op_scope::OpScope::enter("scalar");
     let value = value.into();
     let dtype = result_dtype(&[Operand::from(rhs), Operand::Scalar(value)]);
-    Tensor::from_uop(UOp::constant(value, dtype))
+    Tensor::from_uop(super::value::operand_uop(value, dtype, &[]))
 }
 
 /// `tensor op rhs` for owned and borrowed tensors, with any operand on the right.

@@ -206,7 +206,6 @@ pub(crate) fn pow_exponent_partial(x: &Tensor, y: &Tensor, p: &Tensor) -> Tensor
 mod tests {
     use super::*;
     use crate::interp::evaluate;
-    use crate::uop::DType;
 
     #[test]
     fn integer_powers_are_exact_and_wrap() {
@@ -222,7 +221,7 @@ mod tests {
     #[test]
     fn a_constant_exponent_tensor_takes_the_constant_form() {
         let x = Tensor::from_vec(vec![-2.0f32, 0.0, 3.0], &[3]);
-        let y = Tensor::full(&[3], 3.0, DType::F32);
+        let y = x.full_like(3.0);
         assert!(x.pow(&y).uop().toposort().iter().all(|u| u.op() != Op::Pow));
         assert_eq!(
             evaluate(&x.pow(&y).uop()).to_vec::<f32>(),

@@ -105,9 +105,11 @@ fn box_muller(uniform: &Tensor, shape: &[usize]) -> Tensor {
     radius.mul(angle).reshape(shape)
 }
 
-/// `n` uniform `f32` samples in `[0, 1)` for `seed` (shape `[n]`).
+/// `n` uniform `f32` samples in `[0, 1)` for `seed` (shape `[n]`). A seed the user passed is
+/// a value bound at run time, so fresh noise each step compiles nothing (`tensor::value`).
 fn uniform_uop(n: usize, seed: u64) -> UOp {
-    uniform_bits_uop(n, const_uop(Scalar::Int(seed as i64), DType::U64, &[n]))
+    let key = super::value::fill_uop(Scalar::Int(seed as i64), DType::U64, &[n]);
+    uniform_bits_uop(n, key)
 }
 
 /// `n` uniform `f32` samples in `[0, 1)` for the `[n]`-shaped `u64` key `key`.

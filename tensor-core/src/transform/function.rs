@@ -265,6 +265,8 @@ impl FunctionCache {
     /// Runs `body` on `Param` placeholders and packs its results in a `Tuple`.
     fn trace(&self, signature: &Signature, body: impl FnOnce(&[Tensor]) -> Vec<Tensor>) -> UOp {
         self.traces.fetch_add(1, Ordering::Relaxed);
+        // The body is kept per signature: its scalars are code, not values bound per call.
+        let _library = crate::tensor::LibraryScope::enter();
         let results = body(&signature.inputs(&signature.params()));
         UOp::tuple(results.iter().map(Tensor::uop).collect())
     }

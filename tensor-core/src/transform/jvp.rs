@@ -42,6 +42,7 @@ pub(crate) fn jvp_symbolic(
     primals: &[Tensor],
     tangents: &[Tangent],
 ) -> (Vec<Tensor>, Vec<Tensor>) {
+    let _library = crate::tensor::LibraryScope::enter();
     let inputs: Vec<UOp> = primals.iter().map(placeholder_like).collect();
     let traced = trace(f, inputs.clone());
     let seeds = inputs

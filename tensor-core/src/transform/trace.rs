@@ -42,6 +42,8 @@ pub struct Traced {
 /// graph with `Function` calls inlined.
 #[track_caller]
 pub fn trace(f: &Func, inputs: Vec<UOp>) -> Traced {
+    // The graph is kept per signature: its scalars are code, not values bound per call.
+    let _library = crate::tensor::LibraryScope::enter();
     let args: Vec<Tensor> = inputs.iter().cloned().map(Tensor::from_uop).collect();
     let outputs = f
         .call(&args)

@@ -49,6 +49,7 @@ pub fn vjp<M>(f: impl IntoFunc<M>, primals: &[Tensor]) -> (Vec<Tensor>, Func) {
     let nresults = traced.outputs.len();
     let pullback = Func::new(Some(nresults), move |cotangents: &[Tensor]| {
         check_cotangents(&traced, cotangents);
+        let _library = crate::tensor::LibraryScope::enter();
         let grads = pull_back(&traced, cotangents);
         grads
             .iter()

@@ -288,7 +288,7 @@ mod tests {
     }
 
     fn scalar(v: f64) -> Tensor {
-        Tensor::full(&[0usize; 0], v, DType::F32)
+        Tensor::from_uop(crate::uop::UOp::constant(v, DType::F32))
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub(crate) fn vmapped_call_in_loop(
     in_axes: &InAxes,
     out_axes: &OutAxes,
 ) -> Vec<Tensor> {
+    // The batched graph is kept per signature: its scalars are code, not values.
+    let _library = crate::tensor::LibraryScope::enter();
     let (axes, size) = resolve_in_axes(args, in_axes);
     if size == 0 {
         return empty_batch_call(f, args, &axes, out_axes);

@@ -82,6 +82,7 @@ fn vmapped_call(f: &Func, args: &[Tensor], in_axes: &InAxes, out_axes: &OutAxes)
             None => arg.uop(),
         })
         .collect();
+    let _library = crate::tensor::LibraryScope::enter();
     let traced = trace(f, inputs);
     let mut ctx = BatchCtx::new(size, seeds);
     for node in UOp::sink(traced.outputs.clone()).toposort() {
