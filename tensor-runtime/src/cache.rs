@@ -184,6 +184,8 @@ pub fn decode_entry(key: u128, bytes: &[u8]) -> Result<&[u8], EntryDefect> {
 pub struct DiskCache {
     dir: Option<PathBuf>,
     max_bytes: u64,
+    /// What the entries are, for warnings: "kernel", "plan".
+    label: &'static str,
     writes_failed: AtomicBool,
     distrust_reported: AtomicBool,
     swept: AtomicBool,
@@ -199,10 +201,17 @@ impl DiskCache {
         DiskCache {
             dir,
             max_bytes,
+            label: "kernel",
             writes_failed: AtomicBool::new(false),
             distrust_reported: AtomicBool::new(false),
             swept: AtomicBool::new(false),
         }
+    }
+
+    /// The same cache, its warnings calling the entries `label` entries ("plan cache entry
+    /// `…` is truncated"); a new cache's entries are kernels.
+    pub fn labelled(self, label: &'static str) -> DiskCache {
+        DiskCache { label, ..self }
     }
 
     /// The directory entries live in, if any.
@@ -228,10 +237,11 @@ impl DiskCache {
         };
         if !self.distrust_reported.swap(true, Ordering::Relaxed) {
             warn(&format!(
-                "kernel cache directory `{}` is {reason}, so another user could plant code \
-                 in it; it is not used and kernels are compiled in every process. Make it \
+                "{} cache directory `{}` is {reason}, so another user could plant code \
+                 in it; it is not used and its entries are rebuilt in every process. Make it \
                  yours and private (chown, chmod 700) or set TENSOR_CACHE_DIR to a private \
                  directory",
+                self.label,
                 dir.display()
             ));
         }
@@ -250,7 +260,8 @@ impl DiskCache {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
             Err(e) => {
                 warn(&format!(
-                    "cannot use kernel cache entry `{}` ({e}); rebuilding it",
+                    "cannot use {} cache entry `{}` ({e}); rebuilding it",
+                    self.label,
                     path.display()
                 ));
                 return None;
@@ -260,7 +271,8 @@ impl DiskCache {
             Ok(payload) => Some(payload.to_vec()),
             Err(defect) => {
                 warn(&format!(
-                    "kernel cache entry `{}` {defect}; rebuilding it",
+                    "{} cache entry `{}` {defect}; rebuilding it",
+                    self.label,
                     path.display()
                 ));
                 None
@@ -303,9 +315,10 @@ impl DiskCache {
     fn report_write_failure(&self, dir: &Path, e: &io::Error) {
         if !self.writes_failed.swap(true, Ordering::Relaxed) {
             warn(&format!(
-                "kernel cache directory `{}` is not writable ({e}); kernels will be \
-                 compiled again in every process. Set TENSOR_CACHE_DIR to a writable \
+                "{} cache directory `{}` is not writable ({e}); its entries will be \
+                 built again in every process. Set TENSOR_CACHE_DIR to a writable \
                  directory to keep them",
+                self.label,
                 dir.display()
             ));
         }

@@ -48,6 +48,7 @@ pub mod ndarray_interop;
 pub mod parallel;
 pub mod placement;
 pub mod plan;
+pub mod plan_store;
 mod private_files;
 pub mod realize;
 pub mod realized;

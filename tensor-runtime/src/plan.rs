@@ -18,11 +18,15 @@
 //!
 //! [`PlanCache`] keeps the plans of the most recently used graph structures, keyed by the
 //! abstracted graph (one interned node, so a lookup is a hash of a pointer) and the codegen
-//! options.
+//! options. A CPU plan cache made [`PlanCache::with_store`] also keeps every plan it builds
+//! on disk ([`crate::plan_store`]), and on a miss reads the plan from there before building
+//! it: a new process then runs a structure an earlier one ran without scheduling or
+//! generating kernels, its programs coming from the kernel cache.
 
 use crate::device::{CheckedProgram, Device};
 use crate::error::Result;
 use crate::lru::Lru;
+use crate::plan_store::{PlanStore, StoredPlan};
 use crate::realize::{buffer_arg, compile_all, debug_level, launch_kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -115,15 +119,51 @@ impl<D: Device> Plan<D> {
                 program,
             })
             .collect();
-        let (placement, intermediates) = plan_memory(&kernels, &temps, &schedule.outputs);
-        Ok(Plan {
+        Ok(Plan::assemble(kernels, temps, schedule.outputs))
+    }
+
+    /// The plan a [`PlanStore`] kept: its kernels' programs from the device (the kernel
+    /// cache's, or compiled where it has none), nothing scheduled or generated.
+    pub fn from_stored(device: &D, stored: StoredPlan) -> Result<Plan<D>> {
+        let started = std::time::Instant::now();
+        let programs = compile_all(device, stored.kernels.iter().map(|(kernel, _)| kernel))?;
+        if debug_level() >= 1 {
+            eprintln!(
+                "plan: {} kernels read from disk, programs ready in {:.3?}",
+                stored.kernels.len(),
+                started.elapsed()
+            );
+        }
+        let kernels = stored
+            .kernels
+            .into_iter()
+            .zip(programs)
+            .map(|((kernel, slots), program)| PlannedKernel {
+                kernel,
+                program,
+                slots,
+            })
+            .collect();
+        Ok(Plan::assemble(kernels, stored.temps, stored.outputs))
+    }
+
+    /// The plan of `kernels` over `temps`, computing `outputs`, with its memory planned.
+    fn assemble(kernels: Vec<PlannedKernel<D>>, temps: Vec<UOp>, outputs: Vec<UOp>) -> Plan<D> {
+        let (placement, intermediates) = plan_memory(&kernels, &temps, &outputs);
+        Plan {
             kernels,
             temps,
             placement,
             intermediates,
             idle: Mutex::new(Vec::new()),
-            outputs: schedule.outputs,
-        })
+            outputs,
+        }
+    }
+
+    /// Keeps this plan's recipe in `store` under `key`.
+    fn store(&self, store: &PlanStore, key: u128) {
+        let kernels = self.kernels.iter().map(|k| (&k.kernel, k.slots.as_slice()));
+        store.store(key, kernels, &self.temps, &self.outputs);
     }
 
     /// How many distinct intermediate buffers a run uses (after sharing).
@@ -303,6 +343,8 @@ pub fn generate_kernels_with(
 /// The plans of recently run graph structures, least recently used dropped first.
 pub struct PlanCache<D: Device> {
     plans: Mutex<Lru<PlanKey, Arc<Plan<D>>, FastBuild>>,
+    /// Where plans are also kept between processes, if anywhere.
+    store: Option<PlanStore>,
 }
 
 /// A graph structure (the sink of its abstracted roots) with the options it was built for.
@@ -313,7 +355,13 @@ impl<D: Device> PlanCache<D> {
     pub fn new(capacity: usize) -> PlanCache<D> {
         PlanCache {
             plans: Mutex::new(Lru::new(capacity)),
+            store: None,
         }
+    }
+
+    /// Where plans are kept between processes, if anywhere.
+    pub fn store(&self) -> Option<&PlanStore> {
+        self.store.as_ref()
     }
 
     /// The most plans kept.
@@ -344,8 +392,37 @@ impl<D: Device> PlanCache<D> {
             crate::stats::record_plan_hit();
             return Ok(plan);
         }
-        let plan = Arc::new(Plan::build(device, roots, options)?);
+        let plan = Arc::new(self.read_or_build(device, roots, options)?);
         self.insert(key, plan.clone());
+        Ok(plan)
+    }
+
+    /// The plan kept on disk for `roots`, else a new one built (and kept there).
+    fn read_or_build(
+        &self,
+        device: &D,
+        roots: &[UOp],
+        options: &CodegenOptions,
+    ) -> Result<Plan<D>> {
+        let Some(store) = &self.store else {
+            return Plan::build(device, roots, options);
+        };
+        let key = match store.key(roots, options, device.name()) {
+            Ok(key) => key,
+            Err(why) => {
+                if debug_level() >= 1 {
+                    eprintln!("plan: not kept on disk: the graph {why}");
+                }
+                return Plan::build(device, roots, options);
+            }
+        };
+        if let Some(stored) = store.load(key) {
+            let plan = Plan::from_stored(device, stored)?;
+            crate::stats::record_disk_plan_hit();
+            return Ok(plan);
+        }
+        let plan = Plan::build(device, roots, options)?;
+        plan.store(store, key);
         Ok(plan)
     }
 
@@ -359,5 +436,17 @@ impl<D: Device> PlanCache<D> {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Lru<PlanKey, Arc<Plan<D>>, FastBuild>> {
         self.plans.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl PlanCache<crate::cpu::CpuDevice> {
+    /// A cache of at most `capacity` plans in memory that also keeps them in `store`, read
+    /// before a plan is built (`None`: memory only, as [`PlanCache::new`]). Only the CPU
+    /// device's programs are made from a kernel's source alone, which a stored plan holds.
+    pub fn with_store(capacity: usize, store: Option<PlanStore>) -> Self {
+        PlanCache {
+            store,
+            ..PlanCache::new(capacity)
+        }
     }
 }

@@ -87,11 +87,14 @@ pub struct PipelineCounts {
     pub kernels_generated: u64,
     /// Realizes that found their graph's plan in the plan cache.
     pub plan_hits: u64,
+    /// Plans read from the disk ([`crate::plan_store`]) instead of being built.
+    pub disk_plan_hits: u64,
 }
 
 static SCHEDULES: AtomicU64 = AtomicU64::new(0);
 static KERNELS_GENERATED: AtomicU64 = AtomicU64::new(0);
 static PLAN_HITS: AtomicU64 = AtomicU64::new(0);
+static DISK_PLAN_HITS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts one graph scheduled.
 pub(crate) fn record_schedule() {
@@ -108,12 +111,18 @@ pub(crate) fn record_plan_hit() {
     bump(&PLAN_HITS);
 }
 
+/// Counts one plan read from the disk instead of being built.
+pub(crate) fn record_disk_plan_hit() {
+    bump(&DISK_PLAN_HITS);
+}
+
 /// The pipeline work done in this process so far.
 pub fn pipeline_counts() -> PipelineCounts {
     PipelineCounts {
         schedules: SCHEDULES.load(Ordering::Relaxed),
         kernels_generated: KERNELS_GENERATED.load(Ordering::Relaxed),
         plan_hits: PLAN_HITS.load(Ordering::Relaxed),
+        disk_plan_hits: DISK_PLAN_HITS.load(Ordering::Relaxed),
     }
 }
 

@@ -74,6 +74,12 @@ impl Writer {
         self.bytes.extend_from_slice(value.as_bytes());
     }
 
+    /// A byte string: its length, then the bytes.
+    pub fn bytes(&mut self, value: &[u8]) {
+        self.usize(value.len());
+        self.bytes.extend_from_slice(value);
+    }
+
     /// An op, by its discriminant.
     pub fn op(&mut self, op: Op) {
         self.u8(op as u8);
@@ -214,6 +220,12 @@ impl<'a> Reader<'a> {
         let bytes = self.take(len, "a string")?;
         String::from_utf8(bytes.to_vec())
             .map_err(|_| WireError::new("hold a string that is not UTF-8"))
+    }
+
+    /// A byte string written by [`Writer::bytes`].
+    pub fn bytes(&mut self) -> Result<&'a [u8], WireError> {
+        let len = self.usize()?;
+        self.take(len, "a byte string")
     }
 
     /// An op written by [`Writer::op`].
@@ -395,6 +407,7 @@ mod tests {
         w.scalar(Scalar::Int(-7));
         w.device(&Device::Multi(vec!["CUDA:0".into(), "CUDA:1".into()]));
         w.str("é");
+        w.bytes(&[1, 2]);
         let bytes = w.finish();
         let mut r = Reader::new(&bytes);
         assert_eq!(r.op(), Ok(Op::Erfc));
@@ -407,6 +420,7 @@ mod tests {
             Ok(Device::Multi(vec!["CUDA:0".into(), "CUDA:1".into()]))
         );
         assert_eq!(r.str().as_deref(), Ok("é"));
+        assert_eq!(r.bytes(), Ok(&[1u8, 2][..]));
         assert!(r.expect_end().is_ok());
     }
 
