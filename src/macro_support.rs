@@ -15,6 +15,7 @@
 //! boxed callable of the same arguments returning any other tree. A transform macro's result
 //! is such a boxed callable, so transform macros nest.
 
+use std::panic::Location;
 use std::sync::{Arc, Mutex};
 use tensor_core::Tensor;
 use tensor_core::transform::func::transform_error;
@@ -429,10 +430,13 @@ type ResultDef = dyn Fn(&TreeDef, &TreeDef) -> TreeDef + Send + Sync;
 
 /// `body` transformed by `make` at the level of leaves, as a typed function again: one flat
 /// function per structure of the arguments, kept for later calls.
+///
+/// Errors of a call report `site`, the line the macro was written on.
 fn lowered<A: Tree, R: Tree, Out: Tree>(
     body: Body<A, R>,
     make: Arc<Make>,
     result: Arc<ResultDef>,
+    site: &'static Location<'static>,
 ) -> Body<A, Out> {
     type Entries = Vec<(TreeDef, Func, OutCell)>;
     let entries: Arc<Mutex<Entries>> = Arc::default();
@@ -451,7 +455,7 @@ fn lowered<A: Tree, R: Tree, Out: Tree>(
             entries.lock().unwrap().push(entry);
             (func, out)
         });
-        let results = func.call(&tree_leaves(&args));
+        let results = func.call_at(&tree_leaves(&args), site);
         tree_unflatten(&result(&def, &recorded(&out)), results)
     })
 }
@@ -569,6 +573,7 @@ fn leaf_in_axes(axes: &AxisTree, def: &TreeDef) -> Vec<Option<isize>> {
 
 /// `vmap!`: `f` batched, with `f`'s arguments and result type. `in_axes` is a prefix tree of
 /// the argument tuple (or one axis for all), `out_axes` of the result.
+#[track_caller]
 pub fn vmap<M, F: Signature<M>>(
     f: F,
     in_axes: AxisTree,
@@ -589,7 +594,12 @@ pub fn vmap<M, F: Signature<M>>(
         transform::vmap_with(flat, in_axes, out_axes, method)
     };
     let result = |_: &TreeDef, out: &TreeDef| out.clone();
-    F::callable(lowered(f.into_body(), Arc::new(make), Arc::new(result)))
+    F::callable(lowered(
+        f.into_body(),
+        Arc::new(make),
+        Arc::new(result),
+        Location::caller(),
+    ))
 }
 
 /// The options of the grad family.
@@ -617,6 +627,7 @@ type JacDef = fn(&TreeDef, &TreeDef) -> TreeDef;
 
 /// The typed derivative of kind `kind` with respect to `sel`, with `options`; `jac_def`
 /// shapes the Jacobians (of `f`'s result, or of the selected arguments for the Hessian).
+#[track_caller]
 fn derivative<M, F: Signature<M>, S: Selection<F, M>, Out: Tree>(
     f: F,
     sel: S,
@@ -685,7 +696,12 @@ fn derivative<M, F: Signature<M>, S: Selection<F, M>, Out: Tree>(
             (Some(aux), _) => TreeDef::tuple(vec![transformed, aux]),
         }
     };
-    F::callable(lowered(f.into_body(), Arc::new(make), Arc::new(result)))
+    F::callable(lowered(
+        f.into_body(),
+        Arc::new(make),
+        Arc::new(result),
+        Location::caller(),
+    ))
 }
 
 /// The grad family has no Jacobian to shape.
@@ -694,6 +710,7 @@ fn unused_jac_def(_: &TreeDef, wrt: &TreeDef) -> TreeDef {
 }
 
 /// `grad!`: the gradients with respect to `sel`, shaped like those arguments.
+#[track_caller]
 pub fn grad<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
@@ -703,6 +720,7 @@ pub fn grad<M, F: Signature<M>, S: Selection<F, M>>(
 }
 
 /// `grad!(.., has_aux = true)`: `(gradients, aux)`.
+#[track_caller]
 pub fn grad_aux<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
@@ -715,6 +733,7 @@ where
 }
 
 /// `value_and_grad!`: `(value, gradients)`.
+#[track_caller]
 pub fn value_and_grad<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
@@ -724,6 +743,7 @@ pub fn value_and_grad<M, F: Signature<M>, S: Selection<F, M>>(
 }
 
 /// `value_and_grad!(.., has_aux = true)`: `((value, aux), gradients)`.
+#[track_caller]
 pub fn value_and_grad_aux<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
@@ -738,6 +758,7 @@ where
 macro_rules! jacobian {
     ($name:ident, $aux:ident, $kind:expr, $doc:literal) => {
         #[doc = $doc]
+        #[track_caller]
         pub fn $name<M, F: Signature<M>, S: Selection<F, M>>(
             f: F,
             sel: S,
@@ -749,6 +770,7 @@ macro_rules! jacobian {
             derivative(f, sel, options, $kind, F::Output::jacobian_def)
         }
         #[doc = concat!($doc, " With `has_aux = true`: `(jacobians, aux)`.")]
+        #[track_caller]
         pub fn $aux<M, F: Signature<M>, S: Selection<F, M>>(
             f: F,
             sel: S,
@@ -777,6 +799,7 @@ jacobian!(
 );
 
 /// `hessian!`: the blocks `∂²f / ∂x_i ∂x_j` for the selected arguments, nested like them.
+#[track_caller]
 pub fn hessian<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
@@ -789,6 +812,7 @@ where
 }
 
 /// `hessian!(.., has_aux = true)`: `(hessian, aux)`.
+#[track_caller]
 pub fn hessian_aux<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
     sel: S,
@@ -802,10 +826,16 @@ where
 }
 
 /// `jit!`: `f` compiled once per input signature and replayed, typed like `f`.
+#[track_caller]
 pub fn jit<M, F: Signature<M>>(f: F) -> F::Callable<F::Output> {
     let make = |flat: Func, _: &TreeDef, _: &OutCell| tensor_runtime::jit(flat);
     let result = |_: &TreeDef, out: &TreeDef| out.clone();
-    F::callable(lowered(f.into_body(), Arc::new(make), Arc::new(result)))
+    F::callable(lowered(
+        f.into_body(),
+        Arc::new(make),
+        Arc::new(result),
+        Location::caller(),
+    ))
 }
 
 /// Panics, naming the path, when the tangents' (or cotangents') structure is not the

@@ -38,6 +38,13 @@ impl Func {
     /// Calls the function. Errors raised by transforms inside report this call's line.
     #[track_caller]
     pub fn call(&self, args: &[Tensor]) -> Vec<Tensor> {
+        self.call_at(args, Location::caller())
+    }
+
+    /// Calls the function; errors raised by transforms inside report `site` as the user's
+    /// line (how a callable made by a macro reports the line the macro was written on, since
+    /// a call through `Fn` cannot track its caller).
+    pub fn call_at(&self, args: &[Tensor], site: &'static Location<'static>) -> Vec<Tensor> {
         if let Some(n) = self.arity
             && n != args.len()
         {
@@ -45,10 +52,10 @@ impl Func {
                 "function takes {n} argument{} but was called with {} (called at {})",
                 if n == 1 { "" } else { "s" },
                 args.len(),
-                Location::caller()
+                site
             );
         }
-        let _site = CallSite::enter(Location::caller());
+        let _site = CallSite::enter(site);
         let results = (self.body)(args);
         Tensor::group_siblings(&results);
         results
