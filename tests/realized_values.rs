@@ -130,6 +130,20 @@ fn a_graph_built_before_a_realize_reads_the_realized_value() {
 }
 
 #[test]
+fn the_same_graph_over_other_buffers_is_another_value() {
+    let _serial = serial();
+    let p = model(130);
+    let (x1, x2) = (samples(4, 140), samples(4, 150));
+    let (g1, g2) = (per_sample_grads(&p, &x1), per_sample_grads(&p, &x2));
+    let (want1, want2) = (fresh(&g1.w2), fresh(&g2.w2));
+    let first: Vec<f32> = g1.w2.narrow(0, 0, 1).to_vec().unwrap();
+    let other: Vec<f32> = g2.w2.narrow(0, 0, 1).to_vec().unwrap();
+    assert_eq!(first, want1[..24]);
+    assert_eq!(other, want2[..24]);
+    assert_ne!(first, other);
+}
+
+#[test]
 fn a_slice_of_a_temporary_stays_fused_and_keeps_nothing() {
     let _serial = serial();
     let (p, x) = (model(50), samples(7, 60));
