@@ -11,9 +11,10 @@
 //! Lifetimes: an entry holds its node weakly and its buffer strongly. A result is only
 //! remembered when its lazy node is still alive once the realize is over (something else holds
 //! it, so it can be read again); the entry and its buffer are dropped at the first realize after
-//! the node dies. While values are kept, each realize walks the lazy part of its graph to look
-//! for them (none is walked when the table is empty, the common case). At most [`MAX_KEPT_VALUES`] are kept, the least recently remembered or used
-//! forgotten first (a forgotten value is recomputed when read, never wrong).
+//! the node dies. At most [`MAX_KEPT_VALUES`] are kept, the least recently remembered or read
+//! forgotten first (a forgotten value is recomputed when read, never wrong). While values are
+//! kept, each realize walks the lazy part of its graph to look for them; when none is kept (the
+//! common case) it walks nothing.
 
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use tensor_core::schedule::realize::as_contiguous_buffer;
@@ -67,33 +68,16 @@ impl Table {
             self.entries.remove(&key);
         }
     }
-}
 
-/// Remembers `results` (each a lazy node, weakly, with the buffer computed for it) whose node
-/// is still alive, and drops the entries of nodes that died.
-pub(crate) fn remember(results: Vec<(WeakUOp, UOp)>) {
-    let mut table = table();
-    if results.is_empty() && table.entries.is_empty() {
-        return;
+    /// Marks the entry at address `id` as just read.
+    fn touch(&mut self, id: usize) {
+        self.clock += 1;
+        let now = self.clock;
+        if let Some(kept) = self.entries.get_mut(&id) {
+            kept.used = now;
+        }
     }
-    table.sweep();
-    for (node, value) in results {
-        let Some(live) = node.upgrade() else { continue };
-        table.clock += 1;
-        let used = table.clock;
-        table.entries.insert(live.id(), Kept { node, value, used });
-    }
-    table.cap();
-}
 
-/// How many realized values are kept now (the entries of dead nodes dropped first).
-pub fn kept_values() -> usize {
-    let mut table = table();
-    table.sweep();
-    table.entries.len()
-}
-
-impl Table {
     /// The kept value of `node`, if any.
     fn value_of(&self, node: &UOp) -> Option<&UOp> {
         let kept = self.entries.get(&node.id())?;
@@ -134,6 +118,30 @@ impl Table {
     }
 }
 
+/// Remembers `results` (each a lazy node, weakly, with the buffer computed for it) whose node
+/// is still alive, and drops the entries of nodes that died.
+pub(crate) fn remember(results: Vec<(WeakUOp, UOp)>) {
+    let mut table = table();
+    if results.is_empty() && table.entries.is_empty() {
+        return;
+    }
+    table.sweep();
+    for (node, value) in results {
+        let Some(live) = node.upgrade() else { continue };
+        table.clock += 1;
+        let used = table.clock;
+        table.entries.insert(live.id(), Kept { node, value, used });
+    }
+    table.cap();
+}
+
+/// How many realized values are kept now (the entries of dead nodes dropped first).
+pub fn kept_values() -> usize {
+    let mut table = table();
+    table.sweep();
+    table.entries.len()
+}
+
 /// Points each of `tensors` whose graph holds nodes with kept values at the graph that reads
 /// those values instead. Takes one lock and, when no value is kept, walks nothing.
 pub(crate) fn read_kept_values(tensors: &[Tensor]) {
@@ -154,11 +162,7 @@ pub(crate) fn read_kept_values(tensors: &[Tensor]) {
         };
         tensor.replace_uop(graph);
         for id in read {
-            table.clock += 1;
-            let now = table.clock;
-            if let Some(kept) = table.entries.get_mut(&id) {
-                kept.used = now;
-            }
+            table.touch(id);
         }
     }
 }
