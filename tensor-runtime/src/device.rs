@@ -92,13 +92,20 @@ pub trait Device: Send + Sync {
     /// Compiles several kernels, `(source, entry)` each, into programs in the same order.
     /// By default each is compiled on its own, on every core; a device that can build many
     /// kernels in one compiler run does so.
-    fn compile_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<Self::Program>>
+    ///
+    /// # Safety
+    ///
+    /// As [`Device::compile`], for every source.
+    unsafe fn compile_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<Self::Program>>
     where
         Self: Sized,
     {
-        crate::parallel::each_in_parallel(kernels, |(source, entry)| self.compile(source, entry))
-            .into_iter()
-            .collect()
+        crate::parallel::each_in_parallel(kernels, |(source, entry)| {
+            // SAFETY: the caller vouches for every source (this function's contract).
+            unsafe { self.compile(source, entry) }
+        })
+        .into_iter()
+        .collect()
     }
 
     /// Compiles kernel `source` and returns the program whose entry point is `entry` (for the
@@ -108,7 +115,13 @@ pub trait Device: Send + Sync {
     /// launched with the `unsafe` [`Device::launch_unchecked`]; a kernel a renderer made is
     /// compiled with [`Device::compile_kernel`] instead, and launched with the checked
     /// [`Device::launch`].
-    fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
+    ///
+    /// # Safety
+    ///
+    /// Loading the compiled program runs whatever the source says runs at load time (a C
+    /// constructor, a static initializer), so `source` must be code that does nothing unsound
+    /// when loaded: a kernel and its helpers, as a renderer makes them.
+    unsafe fn compile(&self, source: &str, entry: &str) -> Result<Self::Program>;
 
     /// Compiles a kernel made by `tensor_core`'s renderers (as [`Device::generate_kernel`]
     /// returns it) into a program whose launches are checked against its arguments.
@@ -120,7 +133,9 @@ pub trait Device: Send + Sync {
         Self: Sized,
     {
         let signature = Signature::of(kernel)?;
-        let program = self.compile(&kernel.source, &kernel.entry)?;
+        // SAFETY: the source is as a renderer made it (`Signature::of` checked), a kernel
+        // with no load-time code.
+        let program = unsafe { self.compile(&kernel.source, &kernel.entry)? };
         Ok(CheckedProgram { program, signature })
     }
 
@@ -138,7 +153,9 @@ pub trait Device: Send + Sync {
             .iter()
             .map(|k| (k.source.as_str(), k.entry.as_str()))
             .collect();
-        let programs = self.compile_many(&sources)?;
+        // SAFETY: every source is as a renderer made it (checked above), with no load-time
+        // code.
+        let programs = unsafe { self.compile_many(&sources)? };
         Ok(programs
             .into_iter()
             .zip(signatures)

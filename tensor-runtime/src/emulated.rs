@@ -175,7 +175,7 @@ impl Device for EmulatedGpu {
     }
 
     /// Finds the kernel [`Device::generate_kernel`] lowered to `source`.
-    fn compile(&self, source: &str, entry: &str) -> Result<EmulatedProgram> {
+    unsafe fn compile(&self, source: &str, entry: &str) -> Result<EmulatedProgram> {
         let lowered = self.lowered.lock().unwrap_or_else(PoisonError::into_inner);
         match lowered.get(source) {
             Some(kernel) if kernel.name == entry => Ok(EmulatedProgram {

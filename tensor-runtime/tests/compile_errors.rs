@@ -2,14 +2,18 @@
 
 mod common;
 
+use common::CompileTestKernel;
+
 use common::{FIND_OUTPUT_PATH, TempDir, add_kernel, device, fake_compiler};
 use std::time::{Duration, Instant};
-use tensor_runtime::{Device, RuntimeError};
+use tensor_runtime::RuntimeError;
 
 #[test]
 fn missing_compiler_is_an_error_naming_it() {
     let device = device("/nonexistent", None, 1);
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(
         matches!(&err, RuntimeError::CompilerNotFound { compiler } if compiler == "/nonexistent"),
         "{err:?}"
@@ -24,7 +28,9 @@ fn syntax_error_reports_the_source_and_the_compiler_output() {
     let cache = TempDir::new("syntax");
     let device = device("cc", Some(cache.path()), 1);
     let source = "void broken_entry(void** bufs, int core_id) { return 1 +; }\n";
-    let err = device.compile(source, "broken_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(source, "broken_entry")
+        .unwrap_err();
     let RuntimeError::CompileFailed {
         compiler, output, ..
     } = &err
@@ -46,7 +52,9 @@ fn syntax_error_reports_the_source_and_the_compiler_output() {
 #[test]
 fn unknown_entry_name_is_an_error_naming_it() {
     let device = device("cc", None, 1);
-    let err = device.compile(&add_kernel(4), "missing_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "missing_entry")
+        .unwrap_err();
     assert!(
         matches!(&err, RuntimeError::EntryNotFound { entry, .. } if entry == "missing_entry"),
         "{err:?}"
@@ -56,7 +64,9 @@ fn unknown_entry_name_is_an_error_naming_it() {
 #[test]
 fn compiler_that_fails_to_report_its_version_is_unusable() {
     let device = device("false", None, 1);
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(
         matches!(&err, RuntimeError::CompilerUnusable { .. }),
         "{err:?}"
@@ -91,7 +101,9 @@ fn hanging_compiler_is_stopped_at_the_time_limit() {
     let cc = fake_compiler(dir.path(), "hanging-cc", "sleep 30");
     let device = fake_device(&cc, &dir.path().join("cache"));
     let started = Instant::now();
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "waited for the orphan"
@@ -115,7 +127,9 @@ fn crashing_compiler_is_blamed_not_the_code_generator() {
         "echo 'about to crash' >&2\nkill -SEGV $$",
     );
     let device = fake_device(&cc, &dir.path().join("cache"));
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     let RuntimeError::CompilerCrashed { status, output, .. } = &err else {
         panic!("expected CompilerCrashed, got {err:?}");
     };
@@ -134,7 +148,9 @@ fn garbage_from_the_compiler_is_never_cached() {
     let cc = fake_compiler(dir.path(), "garbage-cc", &body);
     let cache = dir.path().join("cache");
     let device = fake_device(&cc, &cache);
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(
         matches!(&err, RuntimeError::BadCompilerOutput { compiler, .. } if compiler.contains("garbage-cc")),
         "{err:?}"
@@ -142,7 +158,9 @@ fn garbage_from_the_compiler_is_never_cached() {
     assert!(err.to_string().contains("nothing was cached"), "{err}");
     assert_eq!(cache_entries(&cache), 0);
     // A second attempt runs the compiler again instead of loading a cached copy.
-    device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert_eq!(device.compile_counts().compiler_invocations, 2);
     assert_eq!(device.compile_counts().disk_cache_hits, 0);
 }

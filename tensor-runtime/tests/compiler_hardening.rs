@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::CompileTestKernel;
+
 use common::{FIND_OUTPUT_PATH, TempDir, add_kernel, fake_compiler, split_kernel};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -62,7 +64,9 @@ void isnan_entry(void** bufs, int core_id) {
 
 /// What [`ISNAN_KERNEL`] compiled by `device` says of `[1, NaN, inf, -NaN]`.
 fn isnan_on(device: &CpuDevice) -> Vec<f32> {
-    let program = device.compile(ISNAN_KERNEL, "isnan_entry").unwrap();
+    let program = device
+        .compile_test_kernel(ISNAN_KERNEL, "isnan_entry")
+        .unwrap();
     let out = device.allocate(16).unwrap();
     let x = device.allocate(16).unwrap();
     let input = [1.0f32, f32::NAN, f32::INFINITY, -f32::NAN];
@@ -193,7 +197,9 @@ fn a_timeout_kills_every_process_the_compiler_started() {
         Duration::from_millis(300),
     );
     let started = Instant::now();
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(matches!(err, RuntimeError::CompileTimedOut { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(20));
     let worker = pid_in(&pid_file);
@@ -228,7 +234,9 @@ fn twenty_timeouts_leave_no_thread_and_no_descriptor_behind() {
             .count()
     };
     let timeout = |n: usize| {
-        let err = device.compile(&add_kernel(n), "add_entry").unwrap_err();
+        let err = device
+            .compile_test_kernel(&add_kernel(n), "add_entry")
+            .unwrap_err();
         matches!(err, RuntimeError::CompileTimedOut { .. })
     };
     assert!(
@@ -258,7 +266,7 @@ fn a_background_child_holding_the_compilers_output_is_no_timeout() {
     let device = device_with(&compiler.display().to_string(), None, limit);
     let started = Instant::now();
     device
-        .compile(&add_kernel(4), "add_entry")
+        .compile_test_kernel(&add_kernel(4), "add_entry")
         .expect("the compiler succeeded");
     assert!(
         started.elapsed() < Duration::from_secs(30),
@@ -277,7 +285,9 @@ fn a_compiler_that_succeeds_without_an_object_is_reported_as_such() {
     let dir = TempDir::new("cc-silent");
     let silent = fake_compiler(dir.path(), "silent-cc", "exit 0");
     let device = device_with(&silent.display().to_string(), None, Duration::from_secs(60));
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(
         matches!(err, RuntimeError::BadCompilerOutput { .. }),
         "{err:?}"
@@ -292,7 +302,7 @@ fn a_compiler_that_succeeds_without_an_object_is_reported_as_such() {
     let chatty = fake_compiler(dir.path(), "chatty-cc", "echo 'all done'; exit 0");
     let device = device_with(&chatty.display().to_string(), None, Duration::from_secs(60));
     let message = device
-        .compile(&add_kernel(4), "add_entry")
+        .compile_test_kernel(&add_kernel(4), "add_entry")
         .unwrap_err()
         .to_string();
     assert!(message.contains("it printed: all done"), "{message}");
@@ -301,7 +311,9 @@ fn a_compiler_that_succeeds_without_an_object_is_reported_as_such() {
     let garbage = format!("{FIND_OUTPUT_PATH}\necho garbage > \"$out\"");
     let liar = fake_compiler(dir.path(), "garbage-cc", &garbage);
     let device = device_with(&liar.display().to_string(), None, Duration::from_secs(60));
-    let err = device.compile(&add_kernel(4), "add_entry").unwrap_err();
+    let err = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap_err();
     assert!(
         matches!(err, RuntimeError::BadCompilerOutput { .. }),
         "{err:?}"
@@ -341,7 +353,7 @@ fn threads_beyond_the_cores_are_bounded_by_them_with_a_warning() {
     });
     let (rows, cols) = (8, 3);
     let program = device
-        .compile(&split_kernel(rows, cols, parts), "scale_rows_entry")
+        .compile_test_kernel(&split_kernel(rows, cols, parts), "scale_rows_entry")
         .unwrap();
     let out = device.allocate(rows * cols * 4).unwrap();
     let owner = device.allocate(rows * 4).unwrap();
@@ -399,7 +411,9 @@ fn malformed_settings_are_errors_naming_the_variable() {
 /// temp dir cannot hold it) and check its value.
 fn build_with_a_full_tmpdir() {
     let device = CpuDevice::from_env().unwrap();
-    let program = device.compile(&add_kernel(4), "add_entry").unwrap();
+    let program = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap();
     let buffers = [0; 3].map(|_| device.allocate(16).unwrap());
     device
         .copy_in_elements(&buffers[1], &[1.0f32, 2.0, 3.0, 4.0])
@@ -477,7 +491,9 @@ fn a_compiler_out_of_space_in_tmpdir_builds_in_the_cache_directory() {
         temp_dir: tmp.clone(),
         ..CpuConfig::default()
     });
-    device.compile(&add_kernel(4), "add_entry").unwrap();
+    device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap();
     assert_eq!(device.compile_counts().compiler_invocations, 2);
     assert_eq!(
         std::fs::read_dir(&tmp).unwrap().count(),
@@ -492,7 +508,7 @@ fn a_compiler_out_of_space_in_tmpdir_builds_in_the_cache_directory() {
         ..CpuConfig::default()
     });
     let message = stranded
-        .compile(&add_kernel(5), "add_entry")
+        .compile_test_kernel(&add_kernel(5), "add_entry")
         .unwrap_err()
         .to_string();
     assert!(message.contains("No space left on device"), "{message}");

@@ -2,13 +2,17 @@
 
 mod common;
 
+use common::CompileTestKernel;
+
 use common::{TempDir, add_kernel, device, host_sum, ramp, split_kernel};
 use tensor_core::DType;
 use tensor_runtime::{CpuDevice, Device, RuntimeError};
 
 fn run_add(device: &CpuDevice, a: &[f32], b: &[f32], threads: usize) -> Vec<f32> {
     let n = a.len();
-    let program = device.compile(&add_kernel(n), "add_entry").unwrap();
+    let program = device
+        .compile_test_kernel(&add_kernel(n), "add_entry")
+        .unwrap();
     let [out, in_a, in_b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
     device.copy_in_elements(&in_a, a).unwrap();
     device.copy_in_elements(&in_b, b).unwrap();
@@ -30,7 +34,7 @@ fn compiled_kernel_adds_two_buffers() {
 fn run_split(device: &CpuDevice, threads: usize) -> (Vec<f32>, Vec<i32>) {
     let (rows, cols) = (10, 7);
     let program = device
-        .compile(&split_kernel(rows, cols, threads), "scale_rows_entry")
+        .compile_test_kernel(&split_kernel(rows, cols, threads), "scale_rows_entry")
         .unwrap();
     let out = device.allocate(rows * cols * 4).unwrap();
     let owner = device.allocate(rows * 4).unwrap();
@@ -68,8 +72,12 @@ fn outer_loop_split_by_core_id_gives_the_same_result_on_one_and_many_threads() {
 #[test]
 fn compiling_the_same_source_twice_reuses_the_loaded_program() {
     let device = device("cc", None, 1);
-    device.compile(&add_kernel(5), "add_entry").unwrap();
-    device.compile(&add_kernel(5), "add_entry").unwrap();
+    device
+        .compile_test_kernel(&add_kernel(5), "add_entry")
+        .unwrap();
+    device
+        .compile_test_kernel(&add_kernel(5), "add_entry")
+        .unwrap();
     let counts = device.compile_counts();
     assert_eq!(counts.compiler_invocations, 1);
     assert_eq!(counts.memory_cache_hits, 1);
@@ -93,7 +101,9 @@ fn memory_stays_flat_over_many_allocations_and_launches() {
 #[test]
 fn buffer_passed_in_two_slots_is_read_through_one_pointer() {
     let device = device("cc", None, 1);
-    let program = device.compile(&add_kernel(4), "add_entry").unwrap();
+    let program = device
+        .compile_test_kernel(&add_kernel(4), "add_entry")
+        .unwrap();
     let out = device.allocate(16).unwrap();
     let x = device.allocate(16).unwrap();
     device
@@ -108,7 +118,9 @@ fn buffer_passed_in_two_slots_is_read_through_one_pointer() {
 #[test]
 fn concurrent_launches_over_shared_buffers_finish() {
     let device = device("cc", None, 1);
-    let program = device.compile(&add_kernel(256), "add_entry").unwrap();
+    let program = device
+        .compile_test_kernel(&add_kernel(256), "add_entry")
+        .unwrap();
     let [a, b] = [0; 2].map(|_| device.allocate(256 * 4).unwrap());
     let [out_ab, out_ba] = [0; 2].map(|_| device.allocate(256 * 4).unwrap());
     device.copy_in_elements(&a, &ramp(256, 1.0)).unwrap();
@@ -162,7 +174,9 @@ fn copy_of_the_wrong_size_is_an_error() {
 #[test]
 fn launch_with_zero_threads_is_an_error() {
     let device = device("cc", None, 1);
-    let program = device.compile(&add_kernel(1), "add_entry").unwrap();
+    let program = device
+        .compile_test_kernel(&add_kernel(1), "add_entry")
+        .unwrap();
     let [out, a, b] = [0; 3].map(|_| device.allocate(4).unwrap());
     // SAFETY: one float in each of three distinct buffers, as the kernel reads; a launch of
     // zero parts is refused before anything runs.
@@ -191,7 +205,7 @@ fn compiler_command_may_carry_its_own_arguments() {
                   (void)core_id;\n\
                   ((int*)bufs[0])[0] = OFFSET;\n\
                   }\n";
-    let program = device.compile(source, "offset_entry").unwrap();
+    let program = device.compile_test_kernel(source, "offset_entry").unwrap();
     let out = device.allocate(4).unwrap();
     // SAFETY: the kernel writes one int, which `out` holds.
     unsafe { device.launch_unchecked(&program, &[&out], 1) }.unwrap();

@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::CompileTestKernel;
+
 use common::{TempDir, add_kernel, device, host_sum, ramp};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,7 +26,9 @@ fn child_main() {
     let kernels: usize = std::env::var(CHILD_KERNELS).map_or(1, |v| v.parse().unwrap());
     for k in 1..=kernels {
         let n = 8 * k;
-        let program = device.compile(&add_kernel(n), "add_entry").unwrap();
+        let program = device
+            .compile_test_kernel(&add_kernel(n), "add_entry")
+            .unwrap();
         let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
         device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
         device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
@@ -242,7 +246,7 @@ fn concurrent_writers_leave_one_intact_entry() {
             s.spawn(|| {
                 // Separate devices share nothing in memory, so each compiles and writes.
                 let device = device("cc", Some(dir.path()), 1);
-                device.compile(&source, "add_entry").unwrap();
+                device.compile_test_kernel(&source, "add_entry").unwrap();
             });
         }
     });
@@ -250,7 +254,7 @@ fn concurrent_writers_leave_one_intact_entry() {
     let bytes = std::fs::read(&entry).unwrap();
     assert!(decode_entry(key_of(&entry), &bytes).is_ok());
     let reader = device("cc", Some(dir.path()), 1);
-    reader.compile(&source, "add_entry").unwrap();
+    reader.compile_test_kernel(&source, "add_entry").unwrap();
     assert_eq!(reader.compile_counts().disk_cache_hits, 1);
 }
 
@@ -273,7 +277,7 @@ fn temporary_files_abandoned_by_crashed_writers_are_removed() {
         .unwrap();
 
     device("cc", Some(dir.path()), 1)
-        .compile(&add_kernel(3), "add_entry")
+        .compile_test_kernel(&add_kernel(3), "add_entry")
         .unwrap();
     assert!(!abandoned.exists());
     assert!(in_progress.exists());
@@ -284,18 +288,18 @@ fn intact_entry_that_cannot_be_loaded_is_rebuilt() {
     let dir = TempDir::new("unloadable");
     let source = add_kernel(6);
     device("cc", Some(dir.path()), 1)
-        .compile(&source, "add_entry")
+        .compile_test_kernel(&source, "add_entry")
         .unwrap();
     let entry = only_entry(dir.path());
     std::fs::write(&entry, encode_entry(key_of(&entry), b"not a shared object")).unwrap();
 
     let rebuilder = device("cc", Some(dir.path()), 1);
-    rebuilder.compile(&source, "add_entry").unwrap();
+    rebuilder.compile_test_kernel(&source, "add_entry").unwrap();
     assert_eq!(rebuilder.compile_counts().compiler_invocations, 1);
     assert_eq!(rebuilder.compile_counts().disk_cache_hits, 0);
 
     let reader = device("cc", Some(dir.path()), 1);
-    reader.compile(&source, "add_entry").unwrap();
+    reader.compile_test_kernel(&source, "add_entry").unwrap();
     assert_eq!(reader.compile_counts().disk_cache_hits, 1);
 }
 
@@ -306,7 +310,9 @@ fn subtracting_kernel(n: usize) -> String {
 
 /// Runs the add kernel for `n` floats on `device` and returns what it computed.
 fn run_add(device: &CpuDevice, n: usize) -> Vec<f32> {
-    let program = device.compile(&add_kernel(n), "add_entry").unwrap();
+    let program = device
+        .compile_test_kernel(&add_kernel(n), "add_entry")
+        .unwrap();
     let [out, a, b] = [0; 3].map(|_| device.allocate(n * 4).unwrap());
     device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
     device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
@@ -330,7 +336,7 @@ fn set_mode(path: &Path, mode: u32) {
 fn plant_subtracting_entry(dir: &Path, n: usize) -> PathBuf {
     let scratch = dir.join("scratch-cache");
     device("cc", Some(&scratch), 1)
-        .compile(&subtracting_kernel(n), "add_entry")
+        .compile_test_kernel(&subtracting_kernel(n), "add_entry")
         .unwrap();
     let evil = only_entry(&scratch);
     let payload = decode_entry(key_of(&evil), &std::fs::read(&evil).unwrap())
@@ -338,7 +344,7 @@ fn plant_subtracting_entry(dir: &Path, n: usize) -> PathBuf {
         .to_vec();
     let cache = dir.join("cache");
     device("cc", Some(&cache), 1)
-        .compile(&add_kernel(n), "add_entry")
+        .compile_test_kernel(&add_kernel(n), "add_entry")
         .unwrap();
     let entry = only_entry(&cache);
     std::fs::write(&entry, encode_entry(key_of(&entry), &payload)).unwrap();
@@ -350,7 +356,7 @@ fn fresh_cache_directory_and_entries_are_private() {
     let dir = TempDir::new("private");
     let cache = dir.path().join("new").join("cache");
     device("cc", Some(&cache), 1)
-        .compile(&add_kernel(5), "add_entry")
+        .compile_test_kernel(&add_kernel(5), "add_entry")
         .unwrap();
     assert_eq!(mode_of(&cache), 0o700);
     assert_eq!(mode_of(&cache.join("cpu")), 0o700);
@@ -448,7 +454,7 @@ fn cached_kernels_load_without_a_writable_temp_dir() {
     let cache = dir.path().join("cache");
     let n = 12;
     device("cc", Some(&cache), 1)
-        .compile(&add_kernel(n), "add_entry")
+        .compile_test_kernel(&add_kernel(n), "add_entry")
         .unwrap();
     let regular_file = dir.path().join("a-file");
     std::fs::write(&regular_file, "not a directory").unwrap();
@@ -504,7 +510,9 @@ fn build_directories_of_killed_processes_are_removed() {
     std::os::unix::fs::chown(&foreign, Some(65534), None).unwrap();
 
     let device = device_with_temp_dir(&dir.path().join("cache"), &temp);
-    device.compile(&add_kernel(13), "add_entry").unwrap();
+    device
+        .compile_test_kernel(&add_kernel(13), "add_entry")
+        .unwrap();
     assert!(!stale.exists());
     for kept in [&young, &alive, &foreign] {
         assert!(kept.exists(), "{} was removed", kept.display());

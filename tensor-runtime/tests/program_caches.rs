@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::CompileTestKernel;
+
 use common::{TempDir, add_kernel, host_sum, ramp};
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
@@ -34,7 +36,9 @@ fn check_add(device: &CpuDevice, program: &CpuProgram, n: usize) {
 }
 
 fn compile_add(device: &CpuDevice, n: usize) -> CpuProgram {
-    device.compile(&add_kernel(n), "add_entry").unwrap()
+    device
+        .compile_test_kernel(&add_kernel(n), "add_entry")
+        .unwrap()
 }
 
 #[test]
@@ -70,14 +74,14 @@ fn failed_build_is_reported_to_every_waiter_and_retried_later() {
         for _ in 0..4 {
             s.spawn(|| {
                 start.wait();
-                assert!(device.compile(broken, "broken_entry").is_err());
+                assert!(device.compile_test_kernel(broken, "broken_entry").is_err());
             });
         }
     });
     let shared = device.compile_counts().compiler_invocations;
     assert!(shared >= 1);
     // The failure is not remembered: asking again runs the compiler again.
-    assert!(device.compile(broken, "broken_entry").is_err());
+    assert!(device.compile_test_kernel(broken, "broken_entry").is_err());
     assert_eq!(device.compile_counts().compiler_invocations, shared + 1);
 }
 
@@ -218,7 +222,9 @@ fn a_cold_batch_of_kernels_takes_one_compiler_run_per_core_and_caches_each_kerne
     let cache = TempDir::new("batch");
     let device = two_core_device(cache.path());
     let kernels = five_kernels();
-    let programs = device.compile_many(&as_pairs(&kernels)).unwrap();
+    let programs = device
+        .compile_many_test_kernels(&as_pairs(&kernels))
+        .unwrap();
     assert_eq!(device.compile_counts().compiler_invocations, 2);
     for (k, program) in programs.iter().enumerate() {
         let n = 8 + k;
@@ -237,7 +243,7 @@ fn a_cold_batch_of_kernels_takes_one_compiler_run_per_core_and_caches_each_kerne
     }
     let fresh = two_core_device(cache.path());
     for (source, entry) in &kernels {
-        fresh.compile(source, entry).unwrap();
+        fresh.compile_test_kernel(source, entry).unwrap();
     }
     let counts = fresh.compile_counts();
     assert_eq!(
@@ -257,7 +263,9 @@ fn threads_compiling_the_same_batch_share_its_compiler_runs() {
         for _ in 0..4 {
             scope.spawn(|| {
                 barrier.wait();
-                device.compile_many(&as_pairs(&kernels)).unwrap();
+                device
+                    .compile_many_test_kernels(&as_pairs(&kernels))
+                    .unwrap();
             });
         }
     });
@@ -280,7 +288,7 @@ fn threads_compiling_overlapping_batches_in_other_orders_do_not_wait_on_each_oth
                     let (device, barrier) = (&device, &barrier);
                     scope.spawn(move || {
                         barrier.wait();
-                        device.compile_many(order).unwrap();
+                        device.compile_many_test_kernels(order).unwrap();
                     });
                 }
             });

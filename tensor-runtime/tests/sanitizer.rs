@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::CompileTestKernel;
+
 use common::device;
 use tensor_runtime::Device;
 use tensor_runtime::cpu::compiler_from_env;
@@ -42,7 +44,7 @@ fn a_kernel_writing_past_its_buffer_is_caught_by_the_sanitizer() {
     let device = device(&compiler_from_env(), None, 1);
     let n = 64;
     let program = device
-        .compile(&overflowing_kernel(n), "past_end_entry")
+        .compile_test_kernel(&overflowing_kernel(n), "past_end_entry")
         .unwrap();
     let out = device.allocate(n * 4).unwrap();
     // SAFETY: none: the kernel writes past `out` on purpose, for AddressSanitizer to stop.

@@ -710,7 +710,7 @@ impl Device for CpuDevice {
         src.read_elements()
     }
 
-    fn compile_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<CpuProgram>> {
+    unsafe fn compile_many(&self, kernels: &[(&str, &str)]) -> Result<Vec<CpuProgram>> {
         let libraries = self.libraries_for_many(kernels)?;
         kernels
             .iter()
@@ -719,7 +719,7 @@ impl Device for CpuDevice {
             .collect()
     }
 
-    fn compile(&self, source: &str, entry: &str) -> Result<CpuProgram> {
+    unsafe fn compile(&self, source: &str, entry: &str) -> Result<CpuProgram> {
         CpuProgram::find(self.library_for(source, entry)?, entry)
     }
 

@@ -386,7 +386,7 @@ impl Device for CudaDevice {
         Ok(())
     }
 
-    fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
+    unsafe fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
         let block = tensor_core::render::cuda::launch_block(source).ok_or_else(|| {
             RuntimeError::InvalidLaunch(format!(
                 "kernel `{entry}` declares no __launch_bounds__, which sets its block size: \

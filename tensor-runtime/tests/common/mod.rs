@@ -114,3 +114,29 @@ pub fn fake_compiler(dir: &Path, name: &str, body: &str) -> PathBuf {
 /// Shell code that sets `$out` to the argument after `-o` (the object path).
 pub const FIND_OUTPUT_PATH: &str =
     "while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then out=\"$2\"; fi; shift; done";
+
+/// Compiling the hand-written kernels of these tests: `Device::compile` is `unsafe` because a
+/// source could run code when its program is loaded; these kernels are plain functions.
+pub trait CompileTestKernel: tensor_runtime::Device + Sized {
+    /// [`tensor_runtime::Device::compile`] of a kernel written in this test suite.
+    fn compile_test_kernel(
+        &self,
+        source: &str,
+        entry: &str,
+    ) -> tensor_runtime::Result<Self::Program> {
+        // SAFETY: the tests' kernels (and their deliberately broken variants) define no
+        // constructor or other load-time code.
+        unsafe { self.compile(source, entry) }
+    }
+
+    /// [`tensor_runtime::Device::compile_many`] of kernels written in this test suite.
+    fn compile_many_test_kernels(
+        &self,
+        kernels: &[(&str, &str)],
+    ) -> tensor_runtime::Result<Vec<Self::Program>> {
+        // SAFETY: as in `compile_test_kernel`.
+        unsafe { self.compile_many(kernels) }
+    }
+}
+
+impl<D: tensor_runtime::Device> CompileTestKernel for D {}
