@@ -161,7 +161,7 @@ impl<D: Device> Plan<D> {
     }
 
     /// Keeps this plan's recipe in `store` under `key`.
-    fn store(&self, store: &PlanStore, key: u128) {
+    fn keep_in(&self, store: &PlanStore, key: u128) {
         let kernels = self.kernels.iter().map(|k| (&k.kernel, k.slots.as_slice()));
         store.store(key, kernels, &self.temps, &self.outputs);
     }
@@ -422,7 +422,7 @@ impl<D: Device> PlanCache<D> {
             return Ok(plan);
         }
         let plan = Plan::build(device, roots, options)?;
-        plan.store(store, key);
+        plan.keep_in(store, key);
         Ok(plan)
     }
 

@@ -89,11 +89,6 @@ impl PlanStore {
         }
     }
 
-    /// The directory the plans live in.
-    pub fn dir(&self) -> Option<&std::path::Path> {
-        self.disk.dir()
-    }
-
     /// The key of the plan for `roots` (a graph over placeholders) under `options` on the
     /// device named `device`, or why the graph cannot be kept.
     pub fn key(
