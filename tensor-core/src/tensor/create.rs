@@ -69,7 +69,17 @@ impl Tensor {
     #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
         let _op = super::op_scope::OpScope::enter("from_slice");
-        Tensor::from_vec(data.to_vec(), shape)
+        let mut copy = Vec::new();
+        if copy.try_reserve_exact(data.len()).is_err() {
+            panic!(
+                "from_slice: cannot allocate {} bytes for a copy of {} elements; free memory, or \
+                 move a Vec in with Tensor::from_vec (no copy)",
+                std::mem::size_of_val(data),
+                data.len()
+            );
+        }
+        copy.extend_from_slice(data);
+        Tensor::from_vec(copy, shape)
     }
 
     /// A tensor of `shape` and `dtype` holding `values` (cast to `dtype`).

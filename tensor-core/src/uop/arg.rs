@@ -134,8 +134,22 @@ unsafe impl<T: Element> HostData for Vec<T> {
         self.iter().map(|v| v.to_scalar()).collect()
     }
 
+    /// The vector's own memory where it is the little-endian encoding already (a primitive
+    /// element type on a little-endian machine): no copy of what may be most of the memory.
+    /// Otherwise encoded element by element, one copy and no intermediate.
     fn to_bytes(&self) -> Cow<'_, [u8]> {
-        Cow::Owned(encode_scalars(&self.scalars(), T::DTYPE))
+        if cfg!(target_endian = "little") && is_primitive_element::<T>() {
+            let len = std::mem::size_of_val(self.as_slice());
+            // SAFETY: a primitive element type's values are `len` initialised bytes with no
+            // padding (see `native_layout`), borrowed for as long as the vector is.
+            return Cow::Borrowed(unsafe { std::slice::from_raw_parts(self.as_ptr().cast(), len) });
+        }
+        let mut bytes = Vec::with_capacity(self.len() * T::DTYPE.size_bytes());
+        for chunk in self.chunks(4096) {
+            let scalars: Vec<Scalar> = chunk.iter().map(|v| v.to_scalar()).collect();
+            bytes.extend(encode_scalars(&scalars, T::DTYPE));
+        }
+        Cow::Owned(bytes)
     }
 
     fn as_ptr(&self) -> *const u8 {
@@ -483,5 +497,27 @@ impl Hash for Handle {
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{}", self.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vector_of_primitives_lends_its_own_memory_as_bytes() {
+        let v: Vec<f32> = vec![1.5, -2.0, 3.25];
+        let bytes = HostData::to_bytes(&v);
+        assert!(matches!(bytes, Cow::Borrowed(_)) == cfg!(target_endian = "little"));
+        assert_eq!(&*bytes, &encode_scalars(&v.scalars(), DType::F32)[..]);
+        let flags = vec![true, false, true];
+        assert_eq!(&*HostData::to_bytes(&flags), &[1, 0, 1]);
+    }
+
+    #[test]
+    fn a_long_vector_encodes_to_the_same_bytes_in_chunks() {
+        let v: Vec<i16> = (0..10_000).map(|i| (i * 7 - 30_000) as i16).collect();
+        let want: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert_eq!(&*HostData::to_bytes(&v), &want[..]);
     }
 }
