@@ -321,3 +321,110 @@ fn output_buffer(
     let arg = tensor_core::uop::BufferArg::placeholder(number, size, dtype, device);
     Ok(UOp::new(Op::Buffer, dtype, vec![], Arg::Buffer(arg)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::generate_kernels;
+    use tensor_core::Tensor;
+    use tensor_core::schedule::create_schedule;
+    use tensor_core::schedule::placeholders::{abstract_buffers, placeholder_number};
+
+    /// The recipe of `x * 2 + 1` reshaped (an output that is a view of a temporary) over one
+    /// placeholder: kernels with slots, temporaries, outputs.
+    fn recipe() -> (Vec<(Kernel, Vec<Slot>)>, Vec<UOp>, Vec<UOp>) {
+        let x = Tensor::from_vec(vec![1.0f32; 6], &[6]);
+        let y = ((&x * 2.0).contiguous() + 1.0).reshape(&[2, 3]);
+        let roots = abstract_buffers(&[y.uop()]).roots;
+        let schedule = create_schedule(&roots);
+        let kernels = generate_kernels(&schedule, &CodegenOptions::default());
+        let mut temps: Vec<UOp> = Vec::new();
+        let mut slot_of = |b: &UOp| match placeholder_number(b) {
+            Some(k) => Slot::Input(k),
+            None => Slot::Temp(temps.iter().position(|t| t == b).unwrap_or_else(|| {
+                temps.push(b.clone());
+                temps.len() - 1
+            })),
+        };
+        let planned = schedule
+            .items
+            .iter()
+            .zip(kernels)
+            .map(|(item, k)| (k, item.buffers.iter().map(&mut slot_of).collect()))
+            .collect();
+        (planned, temps, schedule.outputs)
+    }
+
+    fn encoded(kernels: &[(Kernel, Vec<Slot>)], temps: &[UOp], outputs: &[UOp]) -> Vec<u8> {
+        let pairs = kernels.iter().map(|(k, s)| (k, s.as_slice()));
+        encode(pairs, temps, outputs).unwrap()
+    }
+
+    #[test]
+    fn a_recipe_reads_back_sealed_over_new_temporaries() {
+        let (kernels, temps, outputs) = recipe();
+        let stored = decode(&encoded(&kernels, &temps, &outputs)).unwrap();
+        assert_eq!(stored.kernels, kernels);
+        assert!(stored.kernels.iter().all(|(k, _)| k.is_as_rendered()));
+        assert_eq!(stored.temps.len(), temps.len());
+        for (new, old) in stored.temps.iter().zip(&temps) {
+            let (a, b) = (
+                crate::realize::buffer_arg(new),
+                crate::realize::buffer_arg(old),
+            );
+            assert_eq!((a.size, a.dtype, &a.device), (b.size, b.dtype, &b.device));
+            assert_ne!(new, old, "a fresh template");
+        }
+        let over_new: Vec<UOp> = outputs
+            .iter()
+            .map(|o| {
+                let map = temps.iter().cloned().zip(stored.temps.iter().cloned());
+                tensor_core::uop::substitute(o, &map.collect())
+            })
+            .collect();
+        assert_eq!(stored.outputs, over_new);
+    }
+
+    #[test]
+    fn an_inconsistent_or_cut_recipe_is_an_error() {
+        let (mut kernels, temps, outputs) = recipe();
+        let bytes = encoded(&kernels, &temps, &outputs);
+        for cut in [0, 8, bytes.len() / 2, bytes.len() - 1] {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        kernels[0].1[0] = Slot::Temp(temps.len());
+        let err = decode(&encoded(&kernels, &temps, &outputs)).err().unwrap();
+        assert!(err.to_string().contains("temporaries"), "{err}");
+        kernels[0].1.pop();
+        let err = decode(&encoded(&kernels, &temps, &outputs)).err().unwrap();
+        assert!(err.to_string().contains("slots for"), "{err}");
+    }
+
+    #[test]
+    fn the_key_names_the_graph_the_options_and_the_device() {
+        let store = PlanStore::new(std::env::temp_dir(), 1, "cc 1".into());
+        let graph = |n: usize| {
+            let x = Tensor::from_vec(vec![0.0f32; n], &[n]);
+            abstract_buffers(&[(&x + 1.0).uop()]).roots
+        };
+        let options = CodegenOptions::default();
+        let key = |roots: &[UOp], options: &CodegenOptions, device: &str| {
+            store.key(roots, options, device).unwrap()
+        };
+        let base = key(&graph(4), &options, "CPU");
+        assert_eq!(
+            key(&graph(4), &options, "CPU"),
+            base,
+            "another buffer, same key"
+        );
+        assert_ne!(key(&graph(5), &options, "CPU"), base);
+        assert_ne!(key(&graph(4), &options, "CUDA:0"), base);
+        let threads = CodegenOptions {
+            threads: 2,
+            ..options.clone()
+        };
+        assert_ne!(key(&graph(4), &threads, "CPU"), base);
+        let other = PlanStore::new(std::env::temp_dir(), 1, "cc 2".into());
+        assert_ne!(other.key(&graph(4), &options, "CPU").unwrap(), base);
+    }
+}
