@@ -332,7 +332,7 @@ mod tests {
 
     /// The recipe of `x * 2 + 1` reshaped (an output that is a view of a temporary) over one
     /// placeholder: kernels with slots, temporaries, outputs.
-    fn recipe() -> (Vec<(Kernel, Vec<Slot>)>, Vec<UOp>, Vec<UOp>) {
+    fn recipe() -> StoredPlan {
         let x = Tensor::from_vec(vec![1.0f32; 6], &[6]);
         let y = ((&x * 2.0).contiguous() + 1.0).reshape(&[2, 3]);
         let roots = abstract_buffers(&[y.uop()]).roots;
@@ -352,7 +352,11 @@ mod tests {
             .zip(kernels)
             .map(|(item, k)| (k, item.buffers.iter().map(&mut slot_of).collect()))
             .collect();
-        (planned, temps, schedule.outputs)
+        StoredPlan {
+            kernels: planned,
+            temps,
+            outputs: schedule.outputs,
+        }
     }
 
     fn encoded(kernels: &[(Kernel, Vec<Slot>)], temps: &[UOp], outputs: &[UOp]) -> Vec<u8> {
@@ -362,7 +366,11 @@ mod tests {
 
     #[test]
     fn a_recipe_reads_back_sealed_over_new_temporaries() {
-        let (kernels, temps, outputs) = recipe();
+        let StoredPlan {
+            kernels,
+            temps,
+            outputs,
+        } = recipe();
         let stored = decode(&encoded(&kernels, &temps, &outputs)).unwrap();
         assert_eq!(stored.kernels, kernels);
         assert!(stored.kernels.iter().all(|(k, _)| k.is_as_rendered()));
@@ -387,7 +395,11 @@ mod tests {
 
     #[test]
     fn an_inconsistent_or_cut_recipe_is_an_error() {
-        let (mut kernels, temps, outputs) = recipe();
+        let StoredPlan {
+            mut kernels,
+            temps,
+            outputs,
+        } = recipe();
         let bytes = encoded(&kernels, &temps, &outputs);
         for cut in [0, 8, bytes.len() / 2, bytes.len() - 1] {
             assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
