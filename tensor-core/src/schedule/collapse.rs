@@ -22,7 +22,7 @@
 //! (`take`: a one-hot mask summed), which becomes one load; the prefix sums behind `arange`
 //! are the second, so an arange is index arithmetic instead of a loop.
 
-use super::index::{and, int, less, truth};
+use super::index::{and, conjuncts, int, less, truth};
 use crate::symbolic::simplify;
 use crate::uop::{Arg, DType, Op, ReduceOp, UOp, substitute};
 use std::collections::HashMap;
@@ -257,15 +257,6 @@ fn mask_factors(product: &UOp) -> Vec<UOp> {
         }
     }
     masks
-}
-
-/// The clauses of an `And` tree.
-fn conjuncts(gate: &UOp) -> Vec<UOp> {
-    if gate.op() == Op::And && gate.dtype() == DType::Bool {
-        [conjuncts(gate.s(0)), conjuncts(gate.s(1))].concat()
-    } else {
-        vec![gate.clone()]
-    }
 }
 
 /// A bound on a range read off one clause.

@@ -24,6 +24,7 @@
 //!   arbitrary value for a range (`collapse::pinned_sum`) therefore gates every load whose
 //!   gate mentions it too, not only those whose offset does.
 
+use super::index::conjuncts;
 use crate::rewrite::graph_rewrite;
 use crate::symbolic::symbolic;
 use crate::uop::{Arg, DType, Op, UOp, substitute};
@@ -108,15 +109,6 @@ fn gate_bounds(gate: &UOp) -> HashMap<UOp, (i64, i64)> {
         *e = (e.0.max(lo), e.1.min(hi));
     }
     bounds
-}
-
-/// The clauses of an `And` tree of bools.
-fn conjuncts(gate: &UOp) -> Vec<UOp> {
-    if gate.op() == Op::And && gate.dtype() == DType::Bool {
-        [conjuncts(gate.s(0)), conjuncts(gate.s(1))].concat()
-    } else {
-        vec![gate.clone()]
-    }
 }
 
 #[cfg(test)]

@@ -232,6 +232,22 @@ pub fn and(a: Option<UOp>, b: Option<UOp>) -> Option<UOp> {
     }
 }
 
+/// The clauses of a gate that is a tree of `And`s, left to right: `(a && b) && c` is
+/// `[a, b, c]`. Iterative, so a gate of thousands of clauses needs no deep stack.
+pub fn conjuncts(gate: &UOp) -> Vec<UOp> {
+    let mut clauses = Vec::new();
+    let mut pending = vec![gate.clone()];
+    while let Some(g) = pending.pop() {
+        if g.op() == Op::And && g.dtype() == crate::uop::DType::Bool {
+            pending.push(g.s(1).clone());
+            pending.push(g.s(0).clone());
+        } else {
+            clauses.push(g);
+        }
+    }
+    clauses
+}
+
 /// The row-major strides of `shape`.
 pub fn strides(shape: &[usize]) -> Vec<i64> {
     let mut strides = vec![1i64; shape.len()];
@@ -280,6 +296,24 @@ pub fn ranges_in(exprs: &[UOp]) -> Vec<UOp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clauses_of_a_long_and_chain_come_out_in_order_on_a_small_stack() {
+        let r = UOp::range(100, 0, crate::uop::AxisType::Loop);
+        let clauses: Vec<UOp> = (0..50_000)
+            .map(|k| UOp::alu(Op::CmpLt, vec![r.clone(), int(k)]))
+            .collect();
+        let gate = clauses[1..].iter().fold(clauses[0].clone(), |g, c| {
+            UOp::alu(Op::And, vec![g, c.clone()])
+        });
+        let found = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || conjuncts(&gate))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(found, clauses);
+    }
     use crate::uop::AxisType;
 
     fn r(bound: usize, id: usize) -> UOp {
