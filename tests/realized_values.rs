@@ -183,15 +183,15 @@ fn realize_tree_computes_every_leaf_in_one_schedule() {
     let g = grad!(|p: &Mlp, x: &Tensor| loss(p, x))(&p, &x);
     let stepped = tree_sub(&p, &tree_scale(&g, 0.125));
     let want: Vec<Vec<f32>> = tree_leaves(&stepped).iter().map(fresh).collect();
-    let before = pipeline_counts().schedules;
+    let before = pipeline_counts().plans_made();
     realize_tree(&stepped).unwrap();
-    assert_eq!(pipeline_counts().schedules, before + 1);
+    assert_eq!(pipeline_counts().plans_made(), before + 1);
     let got: Vec<Vec<f32>> = tree_leaves(&stepped)
         .iter()
         .map(|t| t.to_vec().unwrap())
         .collect();
     assert_eq!(
-        pipeline_counts().schedules,
+        pipeline_counts().plans_made(),
         before + 1,
         "every leaf was computed"
     );

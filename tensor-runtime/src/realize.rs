@@ -395,9 +395,19 @@ pub fn plan_cache_size_from_env() -> Result<usize> {
 pub const DEFAULT_PLAN_CACHE_SIZE: usize = 512;
 
 /// The plan cache of the shared CPU device.
+///
+/// Plans are also kept on disk beside the compiled kernels (`plan_store`), so a new process
+/// with a warm cache neither schedules nor compiles a graph an earlier run of the same
+/// program built.
 pub fn shared_plan_cache() -> &'static PlanCache<CpuDevice> {
     static PLANS: OnceLock<PlanCache<CpuDevice>> = OnceLock::new();
-    PLANS.get_or_init(new_plan_cache)
+    PLANS.get_or_init(|| {
+        let size = plan_cache_size_from_env().unwrap_or(DEFAULT_PLAN_CACHE_SIZE);
+        let store = CpuDevice::shared()
+            .ok()
+            .and_then(|device| crate::plan_store::PlanStore::for_cpu(&device));
+        PlanCache::with_store(size, store)
+    })
 }
 
 /// An empty plan cache of the size `TENSOR_PLAN_CACHE_SIZE` asks for.

@@ -91,6 +91,15 @@ pub struct PipelineCounts {
     pub disk_plan_hits: u64,
 }
 
+impl PipelineCounts {
+    /// Plans this process made for graphs it had no plan for in memory: scheduled anew or
+    /// read from the disk. A graph of a new structure adds one, whether or not an earlier run
+    /// of the program left its plan on disk.
+    pub fn plans_made(&self) -> u64 {
+        self.schedules + self.disk_plan_hits
+    }
+}
+
 static SCHEDULES: AtomicU64 = AtomicU64::new(0);
 static KERNELS_GENERATED: AtomicU64 = AtomicU64::new(0);
 static PLAN_HITS: AtomicU64 = AtomicU64::new(0);
