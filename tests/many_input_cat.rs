@@ -170,3 +170,18 @@ fn vmap_and_grad_go_through_a_cat_of_many_parts() {
     assert_eq!(interpreted(&dx), expected);
     assert_eq!(values(&dx), expected);
 }
+
+#[test]
+fn taps_of_one_value_are_joined_without_stored_groups() {
+    // The 49 taps of a 7 x 7 window, and 25 shifted rows of one matrix: views of one value,
+    // which a reduce over the tap axis reads in place (storing groups would copy it per tap).
+    let x = common::ramp(&[1, 12, 12], 2.0);
+    let taps = tensor::core::nn::windows(&x, &[7, 7], &[1, 1], &[1, 1]);
+    let graph = taps.uop().toposort();
+    assert!(graph.iter().all(|u| u.op() != Op::Contiguous));
+    let m = common::ramp(&[40, 8], 1.0);
+    let rows: Vec<Tensor> = (0..25).map(|k| m.narrow(0, k, 16)).collect();
+    let summed = Tensor::stack(&rows, 0).sum(0, false);
+    assert_eq!(create_schedule(&[summed.uop()]).items.len(), 1);
+    common::assert_matches_interpreter("25 stacked views, summed", &summed);
+}

@@ -411,9 +411,14 @@ fn select_and_sum(values: &UOp, idx: &UOp, positions: &UOp, full: &[usize], ax: 
 const CAT_FANOUT: usize = 16;
 
 /// `parts` (of one dtype, equal off `ax`) joined along `ax`: in one sum of padded parts when
-/// there are at most [`CAT_FANOUT`], else as a join of stored groups of that many.
+/// there are at most [`CAT_FANOUT`] or all are views of one value, else as a join of stored
+/// groups of that many.
+///
+/// Views of one value are the taps of a window (a convolution's `nn::windows`): a reduce over
+/// the tap axis folds their gates once codegen unrolls it, and storing groups of them would
+/// copy the value once per tap.
 fn joined_in_groups(parts: &[UOp], ax: usize) -> UOp {
-    if parts.len() <= CAT_FANOUT {
+    if parts.len() <= CAT_FANOUT || views_of_one_value(parts) {
         return padded_sum(parts, ax);
     }
     let groups: Vec<UOp> = parts
@@ -424,6 +429,19 @@ fn joined_in_groups(parts: &[UOp], ax: usize) -> UOp {
         })
         .collect();
     joined_in_groups(&groups, ax)
+}
+
+/// True when every part is the same value seen through movement ops.
+fn views_of_one_value(parts: &[UOp]) -> bool {
+    let base = |part: &UOp| {
+        let mut u = part.clone();
+        while u.op().is_movement() {
+            u = u.s(0).clone();
+        }
+        u
+    };
+    let first = base(&parts[0]);
+    parts[1..].iter().all(|p| base(p) == first)
 }
 
 /// `Σ_k pad(parts[k])`, each part padded along `ax` to its place in the joined axis (`Or` for
