@@ -4,8 +4,11 @@
 //! values with the same function written in tensor ops or with a loop over samples
 //! (floats within 1e-5 absolute plus 1e-5 relative).
 
+mod common;
+
+use common::panic_message;
+
 use ndarray::{ArrayD, IxDyn};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use tensor::external::{
     BatchStrategy, Dims, Endpoint, ExtArg, External, HostArray, HostCall, InputSpec, OutputSpec,
 };
@@ -222,15 +225,6 @@ fn auto_vectorizes_rank_polymorphic_inputs() {
 fn auto_falls_back_to_sequential_for_fixed_rank_inputs() {
     let seen = vmapped("auto_fixed", Dims::Fixed(vec![3]), BatchStrategy::Auto, 4);
     assert_eq!(seen, vec![vec![vec![3], vec![3]]; 4]);
-}
-
-/// The panic message of `f`, which must panic.
-fn panic_message(f: impl FnOnce()) -> String {
-    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 #[test]

@@ -5,19 +5,10 @@
 
 mod common;
 
-use common::{interpreted, values};
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use tensor::prelude::*;
+use common::panic_message;
 
-/// The panic message of `f`, which must panic.
-fn panic_message(f: impl FnOnce() -> Tensor) -> String {
-    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("the call must panic");
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
+use common::{interpreted, values};
+use tensor::prelude::*;
 
 /// A graph-building call to try, named by the op that must refuse it.
 type Build = (&'static str, Box<dyn FnOnce() -> Tensor>);

@@ -7,23 +7,11 @@
 
 mod common;
 
+use common::panic_message;
+
 use common::{interpreted, values};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;
-
-/// The panic message of `f`, which must panic.
-fn panic_message<R>(f: impl FnOnce() -> R) -> String {
-    let payload = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(_) => panic!("the call must panic"),
-        Err(p) => p,
-    };
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
 
 /// True when `got` is `want` within `rtol` (relative) and 1e-30 absolute; NaN equals NaN,
 /// infinities and zeros must match exactly (the sign of a zero is checked where it matters).

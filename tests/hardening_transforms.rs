@@ -4,7 +4,10 @@
 //! and 1 (values equal to the per-sample loop, the right empty shapes for 0). Floats within
 //! 1e-5 absolute plus 1e-5 relative.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+mod common;
+
+use common::panic_message;
+
 use tensor::core::transform::{Custom, VmapMethod, custom_jvp, custom_vjp, custom_vmap, vmap_with};
 use tensor::external::OutputSpec;
 use tensor::external::{BatchStrategy, Dims, Endpoint, External, HostArray, HostCall, InputSpec};
@@ -24,14 +27,6 @@ fn values(t: &Tensor) -> Vec<f32> {
 
 fn t(v: &[f32]) -> Tensor {
     Tensor::from_vec(v.to_vec(), &[v.len()])
-}
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let err = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 fn assert_mentions(msg: &str, parts: &[&str]) {

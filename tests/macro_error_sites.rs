@@ -3,24 +3,14 @@
 //! the macro was written on, as `jvp!` and `vjp!` report theirs. Before, they named
 //! `src/macro_support.rs`.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+mod common;
+
+use common::panic_message;
+
 use tensor::prelude::*;
 
 fn product(x: &Tensor, y: &Tensor) -> Tensor {
     (x * y).sum_all()
-}
-
-/// The panic message of `f`, which must panic.
-fn message<R>(f: impl FnOnce() -> R) -> String {
-    let payload = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(_) => panic!("the call must panic"),
-        Err(p) => p,
-    };
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 /// Panics unless `message` contains `part` and names `line` of this file, and not the
@@ -40,7 +30,7 @@ fn a_vmap_callable_names_the_line_it_was_written_on() {
         Tensor::ones(&[4, 2], DType::F32),
     );
     let line = line!() + 1;
-    let m = message(|| vmap!(product, in_axes = (0, 0))(&a, &b));
+    let m = panic_message(|| vmap!(product, in_axes = (0, 0))(&a, &b));
     assert_site(&m, "vmap: inconsistent sizes for the mapped axes", line);
 }
 
@@ -54,7 +44,7 @@ fn a_boxed_callable_names_the_line_of_its_macro() {
         Tensor::ones(&[2], DType::F32),
     );
     assert_eq!(batched(&a, &b).to_vec::<f32>().unwrap(), [2.0; 3]);
-    let m = message(|| {
+    let m = panic_message(|| {
         batched(
             &Tensor::ones(&[3, 2], DType::F32),
             &Tensor::ones(&[5], DType::F32),
@@ -64,7 +54,7 @@ fn a_boxed_callable_names_the_line_of_its_macro() {
         m.contains("mul: shapes [2] and [5] cannot broadcast"),
         "{m}"
     );
-    let m = message(|| batched(&Tensor::ones(&[0usize; 0], DType::F32), &b));
+    let m = panic_message(|| batched(&Tensor::ones(&[0usize; 0], DType::F32), &b));
     assert_site(&m, "vmap", line);
 }
 
@@ -72,6 +62,6 @@ fn a_boxed_callable_names_the_line_of_its_macro() {
 fn a_grad_callable_names_the_line_it_was_written_on() {
     let ints = Tensor::from_vec(vec![1i32, 2], &[2]);
     let line = line!() + 1;
-    let m = message(|| grad!(product)(&ints, &ints));
+    let m = panic_message(|| grad!(product)(&ints, &ints));
     assert_site(&m, "grad", line);
 }

@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::panic_message;
+
 use common::golden::{self, Inputs};
 use common::values;
 use proptest::prelude::*;
@@ -296,14 +298,6 @@ fn leaf_paths_name_fields_indices_and_keys() {
             "model.head.b",
         ]
     );
-}
-
-fn panic_message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
-    let err = std::panic::catch_unwind(f).expect_err("should panic");
-    err.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
 }
 
 #[test]

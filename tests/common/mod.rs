@@ -10,6 +10,19 @@ pub mod tolerance;
 use tensor::core::uop::dtype::decode_scalars;
 use tensor::prelude::*;
 
+/// The message of the panic `f` raises; fails the test if `f` returns.
+pub fn panic_message<R>(f: impl FnOnce() -> R) -> String {
+    let payload = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(_) => panic!("the call must panic"),
+        Err(payload) => payload,
+    };
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 /// The values of `t`, computed on the selected device (the CPU unless `DEVICE` or
 /// `set_device` says otherwise) through the compiled path.
 pub fn values(t: &Tensor) -> Vec<f64> {
