@@ -185,3 +185,11 @@ fn taps_of_one_value_are_joined_without_stored_groups() {
     assert_eq!(create_schedule(&[summed.uop()]).items.len(), 1);
     common::assert_matches_interpreter("25 stacked views, summed", &summed);
 }
+
+#[test]
+fn copies_of_one_tensor_are_joined_in_groups() {
+    let x = Tensor::from_vec(vec![1.5f32, -2.0, 4.0], &[3]);
+    let joined = Tensor::cat(&vec![x; 200], 0);
+    assert_linear_in_parts(&joined, 200, 256);
+    assert_eq!(values(&joined), [1.5, -2.0, 4.0].repeat(200));
+}

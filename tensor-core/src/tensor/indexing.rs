@@ -411,8 +411,8 @@ fn select_and_sum(values: &UOp, idx: &UOp, positions: &UOp, full: &[usize], ax: 
 const CAT_FANOUT: usize = 16;
 
 /// `parts` (of one dtype, equal off `ax`) joined along `ax`: in one sum of padded parts when
-/// there are at most [`CAT_FANOUT`] or all are views of one value, else as a join of stored
-/// groups of that many.
+/// there are at most [`CAT_FANOUT`] or all are distinct views of one value, else as a join of
+/// stored groups of that many.
 ///
 /// Views of one value are the taps of a window (a convolution's `nn::windows`): a reduce over
 /// the tap axis folds their gates once codegen unrolls it, and storing groups of them would
@@ -450,7 +450,8 @@ fn stored_group(group: &[UOp], ax: usize) -> UOp {
         .reshape(&joined)
 }
 
-/// True when every part is the same value seen through movement ops.
+/// True when the parts are distinct views (movement ops) of one value: a window's taps, not
+/// copies of one part.
 fn views_of_one_value(parts: &[UOp]) -> bool {
     let base = |part: &UOp| {
         let mut u = part.clone();
@@ -460,7 +461,8 @@ fn views_of_one_value(parts: &[UOp]) -> bool {
         u
     };
     let first = base(&parts[0]);
-    parts[1..].iter().all(|p| base(p) == first)
+    let distinct: std::collections::HashSet<&UOp> = parts.iter().collect();
+    distinct.len() == parts.len() && parts[1..].iter().all(|p| base(p) == first)
 }
 
 /// `Σ_k pad(parts[k])`, each part padded along `ax` to its place in the joined axis (`Or` for
