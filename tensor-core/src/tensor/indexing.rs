@@ -414,9 +414,10 @@ const CAT_FANOUT: usize = 16;
 /// there are at most [`CAT_FANOUT`] or all are distinct views of one value, else as a join of
 /// stored groups of that many.
 ///
-/// Views of one value are the taps of a window (a convolution's `nn::windows`): a reduce over
-/// the tap axis folds their gates once codegen unrolls it, and storing groups of them would
-/// copy the value once per tap.
+/// Distinct views of one value are the taps of a window (a convolution's `nn::windows`): a
+/// reduce over the tap axis reads each tap in place (the kernel rules collapse `Σ_t` of the
+/// tap gated to `t = k` into tap `k`), while storing groups of them would copy the value once
+/// per tap.
 fn joined_in_groups(parts: &[UOp], ax: usize) -> UOp {
     if parts.len() <= CAT_FANOUT || views_of_one_value(parts) {
         return padded_sum(parts, ax);
