@@ -117,7 +117,8 @@ fn a_cat_of_many_tensors_is_cut_into_kernels_of_few_gated_loads() {
         .collect();
     let joined = Tensor::cat(&parts, 0);
     let schedule = create_schedule(&[joined.uop()]);
-    // Each step of the sum adds a padded load and an add.
+    // A cat of many parts is joined in stored groups of 16 (`tensor::indexing`), well inside
+    // the bound a kernel-size cut of one padded sum gives (a padded load and an add per step).
     let per_kernel = (CHAIN_BUDGET / (PAD_COST + 2)) as usize;
     assert!(
         schedule.items.len() >= n / per_kernel,
