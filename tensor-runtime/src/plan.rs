@@ -322,20 +322,27 @@ pub fn generate_kernels_for<D: Device>(
 }
 
 /// The kernels of `schedule`, each made by `generate(ast, buffer_sizes, name)`, named as
-/// [`generate_kernels`] names them.
+/// [`generate_kernels`] names them. Items of one AST over buffers of the same sizes are one
+/// kernel, generated once (and so compiled once).
 pub fn generate_kernels_with(
     schedule: &Schedule,
     generate: impl Fn(&UOp, &[usize], &str) -> Kernel,
 ) -> Vec<Kernel> {
     let mut seen_names = HashMap::new();
+    let mut made: HashMap<(UOp, Vec<usize>), Kernel> = HashMap::new();
     schedule
         .items
         .iter()
         .map(|item| {
+            let key = (item.ast.clone(), item.buffer_sizes());
+            if let Some(kernel) = made.get(&key) {
+                return kernel.clone();
+            }
             crate::stats::record_kernel_generated();
-            let sizes = item.buffer_sizes();
             let name = unique_name(&kernel_name(&item.ast), &mut seen_names);
-            generate(&item.ast, &sizes, &name)
+            let kernel = generate(&item.ast, &key.1, &name);
+            made.insert(key, kernel.clone());
+            kernel
         })
         .collect()
 }

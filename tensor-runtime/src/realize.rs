@@ -210,11 +210,29 @@ pub(crate) fn launch_kernel<D: Device>(
 
 /// The programs of `kernels`, compiled by the device in as few compiler runs and on as many
 /// cores as it can (a cold compile takes far longer than most kernels run).
+///
+/// A kernel that appears more than once (a layer repeated, the groups of a long `cat`) is
+/// compiled once, and its program serves every launch of it.
 pub(crate) fn compile_all<'k, D: Device>(
     device: &D,
     kernels: impl Iterator<Item = &'k Kernel>,
 ) -> Result<Vec<CheckedProgram<D::Program>>> {
-    device.compile_kernels(&kernels.collect::<Vec<_>>())
+    let kernels: Vec<&Kernel> = kernels.collect();
+    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut unique: Vec<&Kernel> = Vec::new();
+    let which: Vec<usize> = kernels
+        .iter()
+        .map(|k| {
+            *first
+                .entry((k.source.as_str(), k.entry.as_str()))
+                .or_insert_with(|| {
+                    unique.push(k);
+                    unique.len() - 1
+                })
+        })
+        .collect();
+    let programs = device.compile_kernels(&unique)?;
+    Ok(which.into_iter().map(|u| programs[u].clone()).collect())
 }
 
 /// Computes `tensors` on the device their values are tied to (by `Tensor::to`), else on the
