@@ -18,7 +18,7 @@
 //! A value costs one load per kernel that reads it, outside the loops.
 
 use super::Tensor;
-use super::broadcast::{Operand, const_uop, result_dtype};
+use super::broadcast::{Operand, broadcast_uop, const_uop, result_dtype};
 use super::op_scope::called_by_user;
 use crate::uop::{DType, Scalar, UOp};
 
@@ -27,7 +27,7 @@ use crate::uop::{DType, Scalar, UOp};
 pub(crate) fn operand_uop(value: Scalar, dtype: DType, shape: &[usize]) -> UOp {
     let value = value.cast(dtype);
     if called_by_user() && dtype.is_float() && !is_identity(value) {
-        return broadcast(bound(value, dtype), shape);
+        return broadcast_uop(&bound(value, dtype), shape);
     }
     const_uop(value, dtype, shape)
 }
@@ -40,7 +40,7 @@ pub(crate) fn fill_uop(value: Scalar, dtype: DType, shape: &[usize]) -> UOp {
     let value = value.cast(dtype);
     let code = dtype == DType::Bool || (dtype.is_float() && is_identity(value));
     if called_by_user() && !code {
-        return broadcast(bound(value, dtype), shape);
+        return broadcast_uop(&bound(value, dtype), shape);
     }
     const_uop(value, dtype, shape)
 }
@@ -69,17 +69,4 @@ fn is_identity(value: Scalar) -> bool {
 /// A 0-d buffer holding `value`.
 fn bound(value: Scalar, dtype: DType) -> UOp {
     Tensor::from_scalars(&[value], dtype, &[]).uop()
-}
-
-fn broadcast(scalar: UOp, shape: &[usize]) -> UOp {
-    if shape.is_empty() {
-        return scalar;
-    }
-    let ones = vec![1; shape.len()];
-    let reshaped = scalar.reshape(&ones);
-    if ones == shape {
-        reshaped
-    } else {
-        reshaped.expand(shape)
-    }
 }
