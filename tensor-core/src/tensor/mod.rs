@@ -50,7 +50,7 @@ use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 /// A lazy n-dimensional array.
 ///
-/// Names and signatures follow NumPy (see the README's *Signature patterns*): reductions take
+/// Names and signatures follow NumPy (see `docs/signatures.md`): reductions take
 /// `axes` (one, several, or `None` for all) and `keepdim`; `softmax`/`log_softmax` one axis;
 /// constructors a dtype; scalars mix with tensors on either side of an operator.
 ///
