@@ -140,6 +140,7 @@ macro_rules! jit {
 #[path = "macro_support.rs"]
 pub mod __private;
 
+pub mod datasets;
 pub mod typed;
 
 /// The names most programs need: `use tensor::prelude::*;`.
