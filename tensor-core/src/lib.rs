@@ -11,6 +11,7 @@
 pub mod codegen;
 pub mod interp;
 pub mod nn;
+pub mod optim;
 pub mod render;
 pub mod rewrite;
 pub mod schedule;
