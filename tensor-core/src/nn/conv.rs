@@ -1,9 +1,11 @@
 //! Convolutions as windows times weights summed: `conv1d/2d/3d` (stride, padding, dilation,
 //! groups, bias), their transposes (an input dilated by the stride, convolved with the flipped
-//! kernel), and `unfold` (im2col).
+//! kernel), and `unfold` (im2col). Convolutions take torch's unbatched input `[C, *spatial]`
+//! too (a batch of one, its batch axis removed from the output).
 
+use super::unbatched::as_batch_of_one;
 use super::windows::{Padding, Spatial, pad_trailing, windows_taps_first};
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 use crate::uop::Scalar;
 
 /// Options of a convolution, as torch's keyword arguments: `Conv::default().stride(2)
@@ -55,20 +57,22 @@ impl Conv {
     }
 }
 
-/// 1-d convolution: `x` `[N, C, L]`, `weight` `[O, C / groups, k]`, `bias` `[O]`.
+/// 1-d convolution: `x` `[N, C, L]` (or `[C, L]`), `weight` `[O, C / groups, k]`, `bias` `[O]`.
 #[track_caller]
 pub fn conv1d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv) -> Tensor {
     conv_nd("conv1d", 1, x, weight, bias, opts)
 }
 
 /// 2-d convolution: `x` `[N, C, H, W]`, `weight` `[O, C / groups, kh, kw]`, `bias` `[O]`;
-/// the output is `[N, O, H', W']` (torch's `conv2d`, a cross-correlation).
+/// the output is `[N, O, H', W']` (torch's `conv2d`, a cross-correlation). One image `[C, H, W]`
+/// gives `[O, H', W']`.
 #[track_caller]
 pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv) -> Tensor {
     conv_nd("conv2d", 2, x, weight, bias, opts)
 }
 
-/// 3-d convolution: `x` `[N, C, D, H, W]`, `weight` `[O, C / groups, kd, kh, kw]`.
+/// 3-d convolution: `x` `[N, C, D, H, W]` (or `[C, D, H, W]`), `weight` `[O, C / groups, kd,
+/// kh, kw]`.
 #[track_caller]
 pub fn conv3d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv) -> Tensor {
     conv_nd("conv3d", 3, x, weight, bias, opts)
@@ -76,13 +80,17 @@ pub fn conv3d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: &Conv) -
 
 #[track_caller]
 fn conv_nd(
-    op: &str,
+    op: &'static str,
     dims: usize,
     x: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
     opts: &Conv,
 ) -> Tensor {
+    let _op = OpScope::enter(op);
+    if x.ndim() == dims + 1 {
+        return as_batch_of_one(x, |b| conv_nd(op, dims, b, weight, bias, opts));
+    }
     check_conv_operands(op, dims, x, weight, opts.groups);
     let kernel = weight.shape()[2..].to_vec();
     let stride = opts.stride.expand(op, "stride", dims);
@@ -99,8 +107,8 @@ fn check_conv_operands(op: &str, dims: usize, x: &Tensor, weight: &Tensor, group
     let (xs, ws) = (x.shape(), weight.shape());
     if xs.len() != dims + 2 || ws.len() != dims + 2 {
         panic!(
-            "{op}: expected input [N, C, {dims} spatial axes] and weight [O, C/groups, {dims} \
-             kernel axes], got input {xs:?} and weight {ws:?}"
+            "{op}: expected input [N, C, {dims} spatial axes] (or [C, {dims} spatial axes]) and \
+             weight [O, C/groups, {dims} kernel axes], got input {xs:?} and weight {ws:?}"
         );
     }
     if groups == 0
@@ -219,7 +227,7 @@ impl ConvTranspose {
     }
 }
 
-/// 1-d transposed convolution: `x` `[N, C, L]`, `weight` `[C, O / groups, k]`.
+/// 1-d transposed convolution: `x` `[N, C, L]` (or `[C, L]`), `weight` `[C, O / groups, k]`.
 #[track_caller]
 pub fn conv_transpose1d(
     x: &Tensor,
@@ -230,7 +238,8 @@ pub fn conv_transpose1d(
     conv_transpose_nd("conv_transpose1d", 1, x, weight, bias, opts)
 }
 
-/// 2-d transposed convolution: `x` `[N, C, H, W]`, `weight` `[C, O / groups, kh, kw]`; the
+/// 2-d transposed convolution: `x` `[N, C, H, W]` (or `[C, H, W]`), `weight` `[C, O / groups,
+/// kh, kw]`; the
 /// output is `[N, O, (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1, ..]`.
 #[track_caller]
 pub fn conv_transpose2d(
@@ -242,7 +251,8 @@ pub fn conv_transpose2d(
     conv_transpose_nd("conv_transpose2d", 2, x, weight, bias, opts)
 }
 
-/// 3-d transposed convolution: `x` `[N, C, D, H, W]`, `weight` `[C, O / groups, kd, kh, kw]`.
+/// 3-d transposed convolution: `x` `[N, C, D, H, W]` (or `[C, D, H, W]`), `weight` `[C, O /
+/// groups, kd, kh, kw]`.
 #[track_caller]
 pub fn conv_transpose3d(
     x: &Tensor,
@@ -259,13 +269,17 @@ pub fn conv_transpose3d(
 /// axes and with its two channel axes swapped per group.
 #[track_caller]
 fn conv_transpose_nd(
-    op: &str,
+    op: &'static str,
     dims: usize,
     x: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
     opts: &ConvTranspose,
 ) -> Tensor {
+    let _op = OpScope::enter(op);
+    if x.ndim() == dims + 1 {
+        return as_batch_of_one(x, |b| conv_transpose_nd(op, dims, b, weight, bias, opts));
+    }
     let (xs, ws) = (x.shape(), weight.shape());
     let g = opts.groups;
     if xs.len() != dims + 2
@@ -275,8 +289,8 @@ fn conv_transpose_nd(
         || !xs[1].is_multiple_of(g)
     {
         panic!(
-            "{op}: expected input [N, C, {dims} spatial axes] and weight [C, O/groups, {dims} \
-             kernel axes] with C divisible by groups = {g}, got input {xs:?} and weight {ws:?}"
+            "{op}: expected input [N, C, {dims} spatial axes] (or [C, ...]) and weight [C, O/groups, \
+             {dims} kernel axes] with C divisible by groups = {g}, got input {xs:?} and weight {ws:?}"
         );
     }
     let kernel = ws[2..].to_vec();
@@ -361,6 +375,7 @@ pub fn unfold(
     padding: impl Into<Spatial>,
     stride: impl Into<Spatial>,
 ) -> Tensor {
+    let _op = OpScope::enter("unfold");
     let dims = x.ndim().saturating_sub(2);
     if dims == 0 {
         panic!(

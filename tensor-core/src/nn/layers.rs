@@ -1,12 +1,28 @@
 //! Layers as functions: `linear`, `embedding`, `dropout` (with an explicit random key, as JAX),
 //! and `scaled_dot_product_attention`.
 
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 use crate::uop::DType;
 
-/// `x · weightᵀ + bias`, with `weight` `[out, in]` and `bias` `[out]` (torch's `linear`).
+/// `x · weightᵀ + bias`, with `x` `[*, in]` (one sample: `[in]`), `weight` `[out, in]` and
+/// `bias` `[out]` (torch's `linear`).
+///
+/// # Panics
+///
+/// Unless `weight` is `[out, in]` for `x`'s last axis and `bias` (if any) `[out]`, naming
+/// `linear`.
 #[track_caller]
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
+    let _op = OpScope::enter("linear");
+    let (xs, ws) = (x.shape(), weight.shape());
+    let fits = ws.len() == 2 && xs.last() == Some(&ws[1]);
+    if !fits || bias.is_some_and(|b| b.shape() != ws[..1]) {
+        panic!(
+            "linear: expected input [*, in], weight [out, in] and bias [out], got input {xs:?}, \
+             weight {ws:?} and bias {:?}",
+            bias.map(Tensor::shape)
+        );
+    }
     let y = x.matmul(&weight.transpose(0, 1));
     match bias {
         Some(b) => y.add(b),
@@ -18,6 +34,7 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
 /// gradient with respect to `weight` sums the cotangents of each row's uses.
 #[track_caller]
 pub fn embedding(indices: &Tensor, weight: &Tensor) -> Tensor {
+    let _op = OpScope::enter("embedding");
     if weight.ndim() != 2 || !indices.dtype().is_int() {
         panic!(
             "embedding: expected integer indices and a [V, D] table, got {} indices and a table \
@@ -35,6 +52,7 @@ pub fn embedding(indices: &Tensor, weight: &Tensor) -> Tensor {
 /// Without `training` it is the identity.
 #[track_caller]
 pub fn dropout(x: &Tensor, p: f64, key: &Tensor, training: bool) -> Tensor {
+    let _op = OpScope::enter("dropout");
     if !(0.0..=1.0).contains(&p) {
         panic!("dropout: probability {p} is not in [0, 1]");
     }
@@ -68,6 +86,7 @@ pub fn scaled_dot_product_attention(
     v: &Tensor,
     opts: &Attention,
 ) -> Tensor {
+    let _op = OpScope::enter("scaled_dot_product_attention");
     let (qs, ks) = (q.shape(), k.shape());
     if qs.len() < 2 || ks.len() < 2 || qs[qs.len() - 1] != ks[ks.len() - 1] {
         panic!(

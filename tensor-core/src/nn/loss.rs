@@ -1,6 +1,8 @@
-//! Losses with torch's names, arguments and reductions.
+//! Losses with torch's names, arguments and reductions. The class losses take torch's
+//! unbatched form too: logits `[C]` with a 0-d class index (or `[C]` probabilities), the loss
+//! of one sample, as a per-sample loss under `vmap` sees it.
 
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 
 /// How a loss reduces its per-element values (torch's `reduction`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,18 +67,8 @@ impl Default for ClassLoss<'_> {
 /// zero for ignored targets, in `dtype`; and the mask of kept targets.
 #[track_caller]
 fn one_hot_targets(op: &str, input: &Tensor, target: &Tensor, ignore: i64) -> (Tensor, Tensor) {
-    let (is, ts) = (input.shape(), target.shape());
-    let mut expected = is.clone();
-    if is.len() >= 2 {
-        expected.remove(1);
-    }
-    if is.len() < 2 || ts != expected || !target.dtype().is_int() {
-        panic!(
-            "{op}: expected input [N, C, *] and integer targets [N, *], got input {is:?} and \
-             target {ts:?} ({})",
-            target.dtype()
-        );
-    }
+    check_class_targets(op, input, target);
+    let is = input.shape();
     let keep = target.ne(ignore);
     let safe = keep.where_(target, 0i32);
     let hot = safe
@@ -84,6 +76,23 @@ fn one_hot_targets(op: &str, input: &Tensor, target: &Tensor, ignore: i64) -> (T
         .cast(input.dtype())
         .mul(keep.unsqueeze(-1).cast(input.dtype()));
     (move_last_to_1(&hot), keep)
+}
+
+/// Panics (naming `op`) unless `input` is `[N, C, *]` and `target` integer `[N, *]`.
+#[track_caller]
+fn check_class_targets(op: &str, input: &Tensor, target: &Tensor) {
+    let (is, ts) = (input.shape(), target.shape());
+    let mut expected = is.clone();
+    if is.len() >= 2 {
+        expected.remove(1);
+    }
+    if is.len() < 2 || ts != expected || !target.dtype().is_int() {
+        panic!(
+            "{op}: expected input [N, C, *] and integer targets [N, *] (or one sample: input [C] \
+             and a 0-d target), got input {is:?} and target {ts:?} ({})",
+            target.dtype()
+        );
+    }
 }
 
 /// `[N, *, C]` to `[N, C, *]`.
@@ -105,6 +114,11 @@ fn class_weights(w: &Tensor, rank: usize) -> Tensor {
 /// with a weighted mean for `Mean` (torch's `nll_loss`; `input` holds log-probabilities).
 #[track_caller]
 pub fn nll_loss(input: &Tensor, target: &Tensor, opts: &ClassLoss) -> Tensor {
+    let _op = OpScope::enter("nll_loss");
+    if input.ndim() == 1 && target.ndim() == 0 {
+        let batched = nll_loss(&input.unsqueeze(0), &target.unsqueeze(0), opts);
+        return one_sample(batched, opts.reduction);
+    }
     let (hot, _) = one_hot_targets("nll_loss", input, target, opts.ignore_index);
     let weighted = match opts.weight {
         Some(w) => hot.mul(class_weights(w, input.ndim())),
@@ -118,9 +132,31 @@ pub fn nll_loss(input: &Tensor, target: &Tensor, opts: &ClassLoss) -> Tensor {
 }
 
 /// Cross-entropy of logits `[N, C, *]` against class indices or probabilities, with class
-/// weights, `ignore_index` and label smoothing, as torch's `cross_entropy`.
+/// weights, `ignore_index` and label smoothing, as torch's `cross_entropy`; logits `[C]` of one
+/// sample take a 0-d class index (or `[C]` probabilities) and give a 0-d loss.
+///
+/// ```
+/// # use tensor_core::{Tensor, interp::evaluate, nn::{self, ClassLoss, Target}};
+/// let logits = Tensor::from_vec(vec![2.0f32, 0.0, 0.0], &[3]);
+/// let label = Tensor::from_vec(vec![0i64], &[]);
+/// let loss = nn::cross_entropy(&logits, Target::Indices(&label), &ClassLoss::default());
+/// let want = -(2f32.exp() / (2f32.exp() + 2.0)).ln();
+/// assert!((evaluate(&loss.uop()).to_vec::<f32>()[0] - want).abs() < 1e-6);
+/// ```
+///
+/// # Panics
+///
+/// Unless the input has a class axis and the target fits it (`[N, *]` indices or probabilities
+/// of the input's shape), naming `cross_entropy`.
 #[track_caller]
 pub fn cross_entropy(input: &Tensor, target: Target, opts: &ClassLoss) -> Tensor {
+    let _op = OpScope::enter("cross_entropy");
+    if input.ndim() == 1 {
+        return cross_entropy_of_one(input, target, opts);
+    }
+    if input.ndim() == 0 {
+        panic!("cross_entropy: expected logits [N, C, *] or [C], got a 0-d input");
+    }
     let logp = input.log_softmax(1);
     let classes = input.shape().get(1).copied().unwrap_or(0);
     let eps = opts.label_smoothing;
@@ -130,6 +166,7 @@ pub fn cross_entropy(input: &Tensor, target: Target, opts: &ClassLoss) -> Tensor
     };
     match target {
         Target::Indices(t) => {
+            check_class_targets("cross_entropy", input, t);
             let nll = nll_loss(&logp, t, opts);
             if eps == 0.0 {
                 return nll;
@@ -164,6 +201,36 @@ pub fn cross_entropy(input: &Tensor, target: Target, opts: &ClassLoss) -> Tensor
     }
 }
 
+/// Torch's unbatched `cross_entropy`: logits `[C]` and a 0-d index or `[C]` probabilities, as
+/// a batch of one.
+#[track_caller]
+fn cross_entropy_of_one(input: &Tensor, target: Target, opts: &ClassLoss) -> Tensor {
+    let batch = input.unsqueeze(0);
+    let batched = match target {
+        Target::Indices(t) if t.ndim() == 0 => {
+            cross_entropy(&batch, Target::Indices(&t.unsqueeze(0)), opts)
+        }
+        Target::Probs(p) if p.shape() == input.shape() => {
+            cross_entropy(&batch, Target::Probs(&p.unsqueeze(0)), opts)
+        }
+        Target::Indices(t) | Target::Probs(t) => panic!(
+            "cross_entropy: logits {:?} of one sample take a 0-d class index or probabilities of \
+             their shape, got a target of shape {:?}",
+            input.shape(),
+            t.shape()
+        ),
+    };
+    one_sample(batched, opts.reduction)
+}
+
+/// The loss of a batch of one as the loss of its sample: per-sample values lose the batch axis.
+fn one_sample(batched: Tensor, reduction: Reduction) -> Tensor {
+    match reduction {
+        Reduction::None => batched.squeeze(0),
+        _ => batched,
+    }
+}
+
 fn weigh(loss: Tensor, weight: Option<&Tensor>) -> Tensor {
     match weight {
         Some(w) => loss.mul(w),
@@ -191,6 +258,7 @@ pub fn binary_cross_entropy(
     weight: Option<&Tensor>,
     reduction: Reduction,
 ) -> Tensor {
+    let _op = OpScope::enter("binary_cross_entropy");
     same_shape("binary_cross_entropy", input, target);
     let log_p = input.log().maximum(-100.0);
     let log_q = input.neg().add(1.0).log().maximum(-100.0);
@@ -211,6 +279,7 @@ pub fn binary_cross_entropy_with_logits(
     pos_weight: Option<&Tensor>,
     reduction: Reduction,
 ) -> Tensor {
+    let _op = OpScope::enter("binary_cross_entropy_with_logits");
     same_shape("binary_cross_entropy_with_logits", input, target);
     // -log(sigmoid(x)) = max(-x, 0) + log(1 + e^-|x|)
     let neg_log_sigmoid = input
@@ -232,6 +301,7 @@ pub fn binary_cross_entropy_with_logits(
 /// `(input - target)²`, reduced.
 #[track_caller]
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Tensor {
+    let _op = OpScope::enter("mse_loss");
     same_shape("mse_loss", input, target);
     reduce(input.sub(target).square(), reduction)
 }
@@ -239,6 +309,7 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Tensor
 /// `|input - target|`, reduced.
 #[track_caller]
 pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Tensor {
+    let _op = OpScope::enter("l1_loss");
     same_shape("l1_loss", input, target);
     reduce(input.sub(target).abs(), reduction)
 }
@@ -246,6 +317,7 @@ pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Tensor 
 /// `0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta` (torch's default beta is 1).
 #[track_caller]
 pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction, beta: f64) -> Tensor {
+    let _op = OpScope::enter("smooth_l1_loss");
     same_shape("smooth_l1_loss", input, target);
     let d = input.sub(target).abs();
     if beta == 0.0 {
@@ -260,6 +332,7 @@ pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction, bet
 /// `0.5 d²` where `|d| <= delta`, else `delta (|d| - 0.5 delta)`.
 #[track_caller]
 pub fn huber_loss(input: &Tensor, target: &Tensor, reduction: Reduction, delta: f64) -> Tensor {
+    let _op = OpScope::enter("huber_loss");
     same_shape("huber_loss", input, target);
     let d = input.sub(target).abs();
     let loss = d
@@ -272,6 +345,7 @@ pub fn huber_loss(input: &Tensor, target: &Tensor, reduction: Reduction, delta: 
 /// `input` (0 where `target` is 0); with `log_target` the target is given as a log too.
 #[track_caller]
 pub fn kl_div(input: &Tensor, target: &Tensor, reduction: Reduction, log_target: bool) -> Tensor {
+    let _op = OpScope::enter("kl_div");
     same_shape("kl_div", input, target);
     let loss = if log_target {
         target.exp().mul(target.sub(input))

@@ -1,5 +1,7 @@
 //! Neural-network functions under the names of `torch.nn.functional` and `jax.nn`, with
-//! torch's argument names and layouts (channels first: `[N, C, *spatial]`).
+//! torch's argument names and layouts (channels first: `[N, C, *spatial]`). Where torch takes
+//! one sample without its batch axis (`conv2d` of `[C, H, W]`, `cross_entropy` of `[C]` logits
+//! and a 0-d class), so do these; a shape error names the function called.
 //!
 //! Every function is a composition of `Tensor` ops, so fusion and every transform (the three
 //! vmap methods, jvp, vjp, Jacobians) apply with no rule of its own. Windowed ops (convolution,
@@ -17,6 +19,7 @@
 //! | `activation` | `relu6` … `logsigmoid`, `gelu`, `erf`/`erfc` |
 //! | `loss` | `cross_entropy`, `nll_loss`, BCE, regression losses, `kl_div` |
 //! | `layers` | `linear`, `embedding`, `dropout`, `scaled_dot_product_attention` |
+//! | `unbatched` | torch's unbatched forms (one sample, no batch axis) through the batched path |
 
 mod activation;
 mod conv;
@@ -25,6 +28,7 @@ mod loss;
 mod norm;
 mod pool;
 mod resample;
+mod unbatched;
 mod windows;
 
 pub use activation::*;

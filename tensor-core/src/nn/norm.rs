@@ -1,7 +1,7 @@
 //! Normalization: `layer_norm`, `rms_norm`, `group_norm`, `batch_norm` (batch statistics in
 //! training with the running statistics updated, running statistics in inference).
 
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 
 /// `(x - mean) / sqrt(var + eps)` over `axes` (biased variance, kept dims).
 fn standardize(x: &Tensor, axes: &[isize], eps: f64) -> Tensor {
@@ -57,6 +57,7 @@ pub fn layer_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Tensor {
+    let _op = OpScope::enter("layer_norm");
     let axes = trailing_axes("layer_norm", x, normalized_shape);
     check_param("layer_norm", "weight", weight, normalized_shape);
     check_param("layer_norm", "bias", bias, normalized_shape);
@@ -72,6 +73,7 @@ pub fn rms_norm(
     weight: Option<&Tensor>,
     eps: Option<f64>,
 ) -> Tensor {
+    let _op = OpScope::enter("rms_norm");
     let axes = trailing_axes("rms_norm", x, normalized_shape);
     check_param("rms_norm", "weight", weight, normalized_shape);
     let float = x.dtype().to_float();
@@ -96,6 +98,7 @@ pub fn group_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Tensor {
+    let _op = OpScope::enter("group_norm");
     let shape = x.shape();
     if shape.len() < 2 || num_groups == 0 || !shape[1].is_multiple_of(num_groups) {
         panic!(
@@ -147,6 +150,7 @@ pub fn batch_norm(
     momentum: f64,
     eps: f64,
 ) -> BatchNorm {
+    let _op = OpScope::enter("batch_norm");
     let shape = x.shape();
     if shape.len() < 2 {
         panic!("batch_norm: expected [N, C, *], got {shape:?}");

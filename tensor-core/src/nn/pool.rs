@@ -2,7 +2,7 @@
 //! `ceil_mode`, `count_include_pad`, `return_indices`), and `max_unpool2d`.
 
 use super::windows::{Spatial, pad_trailing, windows};
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 use crate::uop::{DType, Scalar};
 
 /// Options of a pooling op, as torch's keyword arguments: `Pool::new(2).stride(2).padding(0)`.
@@ -174,7 +174,8 @@ fn window_axes(x: &Tensor, dims: usize) -> Vec<isize> {
 }
 
 #[track_caller]
-fn max_pool_nd(op: &str, dims: usize, x: &Tensor, opts: &Pool) -> Tensor {
+fn max_pool_nd(op: &'static str, dims: usize, x: &Tensor, opts: &Pool) -> Tensor {
+    let _op = OpScope::enter(op);
     let g = Geometry::of(op, dims, x, opts);
     g.windows(x, lowest(x.dtype()))
         .max(&window_axes(x, dims), false)
@@ -204,6 +205,7 @@ pub fn max_pool3d(x: &Tensor, opts: &Pool) -> Tensor {
 #[track_caller]
 pub fn max_pool_with_indices(x: &Tensor, dims: usize, opts: &Pool) -> (Tensor, Tensor) {
     let op = "max_pool_with_indices";
+    let _op = OpScope::enter(op);
     let g = Geometry::of(op, dims, x, opts);
     let win = g.windows(x, lowest(x.dtype()));
     let lead = x.ndim() - dims;
@@ -235,7 +237,8 @@ pub fn max_pool_with_indices(x: &Tensor, dims: usize, opts: &Pool) -> (Tensor, T
 }
 
 #[track_caller]
-fn avg_pool_nd(op: &str, dims: usize, x: &Tensor, opts: &Pool) -> Tensor {
+fn avg_pool_nd(op: &'static str, dims: usize, x: &Tensor, opts: &Pool) -> Tensor {
+    let _op = OpScope::enter(op);
     let g = Geometry::of(op, dims, x, opts);
     let axes = window_axes(x, dims);
     let float = x.dtype().to_float();
@@ -272,7 +275,8 @@ pub fn avg_pool3d(x: &Tensor, opts: &Pool) -> Tensor {
     avg_pool_nd("avg_pool3d", 3, x, opts)
 }
 
-/// The inverse of a 2-d max pooling with indices: each value of `x` `[N, C, h, w]` placed at
+/// The inverse of a 2-d max pooling with indices: each value of `x` `[N, C, h, w]` (or `[C, h,
+/// w]`) placed at
 /// its index in a zero plane of `output_size` `[H, W]` (torch's default size when `None`:
 /// `(h - 1) * stride - 2 * padding + kernel`).
 #[track_caller]
@@ -282,6 +286,7 @@ pub fn max_unpool2d(
     opts: &Pool,
     output_size: Option<[usize; 2]>,
 ) -> Tensor {
+    let _op = OpScope::enter("max_unpool2d");
     let xs = x.shape();
     if xs.len() < 3 || indices.shape() != xs {
         panic!(

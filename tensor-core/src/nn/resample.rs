@@ -2,7 +2,7 @@
 //! variable windows) and `interpolate` (nearest, nearest-exact, linear, bilinear, trilinear).
 //! Both are separable, so each axis is a contraction with a constant `[out, in]` matrix.
 
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 
 /// `x` with its axis `axis` contracted with `matrix` (`[out, in]` row-major, `f64` weights):
 /// `y[.., o, ..] = Σ_i matrix[o][i] · x[.., i, ..]`.
@@ -44,7 +44,8 @@ fn adaptive_matrix(inp: usize, out: usize) -> Vec<Vec<f64>> {
         .collect()
 }
 
-fn adaptive_avg_pool_nd(op: &str, x: &Tensor, size: &[usize]) -> Tensor {
+fn adaptive_avg_pool_nd(op: &'static str, x: &Tensor, size: &[usize]) -> Tensor {
+    let _op = OpScope::enter(op);
     let lead = spatial_axes(op, x, size.len(), size);
     size.iter().enumerate().fold(x.clone(), |y, (a, &out)| {
         let inp = x.shape()[lead + a];
@@ -86,6 +87,7 @@ pub enum Mode {
 /// without, their areas do (torch's default).
 #[track_caller]
 pub fn interpolate(x: &Tensor, size: &[usize], mode: Mode, align_corners: bool) -> Tensor {
+    let _op = OpScope::enter("interpolate");
     let lead = spatial_axes("interpolate", x, size.len(), size);
     if align_corners && mode != Mode::Linear {
         panic!("interpolate: align_corners only applies to the linear modes, not {mode:?}");
@@ -105,6 +107,7 @@ pub fn interpolate(x: &Tensor, size: &[usize], mode: Mode, align_corners: bool) 
 /// mapping coordinates by `1 / scale` as torch does when a scale factor is given.
 #[track_caller]
 pub fn interpolate_scale(x: &Tensor, scale: &[f64], mode: Mode, align_corners: bool) -> Tensor {
+    let _op = OpScope::enter("interpolate_scale");
     let lead = x.ndim().saturating_sub(scale.len());
     let size: Vec<usize> = scale
         .iter()

@@ -20,6 +20,7 @@ mod nn;
 mod norms;
 mod op_scope;
 pub(crate) use op_scope::LibraryScope;
+pub(crate) use op_scope::OpScope;
 mod operators;
 mod padding;
 mod pieces;
