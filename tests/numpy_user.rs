@@ -241,9 +241,9 @@ fn numpy_ops_a_port_reaches_for() {
     ints(&parts[0], &[3], &[0, 1, 2]);
     ints(&parts[1], &[4], &[3, 4, 5, 6]);
     ints(&parts[2], &[3], &[7, 8, 9]);
-    let sizes: Vec<usize> = a.chunk(4, 0).iter().map(|p| p.shape()[0]).collect();
+    let sizes: Vec<usize> = a.array_split(4, 0).iter().map(|p| p.shape()[0]).collect();
     assert_eq!(sizes, vec![3, 3, 2, 2]);
-    ints(&a.split(5, 0)[4], &[2], &[8, 9]);
+    ints(&a.array_split(5, 0)[4], &[2], &[8, 9]);
     let m4 = Tensor::arange((1, 17)).reshape(&[4, 4]);
     ints(
         &m4.triu(1),
@@ -575,9 +575,9 @@ fn einsum_names_a_subscript_bound_to_two_sizes() {
 }
 
 #[test]
-#[should_panic(expected = "split: axis 0 of shape [10] does not split into 3 equal sections")]
-fn split_into_unequal_sections_panics_as_numpy_raises() {
-    let _ = Tensor::arange(10).split(3, 0);
+#[should_panic(expected = "split: sizes [3, 3] do not sum to the 10 elements of axis 0 of shape [10]")]
+fn split_into_sizes_that_miss_elements_panics_as_torch_raises() {
+    let _ = Tensor::arange(10).split([3, 3], 0);
 }
 
 #[test]

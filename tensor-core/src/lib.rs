@@ -25,6 +25,6 @@ mod proptests;
 
 pub use tensor::{
     ArangeArgs, At, Dims, Index, IntoAxes, MatrixOrd, Operand, PadMode, ScatterReduce, ShapeError,
-    Tensor,
+    SplitSizes, Tensor,
 };
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

@@ -42,6 +42,7 @@ pub use create::{ArangeArgs, ArangeForm};
 pub use error::ShapeError;
 pub use norms::MatrixOrd;
 pub use padding::PadMode;
+pub use pieces::SplitSizes;
 pub use reduce::{accumulated_reduce, float_accumulator};
 pub use updates::{At, ScatterReduce};
 
