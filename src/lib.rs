@@ -141,6 +141,7 @@ macro_rules! jit {
 pub mod __private;
 
 pub mod datasets;
+pub mod optim;
 pub mod typed;
 
 /// The names most programs need: `use tensor::prelude::*;`.
