@@ -367,7 +367,7 @@ pub mod prelude {
     /// use tensor::prelude::*;
     /// let x = Tensor::arange((1, 7)).reshape(&[2, 3]);
     /// assert_eq!(x.max(None, false).to_vec::<i32>().unwrap(), vec![6]);
-    /// assert_eq!(x.argmin(1, false).to_vec::<i32>().unwrap(), vec![0, 0]);
+    /// assert_eq!(x.argmin(1, false).to_vec::<i64>().unwrap(), vec![0, 0]);
     /// ```
     pub use tensor_core::Tensor;
 

@@ -5,7 +5,7 @@
 
 use super::Tensor;
 use super::broadcast::{IntoAxes, broadcast_uop, cast_uop, const_uop, resolve_axes};
-use super::create::{INDEX_DTYPE, arange_uop};
+use super::create::arange_uop;
 use super::elementwise::{
     add_uop, complement_uop, eq_uop, mul_uop, ne_uop, neg_uop, not_uop, where_uop,
 };
@@ -354,15 +354,16 @@ impl Tensor {
         Tensor::from_uop(not_uop(&max_uop(&u, &axes, keepdim)))
     }
 
-    /// The index (`i32`) of the first maximum over `axes` (of the first NaN if there is one): one
-    /// axis as NumPy's `argmax(axis=)`, `None` for the index into the flattened tensor, several
-    /// axes for the row-major index into the block they span.
+    /// The index (`i64`, as every index an op returns: torch's `argmax`) of the first maximum
+    /// over `axes` (of the first NaN if there is one): one axis as NumPy's `argmax(axis=)`,
+    /// `None` for the index into the flattened tensor, several axes for the row-major index into
+    /// the block they span.
     ///
     /// ```
     /// # use tensor_core::{Tensor, interp::evaluate};
     /// let x = Tensor::from_vec(vec![3, 9, 2, 7, 1, 8], &[2, 3]);
-    /// assert_eq!(evaluate(&x.argmax(1, false).uop()).to_vec::<i32>(), vec![1, 2]);
-    /// assert_eq!(evaluate(&x.argmax(None, false).uop()).to_vec::<i32>(), vec![1]);
+    /// assert_eq!(evaluate(&x.argmax(1, false).uop()).to_vec::<i64>(), vec![1, 2]);
+    /// assert_eq!(evaluate(&x.argmax(None, false).uop()).to_vec::<i64>(), vec![1]);
     /// assert_eq!(evaluate(&x.argmin(0, true).uop()).shape, vec![1, 3]);
     /// ```
     ///
@@ -388,7 +389,7 @@ impl Tensor {
         self.argmax(None, false)
     }
 
-    /// The index (`i32`) of the first minimum over `axes`, as [`Tensor::argmax`].
+    /// The index (`i64`) of the first minimum over `axes`, as [`Tensor::argmax`].
     ///
     /// # Panics
     ///
@@ -436,8 +437,9 @@ impl Tensor {
     }
 }
 
-/// The first index of the maximum of `u` along `axis` (see [`Tensor::argmax`]).
+/// The first index (`i64`) of the maximum of `u` along `axis` (see [`Tensor::argmax`]).
 fn first_max_index(u: &UOp, axis: usize, keepdim: bool) -> UOp {
+    const INDEX: DType = DType::I64;
     let shape = u.shape_vec();
     let n = shape[axis];
     let maxima = broadcast_uop(&max_uop(u, &[axis], true), &shape);
@@ -450,11 +452,11 @@ fn first_max_index(u: &UOp, axis: usize, keepdim: bool) -> UOp {
     let mut along = vec![1; shape.len()];
     along[axis] = n;
     let countdown = add_uop(
-        &neg_uop(&arange_uop(n)),
-        &const_uop(Scalar::Int(n as i64), INDEX_DTYPE, &[n]),
+        &neg_uop(&cast_uop(&arange_uop(n), INDEX)),
+        &const_uop(Scalar::Int(n as i64), INDEX, &[n]),
     );
     let countdown = broadcast_uop(&countdown.reshape(&along), &shape);
-    let zero = const_uop(Scalar::Int(0), INDEX_DTYPE, &shape);
+    let zero = const_uop(Scalar::Int(0), INDEX, &shape);
     let score = reduce_uop(
         &where_uop(&is_max, &countdown, &zero),
         ReduceOp::Max,
@@ -463,6 +465,6 @@ fn first_max_index(u: &UOp, axis: usize, keepdim: bool) -> UOp {
     );
     add_uop(
         &neg_uop(&score),
-        &const_uop(Scalar::Int(n as i64), INDEX_DTYPE, &score.shape_vec()),
+        &const_uop(Scalar::Int(n as i64), INDEX, &score.shape_vec()),
     )
 }
