@@ -140,6 +140,7 @@ macro_rules! jit {
 #[path = "macro_support.rs"]
 pub mod __private;
 
+pub mod checkpoint;
 pub mod datasets;
 pub mod optim;
 pub mod typed;
