@@ -57,6 +57,11 @@ pub fn silu(x: &Tensor) -> Tensor {
     x.mul(x.sigmoid())
 }
 
+/// `x · sigmoid(1.702 x)`, the sigmoid approximation of GELU (CLIP's `QuickGELU`).
+pub fn quick_gelu(x: &Tensor) -> Tensor {
+    x.mul(x.mul(1.702).sigmoid())
+}
+
 /// `x · tanh(softplus(x))`.
 pub fn mish(x: &Tensor) -> Tensor {
     x.mul(softplus(x, 1.0, 20.0).tanh())
