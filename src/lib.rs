@@ -110,7 +110,7 @@ pub use tensor_core::transform::{
     ArgNums, Custom, Func, InAxes, IntoFunc, OutAxes, custom_jvp, custom_vjp, custom_vmap, grad,
     grad_with, hessian, jacfwd, jacrev, jvp, value_and_grad, value_and_grad_with, vjp, vmap,
 };
-pub use tensor_core::{ArangeArgs, IntoAxes, MatrixOrd, RoundingMode, ShapeError};
+pub use tensor_core::{ArangeArgs, Axes, IntoAxes, MatrixOrd, RoundingMode, ShapeError};
 pub use tensor_macros::{
     Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
 };

@@ -24,7 +24,7 @@ pub mod uop;
 mod proptests;
 
 pub use tensor::{
-    ArangeArgs, At, Dims, Index, IntoAxes, MatrixOrd, Operand, PadMode, RoundingMode, ScatterReduce,
-    ShapeError, SplitSizes, Tensor,
+    ArangeArgs, At, Axes, Dims, Index, IntoAxes, IntoStarts, MatrixOrd, Operand, PadMode,
+    RoundingMode, ScatterReduce, ShapeError, SplitSizes, Tensor,
 };
 pub use uop::{Arg, AxisType, DType, Device, Element, Op, ReduceOp, Scalar, Shape, UOp};

@@ -46,9 +46,9 @@ pub use error::ShapeError;
 pub use norms::MatrixOrd;
 pub use padding::PadMode;
 pub use pieces::SplitSizes;
-pub use reduce::{accumulated_reduce, float_accumulator};
+pub use reduce::{Axes, accumulated_reduce, float_accumulator};
 pub use special_math::RoundingMode;
-pub use updates::{At, ScatterReduce};
+pub use updates::{At, IntoStarts, ScatterReduce};
 
 use crate::uop::{DType, Shape, UOp};
 use std::fmt;

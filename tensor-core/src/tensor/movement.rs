@@ -184,7 +184,9 @@ impl Tensor {
         try_broadcast("broadcast", shapes).map_err(|m| ShapeError::new("broadcast", m))
     }
 
-    /// Zeros added `(before, after)` each axis.
+    /// Zeros added `(before, after)` each axis: `pad_mode(pads, PadMode::Constant(0))` for
+    /// non-negative pads. [`Tensor::pad_mode`] is the front door for every mode; this is the
+    /// primitive it is built on, kept under NumPy's default.
     ///
     /// # Panics
     ///
@@ -217,7 +219,9 @@ impl Tensor {
         Tensor::from_uop(self.uop().pad(&begins, &ends))
     }
 
-    /// `value` added `(before, after)` each axis: a zero pad, then `Where` over a padded mask.
+    /// `value` added `(before, after)` each axis: a zero pad, then `Where` over a padded mask;
+    /// `pad_mode(pads, PadMode::Constant(value))` for non-negative pads (see
+    /// [`Tensor::pad_mode`], the front door for every mode).
     ///
     /// # Panics
     ///

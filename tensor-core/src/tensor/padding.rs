@@ -3,6 +3,12 @@
 //! without the edge, as NumPy's and PyTorch's `reflect`), `replicate` (the edge expanded) and
 //! `circular` (the opposite end, wrapped around), each axis joined by `cat`. Negative pads crop
 //! first; `pad_interior` inserts fill values between elements, as JAX's `lax.pad`.
+//!
+//! [`Tensor::pad_mode`] is the one entry point for NumPy's `np.pad(x, pads, mode=)` and torch's
+//! `F.pad(x, pad, mode=, value=)`; `pad` (zeros) and `pad_value` (a constant) are its constant
+//! case for non-negative pads, the primitives it is built on. Unlike torch's `F.pad`, `pads`
+//! lists one `(before, after)` pair per axis from the first axis on, as NumPy does (torch's
+//! flat list starts at the last axis).
 
 use super::Tensor;
 use crate::uop::Scalar;
@@ -25,6 +31,15 @@ pub enum PadMode {
 impl Tensor {
     /// `pads[a] = (before, after)` elements added along each axis `a` by `mode`; a negative
     /// pad removes that many elements from that end instead (first, before any padding).
+    ///
+    /// ```
+    /// # use tensor_core::{PadMode, Tensor, interp::evaluate};
+    /// let x = Tensor::from_vec(vec![1, 2, 3], &[3]);
+    /// let reflect = x.pad_mode(&[(2, 1)], PadMode::Reflect);      // np.pad(x, (2, 1), "reflect")
+    /// assert_eq!(evaluate(&reflect.uop()).to_vec::<i32>(), vec![3, 2, 1, 2, 3, 2]);
+    /// let seven = x.pad_mode(&[(1, 0)], PadMode::Constant(7.into()));
+    /// assert_eq!(evaluate(&seven.uop()).to_vec::<i32>(), vec![7, 1, 2, 3]);
+    /// ```
     ///
     /// # Panics
     ///

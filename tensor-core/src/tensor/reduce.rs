@@ -4,12 +4,57 @@
 //! a max, as tinygrad does.
 
 use super::Tensor;
-use super::broadcast::{IntoAxes, broadcast_uop, cast_uop, const_uop, resolve_axes};
+use super::broadcast::{Dims, IntoAxes, broadcast_uop, cast_uop, const_uop, resolve_axes};
 use super::create::arange_uop;
 use super::elementwise::{
     add_uop, complement_uop, eq_uop, mul_uop, ne_uop, neg_uop, not_uop, where_uop,
 };
 use crate::uop::{DType, Op, ReduceOp, Scalar, UOp};
+
+/// An optional list of axes as one argument: what a caller holding `Option<&[isize]>` (a
+/// function parameter, a config field, NumPy's `axis=None` passed through) gives any reduction
+/// without matching on it. `None` is every axis, `Some(list)` those axes, `Some(axis)` one.
+/// (A bare `None` or axis literal needs no `Axes`: see [`IntoAxes`].)
+///
+/// ```
+/// # use tensor_core::{Axes, Tensor};
+/// fn total(x: &Tensor, axes: Option<&[isize]>) -> Tensor {
+///     x.sum(Axes::from(axes), false)                        // np.sum(x, axis=axes)
+/// }
+/// let x = Tensor::ones(&[2, 3], tensor_core::DType::F32);
+/// assert_eq!(total(&x, None).shape(), Vec::<usize>::new());
+/// assert_eq!(total(&x, Some(&[1])).shape(), vec![2]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Axes(Result<Option<Vec<isize>>, String>);
+
+impl IntoAxes for Axes {
+    fn into_axes(self) -> Result<Option<Vec<isize>>, String> {
+        self.0
+    }
+}
+
+impl<D: Dims + ?Sized> From<Option<&D>> for Axes {
+    fn from(axes: Option<&D>) -> Axes {
+        Axes(axes.map(Dims::to_dims).transpose())
+    }
+}
+
+macro_rules! impl_axes_from_optional_int {
+    ($($t:ty),*) => {$(
+        impl From<Option<$t>> for Axes {
+            fn from(axis: Option<$t>) -> Axes {
+                Axes(axis.map(|a| [a].to_dims()).transpose())
+            }
+        }
+        impl From<Option<Vec<$t>>> for Axes {
+            fn from(axes: Option<Vec<$t>>) -> Axes {
+                Axes(axes.map(|a| a.to_dims()).transpose())
+            }
+        }
+    )*};
+}
+impl_axes_from_optional_int!(i32, i64, isize, usize);
 
 /// The dtype sums and products accumulate in: bools and narrow ints widen (to `i32`, or `u32`
 /// for unsigned), as JAX does; wider types keep their dtype.

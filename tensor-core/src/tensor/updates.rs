@@ -4,12 +4,87 @@
 //! assigns (the last of repeated indices wins), `scatter_reduce` sums, multiplies, averages or
 //! takes the extremes (with or without the old value, as PyTorch's `include_self`), `at` is
 //! JAX's `x.at[i].set/add/mul/min/max`, and `dynamic_slice`/`dynamic_update_slice` take
-//! their offsets as tensors (clamped so the window fits, as in JAX). Gradients follow from the
-//! masks. Negative indices count from the end; indices outside the axis update nothing.
+//! their offsets as a tensor or as plain integers (clamped so the window fits, as in JAX).
+//! `scatter` and `at` take a scalar value as well as a tensor (torch's `scatter(dim, index,
+//! value)`, JAX's `x.at[i].set(0.0)`). Gradients follow from the masks. Negative indices count
+//! from the end; indices outside the axis update nothing.
 
 use super::Tensor;
-use super::broadcast::normalize_axis;
+use super::broadcast::{Operand, normalize_axis};
+use super::value::operand_uop;
 use crate::uop::{DType, Scalar};
+
+/// The start offsets of [`Tensor::dynamic_slice`] and [`Tensor::dynamic_update_slice`], one per
+/// axis: a 1-D integer tensor (values computed in the graph), or integers (`[1, 0]`, `&starts`,
+/// a `Vec`), as JAX's `start_indices`; or 0-d integer tensors, one per axis (`&[i, j]`).
+pub trait IntoStarts {
+    /// The starts as a 1-D tensor.
+    fn into_starts(self) -> Tensor;
+}
+
+impl IntoStarts for &Tensor {
+    fn into_starts(self) -> Tensor {
+        self.clone()
+    }
+}
+
+impl IntoStarts for Tensor {
+    fn into_starts(self) -> Tensor {
+        self
+    }
+}
+
+impl IntoStarts for &[Tensor] {
+    /// 0-d integer tensors stacked into one `i64` vector (a non-0-d one is refused by the op,
+    /// which sees a tensor of the wrong shape).
+    fn into_starts(self) -> Tensor {
+        if self.is_empty() {
+            return Tensor::from_vec(Vec::<i64>::new(), &[0]);
+        }
+        let scalars: Vec<Tensor> = self.iter().map(|t| t.cast(DType::I64)).collect();
+        Tensor::stack(&scalars, 0)
+    }
+}
+
+impl<const N: usize> IntoStarts for &[Tensor; N] {
+    fn into_starts(self) -> Tensor {
+        self.as_slice().into_starts()
+    }
+}
+
+macro_rules! impl_into_starts_for_ints {
+    ($($t:ty),*) => {$(
+        impl IntoStarts for &[$t] {
+            #[allow(clippy::cast_possible_wrap)]
+            fn into_starts(self) -> Tensor {
+                // An offset past i64's range is clamped as any offset past the axis is.
+                let v: Vec<i64> = self.iter().map(|&s| i64::try_from(s).unwrap_or(i64::MAX)).collect();
+                Tensor::from_vec(v, &[self.len()])
+            }
+        }
+        impl<const N: usize> IntoStarts for [$t; N] {
+            fn into_starts(self) -> Tensor {
+                self.as_slice().into_starts()
+            }
+        }
+        impl<const N: usize> IntoStarts for &[$t; N] {
+            fn into_starts(self) -> Tensor {
+                self.as_slice().into_starts()
+            }
+        }
+        impl IntoStarts for Vec<$t> {
+            fn into_starts(self) -> Tensor {
+                self.as_slice().into_starts()
+            }
+        }
+        impl IntoStarts for &Vec<$t> {
+            fn into_starts(self) -> Tensor {
+                self.as_slice().into_starts()
+            }
+        }
+    )*};
+}
+impl_into_starts_for_ints!(i32, i64, isize, usize);
 
 /// How [`Tensor::scatter_reduce`] combines the values sent to one position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,16 +115,29 @@ impl Tensor {
     /// PyTorch's `scatter` (assign): a copy of `self` with `self[.., index[.., j, ..], ..] =
     /// src[.., j, ..]` along `axis`. `index` has as many axes as `self`, is no longer than
     /// `src` on any axis and than `self` off `axis` (the leading part of `src` is used).
-    /// Where an index repeats, the last entry along `axis` wins.
+    /// Where an index repeats, the last entry along `axis` wins. A scalar `src` is written at
+    /// every position the index names, as torch's `scatter(dim, index, value)`.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::zeros(&[2, 3], tensor_core::DType::F32);
+    /// let index = Tensor::from_vec(vec![2i64, 0], &[2, 1]);
+    /// let y = x.scatter(1, &index, 5.0);                 // torch: x.scatter(1, index, 5.0)
+    /// assert_eq!(evaluate(&y.uop()).to_vec::<f32>(), vec![0.0, 0.0, 5.0, 5.0, 0.0, 0.0]);
+    /// ```
     ///
     /// # Panics
     ///
     /// On an axis out of range, an index that is not of an integer type, or index and source shapes
     /// that do not fit as described.
     #[track_caller]
-    pub fn scatter(&self, axis: isize, index: &Tensor, src: &Tensor) -> Tensor {
+    pub fn scatter(&self, axis: isize, index: &Tensor, src: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("scatter");
-        let t = self.scatter_table("scatter", axis, index, src);
+        let src = match src.into() {
+            Operand::Tensor(t) => t,
+            Operand::Scalar(v) => Tensor::from_uop(operand_uop(v, self.dtype(), &index.shape())),
+        };
+        let t = self.scatter_table("scatter", axis, index, &src);
         let n = t.hit.shape()[t.ax + 1];
         let entry = entry_positions(n, t.hit.ndim(), t.ax + 1);
         let last = t.hit.where_(&entry, -1i64).max(t.ax as isize + 1, true);
@@ -129,17 +217,24 @@ impl Tensor {
         }
     }
 
-    /// The window of `sizes` starting at `starts` (a 1-D integer tensor, one per axis), as
-    /// JAX's `lax.dynamic_slice`: a negative start counts from the end, and each start is
-    /// clamped so the window fits.
+    /// The window of `sizes` starting at `starts` (one per axis: a 1-D integer tensor, integers,
+    /// or 0-d tensors, see [`IntoStarts`]), as JAX's `lax.dynamic_slice`: a negative start counts
+    /// from the end, and each start is clamped so the window fits.
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::arange(6).reshape(&[2, 3]);
+    /// let w = x.dynamic_slice([1, 5], &[1, 2]);        // lax.dynamic_slice(x, (1, 5), (1, 2))
+    /// assert_eq!(evaluate(&w.uop()).to_vec::<i32>(), vec![4, 5]);
+    /// ```
     ///
     /// # Panics
     ///
-    /// When `starts` is not a 1-D integer tensor with one entry per axis, or the window does not
-    /// fit the shape.
+    /// When `starts` is not one integer per axis, or the window does not fit the shape.
     #[track_caller]
-    pub fn dynamic_slice(&self, starts: &Tensor, sizes: &[usize]) -> Tensor {
+    pub fn dynamic_slice(&self, starts: impl IntoStarts, sizes: &[usize]) -> Tensor {
         let _op = super::op_scope::OpScope::enter("dynamic_slice");
+        let starts = &starts.into_starts();
         let shape = self.shape();
         check_window("dynamic_slice", &shape, starts, sizes);
         let mut out = self.clone();
@@ -151,16 +246,24 @@ impl Tensor {
         out
     }
 
-    /// `self` with `update` written at `starts` (a 1-D integer tensor, one per axis), as JAX's
-    /// `lax.dynamic_update_slice`: starts as in [`Tensor::dynamic_slice`].
+    /// `self` with `update` written at `starts` (one per axis: a 1-D integer tensor, integers,
+    /// or 0-d tensors), as JAX's `lax.dynamic_update_slice`: starts as in
+    /// [`Tensor::dynamic_slice`].
+    ///
+    /// ```
+    /// # use tensor_core::{Tensor, interp::evaluate};
+    /// let x = Tensor::zeros(&[4], tensor_core::DType::I32);
+    /// let y = x.dynamic_update_slice(&Tensor::from_vec(vec![7, 8], &[2]), [1]);
+    /// assert_eq!(evaluate(&y.uop()).to_vec::<i32>(), vec![0, 7, 8, 0]);
+    /// ```
     ///
     /// # Panics
     ///
-    /// When `starts` is not a 1-D integer tensor with one entry per axis, or `update` does not fit
-    /// inside `self`.
+    /// When `starts` is not one integer per axis, or `update` does not fit inside `self`.
     #[track_caller]
-    pub fn dynamic_update_slice(&self, update: &Tensor, starts: &Tensor) -> Tensor {
+    pub fn dynamic_update_slice(&self, update: &Tensor, starts: impl IntoStarts) -> Tensor {
         let _op = super::op_scope::OpScope::enter("dynamic_update_slice");
+        let starts = &starts.into_starts();
         let shape = self.shape();
         let sizes = update.shape();
         check_window("dynamic_update_slice", &shape, starts, &sizes);
@@ -237,7 +340,8 @@ impl At {
         self.x.take(&self.index, 0)
     }
 
-    /// The rows set to `values` (broadcast to `index.shape + x.shape[1..]`); for a repeated
+    /// The rows set to `values` (a scalar, or a tensor broadcast to `index.shape +
+    /// x.shape[1..]`); for a repeated
     /// index the last value wins.
     ///
     /// # Panics
@@ -245,9 +349,9 @@ impl At {
     /// On a 0-d `x`, or when `values` does not broadcast to `index.shape + x.shape[1..]`, or the
     /// index is not of an integer type.
     #[track_caller]
-    pub fn set(&self, values: &Tensor) -> Tensor {
+    pub fn set(&self, values: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("set");
-        let (idx, v) = self.entries(values);
+        let (idx, v) = self.entries(values.into());
         self.x.scatter(0, &idx, &v)
     }
 
@@ -257,9 +361,9 @@ impl At {
     ///
     /// As [`At::set`] does.
     #[track_caller]
-    pub fn add(&self, values: &Tensor) -> Tensor {
+    pub fn add(&self, values: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("add");
-        self.reduce(values, ScatterReduce::Sum)
+        self.reduce(values.into(), ScatterReduce::Sum)
     }
 
     /// The rows times `values`.
@@ -268,9 +372,9 @@ impl At {
     ///
     /// As [`At::set`] does.
     #[track_caller]
-    pub fn mul(&self, values: &Tensor) -> Tensor {
+    pub fn mul(&self, values: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("mul");
-        self.reduce(values, ScatterReduce::Prod)
+        self.reduce(values.into(), ScatterReduce::Prod)
     }
 
     /// The rows' minimum with `values`.
@@ -279,9 +383,9 @@ impl At {
     ///
     /// As [`At::set`] does.
     #[track_caller]
-    pub fn min(&self, values: &Tensor) -> Tensor {
+    pub fn min(&self, values: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("min");
-        self.reduce(values, ScatterReduce::Amin)
+        self.reduce(values.into(), ScatterReduce::Amin)
     }
 
     /// The rows' maximum with `values`.
@@ -290,24 +394,29 @@ impl At {
     ///
     /// As [`At::set`] does.
     #[track_caller]
-    pub fn max(&self, values: &Tensor) -> Tensor {
+    pub fn max(&self, values: impl Into<Operand>) -> Tensor {
         let _op = super::op_scope::OpScope::enter("max");
-        self.reduce(values, ScatterReduce::Amax)
+        self.reduce(values.into(), ScatterReduce::Amax)
     }
 
     #[track_caller]
-    fn reduce(&self, values: &Tensor, how: ScatterReduce) -> Tensor {
+    fn reduce(&self, values: Operand, how: ScatterReduce) -> Tensor {
         let (idx, v) = self.entries(values);
         self.x.scatter_reduce(0, &idx, &v, how, true)
     }
 
-    /// The flattened index broadcast over the rows, and the values shaped to match.
+    /// The flattened index broadcast over the rows, and the values (a scalar: a 0-d tensor of
+    /// `x`'s dtype) shaped to match.
     #[track_caller]
-    fn entries(&self, values: &Tensor) -> (Tensor, Tensor) {
+    fn entries(&self, values: Operand) -> (Tensor, Tensor) {
         let shape = self.x.shape();
         if shape.is_empty() {
             panic!("at: a 0-d tensor has no rows to index");
         }
+        let values = match values {
+            Operand::Tensor(t) => t,
+            Operand::Scalar(v) => Tensor::from_uop(operand_uop(v, self.x.dtype(), &[])),
+        };
         let m = self.index.numel();
         let rest = &shape[1..];
         let target: Vec<usize> = [self.index.shape().as_slice(), rest].concat();
