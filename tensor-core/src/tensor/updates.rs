@@ -55,7 +55,6 @@ impl<const N: usize> IntoStarts for &[Tensor; N] {
 macro_rules! impl_into_starts_for_ints {
     ($($t:ty),*) => {$(
         impl IntoStarts for &[$t] {
-            #[allow(clippy::cast_possible_wrap)]
             fn into_starts(self) -> Tensor {
                 // An offset past i64's range is clamped as any offset past the axis is.
                 let v: Vec<i64> = self.iter().map(|&s| i64::try_from(s).unwrap_or(i64::MAX)).collect();
