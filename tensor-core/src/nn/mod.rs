@@ -20,6 +20,7 @@
 //! | `loss` | `cross_entropy`, `nll_loss`, BCE, regression losses, `kl_div` |
 //! | `layers` | `linear`, `embedding`, `dropout`, `scaled_dot_product_attention` |
 //! | `unbatched` | torch's unbatched forms (one sample, no batch axis) through the batched path |
+//! | `recurrent` | `rnn`, `gru`, `lstm` and their cells, PyTorch's weights and layouts |
 
 mod activation;
 mod conv;
@@ -27,6 +28,7 @@ mod layers;
 mod loss;
 mod norm;
 mod pool;
+mod recurrent;
 mod resample;
 mod unbatched;
 mod windows;
@@ -37,5 +39,6 @@ pub use layers::*;
 pub use loss::*;
 pub use norm::*;
 pub use pool::*;
+pub use recurrent::*;
 pub use resample::*;
 pub use windows::{Padding, Spatial, windows, windows_taps_first};

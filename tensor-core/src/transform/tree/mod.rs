@@ -10,6 +10,7 @@
 
 pub mod def;
 pub mod jacobian;
+pub mod layers;
 pub mod ops;
 pub mod prefix;
 
