@@ -1,7 +1,8 @@
 //! The progress of a cold compile on stderr (`TENSOR_PROGRESS`): each test runs a small
 //! graph in a child process (this test binary again) with an empty kernel cache, so its
 //! kernels are compiled, and reads what the child wrote to stderr. The child's stderr is a
-//! pipe, so the progress comes as plain lines.
+//! pipe, so the progress comes as plain lines. The progress is the C compiler's, so the child
+//! computes on the CPU whatever `DEVICE` the suite runs with.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -20,6 +21,7 @@ fn child_run(tensor_progress: &str) -> (String, bool) {
         .env(CHILD, "1")
         .env("TENSOR_CACHE_DIR", &cache)
         .env("TENSOR_PROGRESS", tensor_progress)
+        .env("DEVICE", "CPU")
         .env_remove("DEBUG")
         .output()
         .unwrap();

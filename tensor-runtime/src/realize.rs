@@ -90,6 +90,7 @@ fn env_settings() -> &'static EnvSettings {
             ),
             switch_setting("NOOPT", &noopt, "0 or 1"),
             plan_cache_size_from_env().err(),
+            crate::cpu::malformed_setting(),
         ];
         EnvSettings {
             debug: debug.and_then(|v| v.trim().parse().ok()).unwrap_or(0),
@@ -101,8 +102,8 @@ fn env_settings() -> &'static EnvSettings {
 }
 
 /// Ok unless one of the settings a realize reads (`DEBUG`, `NOOPT`,
-/// `TENSOR_PLAN_CACHE_SIZE`) is malformed: then that error, at every realize, wherever the
-/// graph runs.
+/// `TENSOR_PLAN_CACHE_SIZE`) or the CPU device reads is malformed: then that error, at every
+/// realize, wherever the graph runs (a GPU's graphs also run host parts on the CPU).
 pub(crate) fn settings_are_valid() -> Result<()> {
     match &env_settings().malformed {
         Some(error) => Err(error.duplicate()),

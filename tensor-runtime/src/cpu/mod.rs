@@ -143,6 +143,20 @@ impl CpuConfig {
     }
 }
 
+/// The first malformed setting of the CPU device (`THREADS`, `TENSOR_COMPILE_TIMEOUT`,
+/// `TENSOR_PROGRAM_CACHE_SIZE`, `TENSOR_CACHE_MAX_BYTES`, `BEAM`, `TENSOR_PROGRESS`), read
+/// without side effects, so a realize refuses it whichever device the graph runs on.
+pub(crate) fn malformed_setting() -> Option<RuntimeError> {
+    let threads = std::env::var("THREADS").ok();
+    threads_setting(threads, available_cores())
+        .err()
+        .or_else(|| compile_timeout_from_env().err())
+        .or_else(|| program_cache_size_from_env().err())
+        .or_else(|| cache_max_bytes_from_env().err())
+        .or_else(|| beam::beam_width_from_env().err())
+        .or_else(|| progress_setting_from_env().err())
+}
+
 /// `$TENSOR_PROGRAM_CACHE_SIZE` if set, else [`DEFAULT_PROGRAM_CACHE_SIZE`].
 fn program_cache_size_from_env() -> Result<usize> {
     let value = std::env::var("TENSOR_PROGRAM_CACHE_SIZE").ok();

@@ -45,9 +45,11 @@ pub fn nvrtc_available() -> Result<()> {
     if let Some(path) = std::env::var_os("TENSOR_NVRTC") {
         load_configured(&PathBuf::from(path))?;
     }
+    // First, by our own load: cudarc's loads resolve every symbol and panic on a missing one.
+    nvrtc_found_is_cuda_12()?;
     // SAFETY: loads (and drops) the shared library by name; no symbol of it is called.
     if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        nvrtc_found_is_cuda_12()
+        Ok(())
     } else {
         Err(RuntimeError::DeviceUnavailable(format!(
             "NVRTC (libnvrtc.so.12) could not be loaded from the library path; {SETUP_HINT}"
