@@ -8,13 +8,14 @@
 //!   `asinh`/`acosh`/`atanh` through `log1p`), with `e^(|x|/2)²/2` and `log(2|x|)` branches
 //!   where `e^x` or `x²` would overflow before the result does;
 //! - `lgamma` and `digamma`: the Stirling and asymptotic series at `x ≥ 10`, a shift by 10 below
-//!   it and the reflection formula for negative `x` (with `sin πx` reduced to `|πr| ≤ π/2`);
+//!   it and the reflection formula for negative `x` (with `sin πx` reduced to `|πr| ≤ π/2`),
+//!   in `f64` for every float type (the shift cancels near the zeros of `lgamma`);
 //! - `log10`, `frac`, `lerp` (torch's two-sided formula), `div_rounding` (torch's
 //!   `div(rounding_mode=...)`) and `masked_fill` (the fill a run-time value, see `value.rs`).
 //!
 //! Where a composition's own derivative would be inaccurate (Kahan's quotient differentiates
 //! into a cancellation), the result carries the derivatives of a plain formula instead: see
-//! [`with_derivatives_of`].
+//! `with_derivatives_of`.
 
 use super::Tensor;
 use super::broadcast::{Operand, broadcast_shapes};
@@ -86,6 +87,13 @@ fn opmath(x: &Tensor, f: impl FnOnce(Tensor) -> Tensor) -> Tensor {
         d => d,
     };
     f(x.cast(wide)).cast(out)
+}
+
+/// `f` of `x` computed in `f64`, the result cast back to `x`'s float type: for `lgamma` and
+/// `digamma`, whose shifted series cancel (`lgamma(y) = lgamma(y + 10) - ln(y ⋯ (y + 9))`
+/// near its zeros at 1 and 2), so that narrower floats get the `f64` result rounded once.
+fn in_f64(x: &Tensor, f: impl FnOnce(Tensor) -> Tensor) -> Tensor {
+    f(x.cast(DType::F64)).cast(x.dtype().to_float())
 }
 
 /// An operand the user passed as a tensor: a float scalar a run-time value (see
@@ -300,12 +308,13 @@ impl Tensor {
 
     /// `ln|Γ(x)|` (`torch.lgamma`, `scipy.special.gammaln`): `inf` at `0`, the negative
     /// integers and `±inf`. Stirling's series for `x ≥ 10` and a shift by 10 below;
-    /// `ln π - ln|sin πx| - lgamma(1 - x)` for negative `x`. Within about `1e-13` (`f64`) or
-    /// `2e-6` (`f32`) of SciPy, relative above 1 and absolute below; its derivative is the
-    /// derivative of those formulas (digamma, to the same accuracy).
+    /// `ln π - ln|sin πx| - lgamma(1 - x)` for negative `x`; computed in `f64` whatever the
+    /// float type (the shift cancels near the zeros at 1 and 2). Within about `1e-14` of SciPy
+    /// in `f64`, relative above 1 and absolute below, and to the last bit or so in `f32`; its
+    /// derivative is the derivative of those formulas (digamma, to the same accuracy).
     pub fn lgamma(&self) -> Tensor {
         let _op = super::op_scope::OpScope::enter("lgamma");
-        opmath(self, |x| {
+        in_f64(self, |x| {
             let negative = x.lt(0.0);
             let y = negative.where_(1.0 - &x, &x);
             let core = lgamma_positive(&y);
@@ -319,12 +328,12 @@ impl Tensor {
 
     /// The digamma function `ψ(x) = Γ'(x)/Γ(x)` (`torch.digamma`, `scipy.special.psi`): the
     /// asymptotic series for `x ≥ 10`, a shift by 10 below, `ψ(1 - x) - π / tan(πx)` for
-    /// negative `x`. As torch: `ψ(±0) = ∓inf`, NaN at the negative integers and `-inf`.
-    /// Within about `1e-13` (`f64`) or `2e-6` (`f32`) of SciPy, relative above 1 and absolute
-    /// below.
+    /// negative `x`, computed in `f64` whatever the float type. As torch: `ψ(±0) = ∓inf`, NaN
+    /// at the negative integers and `-inf`. Within about `1e-14` of SciPy in `f64`, relative
+    /// above 1 and absolute below, and to the last bit or so in `f32`.
     pub fn digamma(&self) -> Tensor {
         let _op = super::op_scope::OpScope::enter("digamma");
-        opmath(self, |x| {
+        in_f64(self, |x| {
             let negative = x.lt(0.0);
             let y = negative.where_(1.0 - &x, &x);
             let core = digamma_positive(&y);
