@@ -9,7 +9,7 @@ mod common;
 
 use common::{allclose, interpreted, max_abs_diff, panic_message, ramp};
 use tensor::core::transform::{VmapMethod, vmap_with};
-use tensor::nn::{self, ClassLoss, Conv, ConvTranspose, Pool, Reduction, Target};
+use tensor::nn::{self, Attention, ClassLoss, Conv, ConvTranspose, Pool, Reduction, Target};
 use tensor::prelude::*;
 
 /// Fails unless `one` (a function of one sample) equals `batched` on a batch of one with its
@@ -141,6 +141,10 @@ fn layers_of_one_sample_equal_a_batch_of_one() {
         .padding(1)
         .output_padding(1);
     let pool = Pool::new(2).stride(1).padding(1);
+    let causal = Attention {
+        causal: true,
+        ..Attention::default()
+    };
     let (x1, x2, x3) = (
         ramp(&[4, 9], 2.0),
         ramp(&[4, 6, 5], 2.0),
@@ -186,7 +190,35 @@ fn layers_of_one_sample_equal_a_batch_of_one() {
             &x2,
             Box::new(|x| nn::conv_transpose2d(x, &w2.transpose(0, 1), None, &transposed)),
         ),
+        (
+            "conv_transpose3d",
+            &x3,
+            Box::new(|x| {
+                nn::conv_transpose3d(x, &w3.transpose(0, 1), None, &ConvTranspose::default())
+            }),
+        ),
         ("max_pool1d", &x1, Box::new(|x| nn::max_pool1d(x, &pool))),
+        ("avg_pool1d", &x1, Box::new(|x| nn::avg_pool1d(x, &pool))),
+        (
+            "avg_pool3d",
+            &x3,
+            Box::new(|x| nn::avg_pool3d(x, &Pool::new(2))),
+        ),
+        (
+            "adaptive_avg_pool1d",
+            &x1,
+            Box::new(|x| nn::adaptive_avg_pool1d(x, 4)),
+        ),
+        (
+            "adaptive_avg_pool3d",
+            &x3,
+            Box::new(|x| nn::adaptive_avg_pool3d(x, [2, 2, 3])),
+        ),
+        (
+            "scaled_dot_product_attention",
+            &x1,
+            Box::new(|x| nn::scaled_dot_product_attention(x, x, x, &causal)),
+        ),
         ("max_pool2d", &x2, Box::new(|x| nn::max_pool2d(x, &pool))),
         ("avg_pool2d", &x2, Box::new(|x| nn::avg_pool2d(x, &pool))),
         (
