@@ -73,6 +73,19 @@ fn poly_chain(x: &Tensor) -> Tensor {
     ((x * 2.0 + 1.0) * x - 3.0) * 0.5 + x
 }
 
+/// [`exp2_chain`] with its scalars as code (`Tensor::constant`) instead of values bound at
+/// run time: the difference is what reading the values costs each thread.
+fn exp2_chain_code(x: &Tensor) -> Tensor {
+    let c = Tensor::constant;
+    ((x * &c(2.0f32) + 1.0).exp2() * x).sqrt() * &c(0.5f32)
+}
+
+/// [`poly_chain`] with its scalars as code.
+fn poly_chain_code(x: &Tensor) -> Tensor {
+    let c = Tensor::constant;
+    ((x * &c(2.0f32) + 1.0) * x - &c(3.0f32)) * &c(0.5f32) + x
+}
+
 /// The largest difference between `ours` and `reference`, relative to the reference's
 /// largest magnitude.
 fn relative_error(ours: &[f32], reference: &[f32]) -> f64 {
@@ -248,6 +261,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             exp2_chain as fn(&Tensor) -> Tensor,
         ),
         ("((x*2+1)*x-3)*0.5+x", "poly_chain", poly_chain),
+        ("  exp2 chain, scalars as code", "-", exp2_chain_code),
+        ("  arithmetic chain, scalars as code", "-", poly_chain_code),
     ] {
         let t = ms(median(21, || {
             f(&x).realize().expect("the chain runs");
