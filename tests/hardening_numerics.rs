@@ -536,3 +536,23 @@ fn arange_refuses_nan_and_infinite_bounds_and_huge_unsigned_stops() {
     let top = Tensor::arange((i64::MAX - 2, i64::MAX));
     assert_ints("arange near i64::MAX", &top, &[i64::MAX - 2, i64::MAX - 1]);
 }
+
+/// Float sums round at every step as written, compiled or interpreted: `(x + 1) - 1` of a
+/// tiny `x` is 0 in `f32` (as NumPy's `np.float32(1e-10) + 1 - 1`), and a compensated sum
+/// keeps the low part that reassociation would fold away.
+#[test]
+fn float_sums_are_never_reassociated() {
+    let x = f32s(&[1e-10, -3e-9, 0.25]);
+    let round_trip = (&x + 1.0) - 1.0;
+    assert_eq!(values(&round_trip), vec![0.0, 0.0, 0.25]);
+    assert_eq!(values(&round_trip), interpreted(&round_trip));
+    // Two-sum of a + b: the rounding error e = b - ((a + b) - a) is what the sum lost.
+    let a = f32s(&[1.0, 1e8]);
+    let b = f32s(&[1e-9, 3.0]);
+    let s = &a + &b;
+    let e = &b - &(&s - &a);
+    assert_eq!(values(&e), vec![1e-9f32 as f64, 3.0]);
+    // Scalings by a power of two still merge (exactly): the value is the unmerged one.
+    let scaled = (&x * 0.5) * 4.0;
+    assert_eq!(values(&scaled), interpreted(&scaled));
+}

@@ -26,7 +26,8 @@
 //!    validity gates), and a realized operand or a `Buffer` becomes a `Load` through
 //!    `Address(DefineGlobal(slot), flat)`. The index arithmetic is folded as it is built
 //!    ([`index`]) and every finished AST goes through the kernel rule table ([`simplify`]:
-//!    the `symbolic` rules plus float constant reassociation).
+//!    the `symbolic` rules plus exact merges of power-of-two scalings; float sums are never
+//!    reassociated).
 //! 5. **Range merging** ([`merge`]): in each final kernel, two nested ranges that every index
 //!    walks as one flat range (`B·a + b`) become one range, so a convolution's `24 x 24`
 //!    positions are one axis of 576 and its `(c, ky, kx)` reduce one of 288.

@@ -1,19 +1,20 @@
-//! The rule table applied to every kernel AST: the `symbolic` rules, the reassociation of
-//! chained float constants that `symbolic` leaves alone because it is not exact, the
-//! collapse of a sum over a range that only one value of the range contributes to, and a
-//! gated load's offset simplified for the range values its gate allows.
+//! The rule table applied to every kernel AST: the `symbolic` rules, the merging of chained
+//! float scalings by a power of two (exact), the collapse of a sum over a range that only one
+//! value of the range contributes to, and a gated load's offset simplified for the range
+//! values its gate allows.
 //!
 //! ```text
-//! (x + c1) + c2  =>  x + (c1 + c2)      float dtypes
-//! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes
+//! (x * c1) * c2  =>  x * (c1 * c2)      float dtypes, c1 or c2 a power of two
 //! reduce_{r < 0} v  =>  identity of the reduce
 //! Σ_r where(r == g, v(r), 0)  =>  where(0 <= g < n, v(g), 0)      (see `collapse`)
 //! Address(buf, flat, true)  =>  Address(buf, flat)
 //! Address(buf, flat(r), c < r ∧ ..)  =>  Address(buf, flat simplified for r > c)   (see `gated_offset`)
 //! ```
 //!
-//! Like tinygrad's scheduler (and C compilers under fast-math), a kernel folds `(a + 4) + 3`
-//! into `a + 7`; the result may differ from the unfused graph in the last bit.
+//! Float sums are never reassociated: `(x + 1) - 1` is not `x` for a tiny `x`, and
+//! compensated arithmetic (Kahan's `log1p`, two-sums, rounding by adding `1.5·2^23`) depends
+//! on the rounding each step does. A product by a power of two is exact, so merging one into
+//! another scaling changes no value (short of an intermediate overflow or underflow).
 
 use super::collapse::collapse_reduce;
 use super::gated_offset::offset_within_gate;
@@ -76,11 +77,8 @@ fn kernel_rules() -> &'static PatternMatcher<()> {
         let mut rules = symbolic().clone();
         rules.extend(
             &PatternMatcher::new()
-                .rule(((x() + c1()) + c2()).dtypes(FLOATS), |m, _| {
-                    merge_constants(m, Op::Add)
-                })
                 .rule(((x() * c1()) * c2()).dtypes(FLOATS), |m, _| {
-                    merge_constants(m, Op::Mul)
+                    merge_scalings(m)
                 })
                 .rule(UPat::op(Op::Reduce), |m, _| empty_reduce(m.root()))
                 .rule(UPat::op(Op::Reduce), |m, _| collapse_reduce(m.root()))
@@ -111,12 +109,18 @@ fn drop_true_gate(index: &UOp) -> Option<UOp> {
         .then(|| index.with_src(index.src()[..2].to_vec()))
 }
 
-fn merge_constants(m: &Captures, op: Op) -> Option<UOp> {
+/// `(x * c1) * c2  =>  x * (c1 * c2)` when `c1` or `c2` is a power of two, so the merged
+/// scaling rounds exactly as the two did.
+fn merge_scalings(m: &Captures) -> Option<UOp> {
     let dtype = m.root().dtype();
     let (a, b) = (m["c1"].const_value()?, m["c2"].const_value()?);
-    let folded = exec(op, dtype, &[a, b]);
+    let power_of_two = |v: f64| v.is_normal() && v.to_bits() & ((1u64 << 52) - 1) == 0;
+    if !power_of_two(a.as_f64()) && !power_of_two(b.as_f64()) {
+        return None;
+    }
+    let folded = exec(Op::Mul, dtype, &[a, b]);
     Some(UOp::alu(
-        op,
+        Op::Mul,
         vec![m["x"].clone(), UOp::constant(folded, dtype)],
     ))
 }

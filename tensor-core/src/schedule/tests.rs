@@ -119,7 +119,11 @@ fn fuses_elementwise_chain_into_one_kernel() {
         .filter(|u| u.op() == Op::Const && u.dtype() == DType::F32)
         .filter_map(|u| u.const_value().map(|v| v.as_f64()))
         .collect();
-    assert_eq!(constants, vec![7.0], "4 and 3 fold into one 7");
+    assert_eq!(
+        constants,
+        vec![4.0, 3.0],
+        "float sums are not reassociated: (a + 4) + 3 rounds twice"
+    );
     assert_eq!(schedule.items[0].buffers.len(), 2);
     let want: Vec<f32> = data.iter().map(|x| x + 4.0 + 3.0).collect();
     assert_close(&values[0], &want);

@@ -199,12 +199,9 @@ impl Tensor {
     pub fn log1p(&self) -> Tensor {
         let _op = super::op_scope::OpScope::enter("log1p");
         opmath(self, |x| {
-            // The kernel rules fold `(x + 1) - 1` into `x` (float constants reassociate, as
-            // under fast-math), which would undo the trick: the one added is not a constant.
-            let one = x.isnan().where_(f64::NAN, 1.0);
-            let u = &x + &one;
+            let u = &x + 1.0;
             let plain = u.log();
-            let kahan = u.eq(1.0).where_(&x, &plain * (&x / (&u - &one)));
+            let kahan = u.eq(1.0).where_(&x, &plain * (&x / (&u - 1.0)));
             keep_signed_zero(&with_derivatives_of(&kahan, &plain), &x)
         })
     }
