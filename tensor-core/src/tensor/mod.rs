@@ -20,7 +20,7 @@ mod movement;
 mod nn;
 mod normalize;
 mod norms;
-mod op_scope;
+pub(crate) mod op_scope;
 pub(crate) use op_scope::LibraryScope;
 pub(crate) use op_scope::OpScope;
 mod operators;

@@ -13,6 +13,8 @@ pub mod batch;
 pub mod diff;
 pub mod host;
 pub mod linalg;
+mod linalg_decomp;
+pub mod linalg_ops;
 pub mod schema;
 
 pub use host::{CALL_LOG_SIZE, CallRecord, HostArray, HostCall, HostValue};
