@@ -19,11 +19,13 @@
 //! | `activation` | `relu6` … `logsigmoid`, `gelu`, `erf`/`erfc` |
 //! | `loss` | `cross_entropy`, `nll_loss`, BCE, regression losses, `kl_div` |
 //! | `layers` | `linear`, `embedding`, `dropout`, `scaled_dot_product_attention` |
+//! | `embedding_bag` | `embedding_bag`: rows reduced per bag (sum, mean, max), offsets as data |
 //! | `unbatched` | torch's unbatched forms (one sample, no batch axis) through the batched path |
 //! | `recurrent` | `rnn`, `gru`, `lstm` and their cells, PyTorch's weights and layouts |
 
 mod activation;
 mod conv;
+mod embedding_bag;
 mod layers;
 mod loss;
 mod norm;
@@ -35,6 +37,7 @@ mod windows;
 
 pub use activation::*;
 pub use conv::*;
+pub use embedding_bag::*;
 pub use layers::*;
 pub use loss::*;
 pub use norm::*;
