@@ -17,8 +17,8 @@
 
 use super::linalg_decomp::{Lu, Mat, cholesky, eigh, qr, solve_lower, solve_upper};
 use super::{Dims, ExtArg, External, HostArray, HostCall, InputSpec, OutputSpec};
+use crate::tensor::OpScope;
 use crate::tensor::Tensor;
-use crate::tensor::op_scope::OpScope;
 use crate::uop::{BatchStrategy, DType};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
