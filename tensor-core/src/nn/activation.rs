@@ -1,6 +1,6 @@
 //! Activations under their usual names, and `erf`/`erfc`.
 
-use crate::tensor::Tensor;
+use crate::tensor::{OpScope, Tensor};
 
 /// `min(max(x, 0), 6)`.
 pub fn relu6(x: &Tensor) -> Tensor {
@@ -12,21 +12,31 @@ pub fn leaky_relu(x: &Tensor, negative_slope: f64) -> Tensor {
     x.gt(0.0).where_(x, x.mul(negative_slope))
 }
 
-/// `x` where positive, else `alpha * (e^x - 1)`.
+/// `x` where positive, else `alpha * (e^x - 1)` (by `expm1`, accurate for tiny `x`).
 pub fn elu(x: &Tensor, alpha: f64) -> Tensor {
-    x.gt(0.0).where_(x, x.exp().sub(1.0).mul(alpha))
+    let _op = OpScope::enter("elu");
+    negative_branch(x, |n| n.expm1().mul(alpha))
+}
+
+/// `x` where `x > 0`, else `f(x)`; `f` sees 0 where `x > 0`, so no overflow of the unused
+/// branch reaches the gradient.
+fn negative_branch(x: &Tensor, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    let positive = x.gt(0.0);
+    positive.where_(x, f(&positive.where_(0.0, x)))
 }
 
 /// Scaled ELU with the constants of Klambauer et al.
 pub fn selu(x: &Tensor) -> Tensor {
     const ALPHA: f64 = 1.673_263_242_354_377_3;
     const SCALE: f64 = 1.050_700_987_355_480_5;
+    let _op = OpScope::enter("selu");
     elu(x, ALPHA).mul(SCALE)
 }
 
-/// `max(0, x) + min(0, alpha * (e^(x / alpha) - 1))`.
+/// `max(0, x) + min(0, alpha * (e^(x / alpha) - 1))` (by `expm1`).
 pub fn celu(x: &Tensor, alpha: f64) -> Tensor {
-    x.gt(0.0).where_(x, x.div(alpha).exp().sub(1.0).mul(alpha))
+    let _op = OpScope::enter("celu");
+    negative_branch(x, |n| n.div(alpha).expm1().mul(alpha))
 }
 
 /// Which form of GELU to compute.

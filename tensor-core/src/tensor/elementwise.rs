@@ -204,7 +204,10 @@ impl Tensor {
         let (a, b) = self.binary_operands("floor_div", other);
         self.require_number("floor_div", a.dtype());
         if a.dtype().is_float() {
-            return Tensor::from_uop(floor_uop(&div_uop(&a, &b)));
+            // fmod-based, as Python and NumPy: `1.0 // 0.1` is 9, where `floor(1.0 / 0.1)` is
+            // 10 (the quotient rounds up to 10). A step function: no gradient.
+            let (a, b) = (Tensor::from_uop(a), Tensor::from_uop(b));
+            return super::special_math::float_floor_div(&a, &b).detach();
         }
         let q = UOp::alu(Op::Idiv, vec![a.clone(), b.clone()]);
         if a.dtype().is_unsigned_int() {
@@ -226,8 +229,7 @@ impl Tensor {
         let (a, b) = self.binary_operands("remainder", other);
         self.require_number("remainder", a.dtype());
         if a.dtype().is_float() {
-            let q = floor_uop(&div_uop(&a, &b));
-            return Tensor::from_uop(add_uop(&a, &neg_uop(&mul_uop(&q, &b))));
+            return float_remainder(&Tensor::from_uop(a), &Tensor::from_uop(b));
         }
         let r = UOp::alu(Op::Mod, vec![a, b.clone()]);
         if r.dtype().is_unsigned_int() {
@@ -657,6 +659,20 @@ pub(crate) fn min_uop(a: &UOp, b: &UOp) -> UOp {
         d if d.is_float() => neg_uop(&max_uop(&neg_uop(a), &neg_uop(b))),
         _ => complement_uop(&max_uop(&complement_uop(a), &complement_uop(b))),
     }
+}
+
+/// NumPy's float remainder: the exact `fmod`, moved by `b` when its sign differs from `b`'s,
+/// and a zero with `b`'s sign (`1.0 % 0.1` is `0.09999999999999995`, not `1 - 10 · 0.1`).
+/// Its gradient is torch's, `(1, -floor_div(a, b))`: `v - (detach(s) - s)` is the value `v`
+/// (a signed zero included) with the derivatives of `s = a - detach(floor_div(a, b)) · b`.
+fn float_remainder(a: &Tensor, b: &Tensor) -> Tensor {
+    let r = a.fmod(b);
+    let moved = Tensor::from_uop(remainder_needs_fix(&r.uop(), &b.uop())).where_(&r + b, &r);
+    let zero = moved.full_like(0.0).copysign(b);
+    let value = moved.eq(0.0).where_(zero, &moved).detach();
+    let quotient = super::special_math::float_floor_div(a, b).detach();
+    let surrogate = a - quotient * b;
+    value - (surrogate.detach() - surrogate)
 }
 
 /// Where a C-style (truncating) remainder `r` of a division by `b` is off from the floored

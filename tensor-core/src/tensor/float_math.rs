@@ -40,6 +40,7 @@ impl Tensor {
     /// True where the sign bit is set: `-0.0`, `-inf` and negative NaNs included (NumPy's
     /// `signbit`); for integers `x < 0`, for bools false.
     pub fn signbit(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("signbit");
         let u = self.uop();
         match u.dtype() {
             d if d.is_float() => Tensor::from_uop(signbit_uop(&u)),
@@ -69,6 +70,7 @@ impl Tensor {
 
     /// The arctangent, in `(-π/2, π/2)`; `atan(±0) = ±0`, `atan(±inf) = ±π/2`.
     pub fn atan(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("atan");
         let x = self.as_float();
         let a = x.copysign(1.0);
         let big = a.gt(TAN_3PI_8);
@@ -92,6 +94,7 @@ impl Tensor {
 
     /// The arcsine as `atan(x / sqrt((1 - x)(1 + x)))`; NaN outside `[-1, 1]`.
     pub fn asin(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("asin");
         let x = self.as_float();
         let cos = ((1.0 - &x) * (1.0 + &x)).sqrt();
         (&x / cos).atan()
@@ -100,6 +103,7 @@ impl Tensor {
     /// The arccosine as `2 atan(sqrt((1 - x) / (1 + x)))`, accurate near both ends; NaN
     /// outside `[-1, 1]`.
     pub fn acos(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("acos");
         let x = self.as_float();
         (((1.0 - &x) / (1.0 + &x)).sqrt().atan()) * 2.0
     }
@@ -139,6 +143,7 @@ impl Tensor {
     /// `round`); `-0.3` rounds to `-0.0`, infinities and NaN stay. Integers are returned as
     /// they are.
     pub fn round(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("round");
         if !self.dtype().is_float() {
             return self.clone();
         }
@@ -157,6 +162,7 @@ impl Tensor {
     /// Integers with `decimals >= 0` are returned as they are; with negative `decimals` they
     /// round through their float type and come back.
     pub fn round_decimals(&self, decimals: i32) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("round_decimals");
         if decimals == 0 || (decimals > 0 && !self.dtype().is_float()) {
             return self.round();
         }
@@ -209,6 +215,7 @@ impl Tensor {
 
     /// True where the value is NaN (never for integers and bools).
     pub fn isnan(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("isnan");
         if !self.dtype().is_float() {
             return Tensor::zeros(&self.shape(), DType::Bool);
         }
@@ -217,6 +224,7 @@ impl Tensor {
 
     /// True where the value is `+inf` or `-inf`.
     pub fn isinf(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("isinf");
         let u = self.uop();
         if !u.dtype().is_float() {
             return self.isnan();
@@ -227,6 +235,7 @@ impl Tensor {
 
     /// True where the value is neither infinite nor NaN (`|x| < inf`).
     pub fn isfinite(&self) -> Tensor {
+        let _op = super::op_scope::OpScope::enter("isfinite");
         let u = self.uop();
         if !u.dtype().is_float() {
             return self.isnan().logical_not();

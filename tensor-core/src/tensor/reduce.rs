@@ -368,8 +368,8 @@ impl Tensor {
             o if o == f64::NEG_INFINITY => a.min(&axes, keepdim),
             0.0 => a.ne(0).cast(a.dtype()).sum(&axes, keepdim),
             1.0 => a.sum(&axes, keepdim),
-            2.0 => a.square().sum(&axes, keepdim).sqrt(),
-            o => a.pow(o).sum(&axes, keepdim).pow(1.0 / o),
+            2.0 => root_at_zero_too(&a.square().sum(&axes, keepdim), |s| s.sqrt()),
+            o => root_at_zero_too(&a.pow(o).sum(&axes, keepdim), |s| s.pow(1.0 / o)),
         }
     }
 
@@ -483,6 +483,13 @@ impl Tensor {
 }
 
 /// The first index (`i64`) of the maximum of `u` along `axis` (see [`Tensor::argmax`]).
+/// `root(s)` of a sum of powers `s >= 0`, 0 where `s` is 0 with a zero gradient there (torch's
+/// subgradient of a norm at the zero vector), where the root's derivative is infinite.
+fn root_at_zero_too(s: &Tensor, root: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    let zero = s.eq(0.0);
+    zero.where_(0.0, root(&zero.where_(1.0, s)))
+}
+
 fn first_max_index(u: &UOp, axis: usize, keepdim: bool) -> UOp {
     const INDEX: DType = DType::I64;
     let shape = u.shape_vec();

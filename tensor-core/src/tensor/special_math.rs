@@ -459,7 +459,7 @@ fn fill_value(value: Scalar, dtype: DType) -> Tensor {
 /// where the remainder and divisor differ in sign, rounded to the nearest whole number (the
 /// division is exact up to rounding); a zero quotient has the sign of `a / b`, and `b = 0`
 /// gives `a / b`.
-fn float_floor_div(a: &Tensor, b: &Tensor) -> Tensor {
+pub(super) fn float_floor_div(a: &Tensor, b: &Tensor) -> Tensor {
     let rem = a.fmod(b);
     let div = (a - &rem) / b;
     let fix = rem.ne(0.0).logical_and(b.lt(0.0).ne(rem.lt(0.0)));
