@@ -394,8 +394,10 @@ impl UOp {
         if self.src().iter().all(&known) {
             return;
         }
+        // Empty when another thread derived this node since the check above (nodes are
+        // shared between threads); otherwise this node comes last.
         let pending = self.toposort_where(|u| !known(u));
-        for node in &pending[..pending.len() - 1] {
+        for node in pending.split_last().map_or(&[][..], |(_, operands)| operands) {
             derive(node);
         }
     }
@@ -905,6 +907,22 @@ mod tests {
             x2.content_key(),
             UOp::alu(Op::Mul, vec![y, two]).content_key()
         );
+    }
+
+    #[test]
+    fn a_node_another_thread_derived_meanwhile_is_left_alone() {
+        // Nodes are shared between threads: between the check of the operands and the walk,
+        // another thread may derive the node itself, and the walk then lists nothing.
+        let x = UOp::new_buffer(4, DType::F32, Device::cpu());
+        let y = UOp::alu(Op::Neg, vec![x]);
+        let asked = std::cell::Cell::new(0);
+        let known = |_: &UOp| {
+            asked.set(asked.get() + 1);
+            asked.get() > 1
+        };
+        let derived = std::cell::Cell::new(0);
+        y.derive_operands_first(known, |_| derived.set(derived.get() + 1));
+        assert_eq!(derived.get(), 0);
     }
 
     #[test]
