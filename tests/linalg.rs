@@ -10,6 +10,15 @@ use tensor::core::transform::{VmapMethod, vmap_with};
 use tensor::prelude::*;
 
 type Op = fn(&[Tensor]) -> Vec<Tensor>;
+/// A NumPy case: name, op, inputs, expected values per output.
+type NumpyCase = (&'static str, Op, Vec<Tensor>, Vec<Vec<f64>>);
+/// An op, its inputs' per-matrix shapes and a generator of `count` stacked inputs.
+type TableRow = (
+    &'static str,
+    Op,
+    Vec<Vec<usize>>,
+    fn(usize) -> Vec<Vec<f64>>,
+);
 
 /// The 3x3 general matrix most cases use.
 const A: [f64; 9] = [4.0, 1.0, -2.0, 1.0, 3.0, 0.5, -1.0, 2.0, 5.0];
@@ -64,7 +73,7 @@ fn signed_columns(v: &[f64], n: usize) -> Vec<f64> {
 
 /// NumPy 2.4: `np.linalg.solve(A, B)`, `solve(A, [1, 2, 3])`, `inv(A)`, `det(A)`,
 /// `slogdet(-A)`, `cholesky(S)`, `qr(T)`, `eigh(S)`, `lstsq(T, C)[0]`.
-fn numpy_cases() -> Vec<(&'static str, Op, Vec<Tensor>, Vec<Vec<f64>>)> {
+fn numpy_cases() -> Vec<NumpyCase> {
     vec![
         (
             "solve",
@@ -281,12 +290,7 @@ fn spd(count: usize, n: usize, seed: u64) -> Vec<f64> {
 
 /// The ops with inputs of the given per-matrix shapes and a generator of `count` stacked
 /// inputs each (flattened).
-fn op_table() -> Vec<(
-    &'static str,
-    Op,
-    Vec<Vec<usize>>,
-    fn(usize) -> Vec<Vec<f64>>,
-)> {
+fn op_table() -> Vec<TableRow> {
     vec![
         (
             "solve",
@@ -579,7 +583,8 @@ fn the_range_and_pad_reduce_methods_refuse_a_linalg_call_on_the_batch() {
             "{method:?}: {msg}"
         );
     }
-    let got = vmap_with(|a: &Tensor| a.inv(), 0, 0, VmapMethod::Rewrite).call(&[stack.clone()]);
+    let got = vmap_with(|a: &Tensor| a.inv(), 0, 0, VmapMethod::Rewrite)
+        .call(std::slice::from_ref(&stack));
     assert_eq!(got[0].shape(), vec![2, 3, 3]);
 }
 
