@@ -877,6 +877,29 @@ mod tests {
         check_within("matmul 4x8192 . 8192x3", &[narrow], 1e-4);
     }
 
+    #[test]
+    fn many_outputs_are_grouped_only_where_the_lanes_read_neighbours() {
+        use crate::codegen::group::{GROUP_MAX_OUTPUTS, GROUP_SIZE};
+        let _library = crate::tensor::LibraryScope::enter();
+        let rows = GROUP_MAX_OUTPUTS + 256;
+        // Row sums of a tall matrix: each row is contiguous, so a block per row.
+        let tall = data(&[rows, 256], 21);
+        let row_sums = tall.sum([1], false);
+        assert_eq!(
+            grouped_dims(std::slice::from_ref(&row_sums)),
+            [LaunchDims {
+                grid: rows,
+                block: GROUP_SIZE
+            }]
+        );
+        check_within("row sums of 4352 x 256", &[row_sums], 1e-4);
+        // Column sums with more threads than that (after the upcast of 4): a thread per
+        // column group already reads neighbours, and a block splitting a column would not.
+        let columns = data(&[256, 8 * GROUP_MAX_OUTPUTS], 22).sum([0], false);
+        let dims = grouped_dims(std::slice::from_ref(&columns));
+        assert!(dims.is_empty(), "{dims:?}");
+    }
+
     /// The kernel of `out` lowered for the GPU with the heuristic's GROUP splits changed by
     /// `change` (after its other opts), run on the emulated grid against the CPU.
     #[track_caller]

@@ -5,8 +5,8 @@
 //! Two halves, around the lowering:
 //!
 //! - [`group_opts`] chooses the GROUP OptOps (`codegen::opt`) from the kernel linearized for
-//!   the GPU without them: with at most [`GROUP_MAX_OUTPUTS`] outputs and a loop nest of at
-//!   least [`GROUP_MIN_LOOP`] iterations, every top-level loop nest of a thread (softmax has
+//!   the GPU without them: with at most [`GROUP_MAX_OUTPUTS`] outputs (or more, where the
+//!   split walks contiguous memory) and a loop nest of at least [`GROUP_MIN_LOOP`] iterations, every top-level loop nest of a thread (softmax has
 //!   three: its maximum, its sum and its stores) splits one of its ranges across the block's
 //!   lanes. The block is as wide as possible, at most [`GROUP_SIZE`] and at least a warp.
 //! - [`combine_partials`] runs after `codegen::gpu` ran each GROUP loop as one value per lane:
@@ -24,6 +24,7 @@
 use super::fresh::Fresh;
 use super::opt::Opt;
 use super::program::{GpuKernel, Group, Line, MAX_BLOCK_THREADS, Program, Value};
+use crate::uop::affine::Affine;
 use crate::uop::{AxisType, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
 
@@ -36,19 +37,22 @@ pub const GROUP_MIN_SIZE: usize = 32;
 /// The shortest loop nest worth splitting across a block.
 pub const GROUP_MIN_LOOP: usize = 256;
 
-/// The most outputs a kernel may have to be grouped (beyond, one thread per output already
-/// fills the GPU).
+/// The most outputs a kernel may have to be grouped whatever its loads (beyond, one thread
+/// per output already fills the GPU). A kernel with more is grouped only where the lanes of
+/// a split read neighbouring elements (`walks_contiguously`): a thread per row of a tall
+/// matrix reads its row alone, so a warp's loads are 16 KB apart (row sums of 16384 x 4096 on
+/// an H100: 31% of the copy's bandwidth a thread per row, 98% grouped).
 pub const GROUP_MAX_OUTPUTS: usize = 4096;
 
 /// The GROUP splits of the kernel whose GPU lowering without them is `trial` (its output loops
 /// mapped to the grid; no blocked sums): for the widest block of [`GROUP_MIN_SIZE`] to
 /// [`GROUP_SIZE`] threads that splits a range of every long loop nest, one split per top-level
 /// loop nest that has such a range ([`group_range`]; a short nest without one runs whole in
-/// every lane). Empty when the kernel has more than [`GROUP_MAX_OUTPUTS`] outputs, a block
-/// already (LOCAL), no nest of [`GROUP_MIN_LOOP`] iterations, or a loop whose result depends
+/// every lane). Empty when the kernel has more than [`GROUP_MAX_OUTPUTS`] outputs and a split
+/// whose lanes would not read neighbouring elements, a block already (LOCAL), no nest of [`GROUP_MIN_LOOP`] iterations, or a loop whose result depends
 /// on the order of its iterations.
 pub fn group_opts(trial: &GpuKernel) -> Vec<Opt> {
-    if trial.group.is_some() || trial.local.is_some() || trial.threads > GROUP_MAX_OUTPUTS {
+    if trial.group.is_some() || trial.local.is_some() {
         return Vec::new();
     }
     let lines = &trial.body.lines;
@@ -77,6 +81,15 @@ pub fn group_opts(trial: &GpuKernel) -> Vec<Opt> {
     let Some((lanes, ranges)) = widest else {
         return Vec::new();
     };
+    let many_outputs = trial.threads > GROUP_MAX_OUTPUTS;
+    if many_outputs
+        && !ranges
+            .iter()
+            .flatten()
+            .all(|r| walks_contiguously(lines, r))
+    {
+        return Vec::new();
+    }
     ranges
         .into_iter()
         .flatten()
@@ -125,6 +138,22 @@ fn chain_range(
     let splits = matches!(range.range_axis_type(), AxisType::Reduce | AxisType::Loop)
         && range.range_size().is_some_and(|n| n.is_multiple_of(lanes));
     deeper.or_else(|| splits.then(|| range.clone()))
+}
+
+/// True when every load of `lines` that varies with `range` steps one element per step of
+/// it (its flat index is affine in the range with coefficient 1), so the lanes of a block
+/// splitting it read neighbouring elements.
+fn walks_contiguously(lines: &[Line], range: &UOp) -> bool {
+    lines.iter().all(|line| match line {
+        Line::Assign { node, .. } if node.op() == Op::Load => {
+            let flat = &node.s(0).src()[1];
+            match Affine::of(flat) {
+                Some(form) => matches!(form.terms.get(&range.id()), None | Some(1)),
+                None => false,
+            }
+        }
+        _ => true,
+    })
 }
 
 /// The `(open, end)` positions of the loops not inside another loop.
