@@ -297,7 +297,8 @@ fn misuse_names_embedding_bag() {
     let (w, input) = (weight(), ints(&INPUT, &[7]));
     let off = ints(&OFFSETS, &[4]);
     let psw = Tensor::from_vec(PSW.to_vec(), &[7]);
-    let cases: Vec<(&str, Box<dyn Fn() -> Tensor>)> = vec![
+    type Call<'a> = Box<dyn Fn() -> Tensor + 'a>;
+    let cases: Vec<(&str, Call)> = vec![
         (
             "needs offsets",
             Box::new(|| nn::embedding_bag(&input, &w, &EmbeddingBag::default())),
