@@ -22,6 +22,10 @@ pub enum Index {
     At(isize),
     /// Integer positions of any shape; all index tensors of an expression broadcast together.
     Array(Tensor),
+    /// `None` (`np.newaxis`): a new size-1 axis here; it consumes no axis of the input.
+    NewAxis,
+    /// `...`: as many `:` as the other entries leave axes (at most one per expression).
+    Ellipsis,
 }
 
 impl Tensor {
@@ -29,31 +33,34 @@ impl Tensor {
     /// trailing entries are `:`. The broadcast shape of the index tensors (positions count as
     /// 0-d ones) replaces the indexed axes where they are adjacent, and leads the result where
     /// they are not. A negative index counts from the end; one outside its axis reads 0.
+    /// [`Index::NewAxis`] (`None`) inserts a size-1 axis and [`Index::Ellipsis`] (`...`) stands
+    /// for the `:` the other entries leave, as in NumPy (a `None` between two index tensors
+    /// separates them, so their axes lead).
+    ///
+    /// ```
+    /// # use tensor_core::{DType, Index, Tensor};
+    /// let x = Tensor::zeros(&[2, 3, 4], DType::F32);
+    /// // x[..., None, 1]
+    /// assert_eq!(x.index(&[Index::Ellipsis, Index::NewAxis, Index::At(1)]).shape(), vec![2, 3, 1]);
+    /// ```
     ///
     /// # Panics
     ///
-    /// On more entries than axes, an index tensor that is not of an integer type, a slice with a
-    /// zero step, or index tensors whose shapes do not broadcast. Index values are data and are not
-    /// checked (one out of range reads 0).
+    /// On more entries than axes (`None` and `...` not counted), more than one `...`, an index
+    /// tensor that is not of an integer type, a slice with a zero step, or index tensors whose
+    /// shapes do not broadcast. Index values are data and are not checked (one out of range reads
+    /// 0).
     #[track_caller]
     pub fn index(&self, index: &[Index]) -> Tensor {
         let _op = super::op_scope::OpScope::enter("index");
-        let shape = self.shape();
-        if index.len() > shape.len() {
-            panic!(
-                "index: {} entries for shape {shape:?} with {} axes",
-                index.len(),
-                shape.len()
-            );
-        }
-        let mut x = self.clone();
+        let (mut x, index) = self.with_new_axes(index);
         let mut arrays: Vec<(usize, Tensor)> = Vec::new();
         for (axis, entry) in index.iter().enumerate() {
             match entry {
                 Index::Slice(start, stop, step) => {
                     x = x.slice_step(axis as isize, *start, *stop, *step);
                 }
-                Index::Full => {}
+                Index::Full | Index::NewAxis | Index::Ellipsis => {}
                 Index::At(i) => arrays.push((axis, Tensor::scalar(*i as i64))),
                 Index::Array(t) => {
                     if !t.dtype().is_int() {
@@ -67,6 +74,50 @@ impl Tensor {
             return x;
         }
         x.gather_axes(&arrays)
+    }
+
+    /// `self` with a size-1 axis for each `NewAxis` of `index`, and `index` with `...` spelled
+    /// out as `:` and each `NewAxis` as a `:` on its new axis: one entry per axis of the
+    /// result, at most.
+    #[track_caller]
+    fn with_new_axes(&self, index: &[Index]) -> (Tensor, Vec<Index>) {
+        let shape = self.shape();
+        let consuming = index
+            .iter()
+            .filter(|e| !matches!(e, Index::NewAxis | Index::Ellipsis))
+            .count();
+        let ellipses = index
+            .iter()
+            .filter(|e| matches!(e, Index::Ellipsis))
+            .count();
+        if consuming > shape.len() || ellipses > 1 {
+            panic!(
+                "index: {consuming} entries{} for shape {shape:?} with {} axes",
+                if ellipses > 1 {
+                    " and more than one `...`"
+                } else {
+                    ""
+                },
+                shape.len()
+            );
+        }
+        let mut entries = Vec::with_capacity(shape.len() + index.len());
+        for entry in index {
+            match entry {
+                Index::Ellipsis => {
+                    entries.extend(std::iter::repeat_n(Index::Full, shape.len() - consuming));
+                }
+                e => entries.push(e.clone()),
+            }
+        }
+        let mut x = self.clone();
+        for (axis, entry) in entries.iter_mut().enumerate() {
+            if matches!(entry, Index::NewAxis) {
+                x = x.unsqueeze(axis as isize);
+                *entry = Index::Full;
+            }
+        }
+        (x, entries)
     }
 
     /// Python's `x[start:stop:step]` along `axis` (any non-zero step; a negative one walks

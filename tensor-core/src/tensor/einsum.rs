@@ -1,7 +1,9 @@
-//! Einstein summation, as NumPy's and JAX's `einsum` without `...`: every operand is permuted
-//! into one order of all the subscripts (output subscripts first) with size-1 axes for the ones
-//! it lacks, the operands are multiplied with broadcasting, and the subscripts missing from
-//! the output are summed. A subscript repeated within one operand takes its diagonal first.
+//! Einstein summation, as NumPy's and JAX's `einsum`: every operand is permuted into one order
+//! of all the subscripts (output subscripts first) with size-1 axes for the ones it lacks, the
+//! operands are multiplied with broadcasting, and the subscripts missing from the output are
+//! summed. A subscript repeated within one operand takes its diagonal first. `...` stands for
+//! the axes an operand's letters leave unnamed: they are aligned from the right across the
+//! operands and broadcast (each gets a subscript of its own, outside the letters).
 
 use super::Tensor;
 use crate::uop::Shape;
@@ -12,7 +14,9 @@ type Subscripts = Vec<char>;
 impl Tensor {
     /// `einsum(spec, &[&a, &b])` as `np.einsum(spec, a, b)`: `"ij,jk->ik"` (matmul),
     /// `"bij,bjk->bik"`, `"i,i->"` (dot), `"i,j->ij"` (outer), `"ij->ji"`, `"ii->"` (trace),
-    /// `"ij->"`, and without `->` the implicit output (the subscripts used once, sorted). Operands
+    /// `"ij->"`, and without `->` the implicit output (the subscripts used once, sorted).
+    /// `...` broadcasts the unnamed axes as NumPy does: `"...ij,...jk->...ik"` (batched
+    /// matmul), `"...ii->..."` (batched trace); without `->` they lead the output. Operands
     /// promote as for `*`.
     ///
     /// ```
@@ -22,25 +26,23 @@ impl Tensor {
     /// let c = Tensor::einsum("ij,jk->ik", &[&a, &b]);
     /// assert_eq!(evaluate(&c.uop()).to_vec::<i32>(), vec![19, 22, 43, 50]);
     /// assert_eq!(evaluate(&Tensor::einsum("ii", &[&a]).uop()).to_vec::<i32>(), vec![5]);
+    /// let batch = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6, 7, 8], &[2, 2, 2]);
+    /// let traces = Tensor::einsum("...ii->...", &[&batch]);
+    /// assert_eq!(evaluate(&traces.uop()).to_vec::<i32>(), vec![5, 13]);
     /// ```
     ///
     /// # Panics
     ///
-    /// Panics on a malformed spec (with `...`, which is not supported, among them), on a subscript
-    /// count that does not match an operand's rank, and on one subscript bound to two sizes.
+    /// Panics on a malformed spec, on a subscript count that does not match an operand's rank
+    /// (more letters than axes with `...`), on one subscript bound to two sizes, on `...` axes
+    /// that do not broadcast, and (as NumPy) on an explicit output without `...` where some
+    /// operand has `...` axes.
     #[track_caller]
     pub fn einsum(spec: &str, operands: &[&Tensor]) -> Tensor {
         let _op = super::op_scope::OpScope::enter("einsum");
-        let (inputs, output) = parse(spec, operands.len());
+        let (inputs, output) = parse(spec, operands);
         let mut parts: Vec<(Tensor, Subscripts)> = Vec::with_capacity(operands.len());
         for (t, subs) in operands.iter().zip(inputs) {
-            if subs.len() != t.ndim() {
-                panic!(
-                    "einsum: {spec:?} gives {} subscripts to an operand of shape {:?}",
-                    subs.len(),
-                    t.shape()
-                );
-            }
             parts.push(take_diagonals((*t).clone(), subs));
         }
         let sizes = subscript_sizes(spec, &parts);
@@ -67,30 +69,122 @@ impl Tensor {
     }
 }
 
-/// The subscripts of each input and of the output; panics on a malformed spec.
+/// The subscripts of each input and of the output, `...` replaced by ellipsis subscripts;
+/// panics on a malformed spec.
 #[track_caller]
-fn parse(spec: &str, count: usize) -> (Vec<Subscripts>, Subscripts) {
+fn parse(spec: &str, operands: &[&Tensor]) -> (Vec<Subscripts>, Subscripts) {
     let clean: String = spec.chars().filter(|c| !c.is_whitespace()).collect();
-    if clean.contains("...") {
-        panic!("einsum: {spec:?}: `...` is not supported; name every axis");
-    }
     let (lhs, rhs) = match clean.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
         None => (clean.clone(), None),
     };
-    let inputs: Vec<Subscripts> = lhs.split(',').map(|s| s.chars().collect()).collect();
-    if inputs.len() != count {
+    let terms: Vec<&str> = lhs.split(',').collect();
+    if terms.len() != operands.len() {
         panic!(
-            "einsum: {spec:?} names {} operands, {count} given",
-            inputs.len()
+            "einsum: {spec:?} names {} operands, {} given",
+            terms.len(),
+            operands.len()
         );
     }
-    let all: Vec<char> = inputs.iter().flatten().copied().collect();
-    if let Some(bad) = all.iter().find(|c| !c.is_ascii_alphabetic()) {
+    let letters: Vec<(Subscripts, bool)> = terms.iter().map(|t| letters_of(spec, t)).collect();
+    let mut widths = Vec::with_capacity(terms.len());
+    for ((subs, dots), t) in letters.iter().zip(operands) {
+        let shape = t.shape();
+        let named = subs.len() - usize::from(*dots);
+        widths.push(match shape.len().checked_sub(named) {
+            Some(w) if *dots => w,
+            _ if !*dots && named == shape.len() => 0,
+            _ => panic!(
+                "einsum: {spec:?} gives {named} subscripts{} to an operand of shape {shape:?}",
+                if *dots { " and `...`" } else { "" }
+            ),
+        });
+    }
+    let width = widths.iter().copied().max().unwrap_or(0);
+    let inputs: Vec<Subscripts> = letters
+        .iter()
+        .zip(&widths)
+        .map(|((subs, _), &w)| with_ellipsis(subs, &ellipsis(width)[width - w..]))
+        .collect();
+    let output = output_of(spec, rhs.as_deref(), &letters, width);
+    (inputs, output)
+}
+
+/// The letters of one term and whether it has `...` (at the position of `ELLIPSIS_MARK`).
+#[track_caller]
+fn letters_of(spec: &str, term: &str) -> (Subscripts, bool) {
+    let dots = term.matches("...").count();
+    if term.matches('.').count() != 3 * dots {
+        panic!("einsum: {spec:?}: the term {term:?} has a `.` outside `...`");
+    }
+    if dots > 1 {
+        panic!("einsum: {spec:?}: `...` appears {dots} times in the term {term:?}");
+    }
+    let subs: Subscripts = term
+        .replacen("...", &ELLIPSIS_MARK.to_string(), 1)
+        .chars()
+        .collect();
+    if let Some(bad) = subs
+        .iter()
+        .find(|&&c| c != ELLIPSIS_MARK && !c.is_ascii_alphabetic())
+    {
         panic!("einsum: {spec:?}: subscript {bad:?} is not a letter");
     }
+    (subs, dots == 1)
+}
+
+/// Stands for `...` in a parsed term until it is replaced by ellipsis subscripts.
+const ELLIPSIS_MARK: char = '.';
+
+/// The subscripts of `width` `...` axes: characters no letter can be.
+fn ellipsis(width: usize) -> Subscripts {
+    (0..width)
+        .map(|k| char::from_u32(0xE000 + k as u32).expect("a private-use character"))
+        .collect()
+}
+
+fn is_ellipsis(c: char) -> bool {
+    ('\u{E000}'..='\u{F8FF}').contains(&c)
+}
+
+/// `subs` with its ellipsis mark replaced by `axes`.
+fn with_ellipsis(subs: &[char], axes: &[char]) -> Subscripts {
+    let mut out = Vec::with_capacity(subs.len() + axes.len());
+    for &c in subs {
+        if c == ELLIPSIS_MARK {
+            out.extend_from_slice(axes);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The output subscripts: `rhs` with `...` replaced, or the implicit ones (the `...` axes,
+/// then the letters used once, sorted).
+#[track_caller]
+fn output_of(
+    spec: &str,
+    rhs: Option<&str>,
+    letters: &[(Subscripts, bool)],
+    width: usize,
+) -> Subscripts {
+    let all: Vec<char> = letters
+        .iter()
+        .flat_map(|(s, _)| s.iter().copied())
+        .filter(|&c| c != ELLIPSIS_MARK)
+        .collect();
     let output: Subscripts = match rhs {
-        Some(r) => r.chars().collect(),
+        Some(r) => {
+            let (subs, dots) = letters_of(spec, r);
+            if !dots && width > 0 {
+                panic!(
+                    "einsum: {spec:?}: the operands have {width} axes under `...`, but the \
+                     output has no `...` to place them (as NumPy, write `...` in the output)"
+                );
+            }
+            with_ellipsis(&subs, &ellipsis(width))
+        }
         None => {
             let mut once: Vec<char> = all
                 .iter()
@@ -98,15 +192,15 @@ fn parse(spec: &str, count: usize) -> (Vec<Subscripts>, Subscripts) {
                 .filter(|c| all.iter().filter(|d| *d == c).count() == 1)
                 .collect();
             once.sort_unstable();
-            once
+            [ellipsis(width), once].concat()
         }
     };
     for (i, c) in output.iter().enumerate() {
-        if !all.contains(c) || output[..i].contains(c) {
+        if (!is_ellipsis(*c) && !all.contains(c)) || output[..i].contains(c) {
             panic!("einsum: {spec:?}: output subscript {c:?} is repeated or not in any input");
         }
     }
-    (inputs, output)
+    output
 }
 
 /// The operand with each subscript it repeats replaced by the diagonal (moved last).
@@ -135,14 +229,22 @@ fn subscript_sizes(
     spec: &str,
     parts: &[(Tensor, Subscripts)],
 ) -> std::collections::HashMap<char, usize> {
-    let mut sizes = std::collections::HashMap::new();
+    let mut sizes: std::collections::HashMap<char, usize> = std::collections::HashMap::new();
     for (t, subs) in parts {
         for (&c, &d) in subs.iter().zip(&t.shape()) {
-            if let Some(&prev) = sizes.get(&c)
-                && prev != d
-            {
-                panic!("einsum: {spec:?}: subscript {c:?} is bound to sizes {prev} and {d}");
-            }
+            let d = match sizes.get(&c) {
+                Some(&prev) if prev == d => d,
+                Some(&prev) if is_ellipsis(c) && (prev == 1 || d == 1) => prev.max(d),
+                Some(&prev) if is_ellipsis(c) => panic!(
+                    "einsum: {spec:?}: the `...` axes of the operands do not broadcast (sizes \
+                     {prev} and {d}; operand shapes {:?})",
+                    parts.iter().map(|(t, _)| t.shape()).collect::<Vec<_>>()
+                ),
+                Some(&prev) => {
+                    panic!("einsum: {spec:?}: subscript {c:?} is bound to sizes {prev} and {d}")
+                }
+                None => d,
+            };
             sizes.insert(c, d);
         }
     }
