@@ -355,7 +355,7 @@ fn leaf_from(
     leaf: &Tensor,
 ) -> Result<Tensor, CheckpointError> {
     let expected = leaf.dtype();
-    if !ALL_DTYPES.iter().any(|d| file_dtype(*d) == view.dtype()) {
+    if !DType::ALL_VALUE_TYPES.iter().any(|d| file_dtype(*d) == view.dtype()) {
         return Err(CheckpointError::UnsupportedDType {
             path: path.to_path_buf(),
             name: name.to_string(),
@@ -387,22 +387,6 @@ fn leaf_from(
     })
 }
 
-/// The element dtypes, each stored as the safetensors dtype of its name.
-const ALL_DTYPES: [DType; 13] = [
-    DType::Bool,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-];
 
 /// The safetensors dtype of a tensor's dtype (every element dtype has one).
 fn file_dtype(dtype: DType) -> Dtype {

@@ -177,38 +177,25 @@ impl RecurrentWeights {
 /// `[I]`), `h` `[N, H]` (or `[H]`).
 #[track_caller]
 pub fn rnn_tanh_cell(x: &Tensor, h: &Tensor, w: &RecurrentWeights) -> Tensor {
-    cell_step(
-        Recurrence::RnnTanh,
-        &w.input_gates(x),
-        std::slice::from_ref(h),
-        w,
-    )
-    .remove(0)
+    one_state_step(Recurrence::RnnTanh, x, h, w)
 }
 
 /// One step of the ReLU RNN (as [`rnn_tanh_cell`] with ReLU).
 #[track_caller]
 pub fn rnn_relu_cell(x: &Tensor, h: &Tensor, w: &RecurrentWeights) -> Tensor {
-    cell_step(
-        Recurrence::RnnRelu,
-        &w.input_gates(x),
-        std::slice::from_ref(h),
-        w,
-    )
-    .remove(0)
+    one_state_step(Recurrence::RnnRelu, x, h, w)
 }
 
 /// One step of PyTorch's `GRUCell`: `r = σ(..)`, `z = σ(..)`, `n = tanh(x W_inᵀ + b_in + r ⊙
 /// (h W_hnᵀ + b_hn))`, `h' = (1 - z) ⊙ n + z ⊙ h`.
 #[track_caller]
 pub fn gru_cell(x: &Tensor, h: &Tensor, w: &RecurrentWeights) -> Tensor {
-    cell_step(
-        Recurrence::Gru,
-        &w.input_gates(x),
-        std::slice::from_ref(h),
-        w,
-    )
-    .remove(0)
+    one_state_step(Recurrence::Gru, x, h, w)
+}
+
+/// One step of a recurrence whose state is `h` alone.
+fn one_state_step(recurrence: Recurrence, x: &Tensor, h: &Tensor, w: &RecurrentWeights) -> Tensor {
+    cell_step(recurrence, &w.input_gates(x), std::slice::from_ref(h), w).remove(0)
 }
 
 /// One step of PyTorch's `LSTMCell`: `(h', c')` from `x` and the state `(h, c)`, gates in
