@@ -260,6 +260,31 @@ fn composite_float_functions_keep_their_constants_as_code() {
         "atan2 binds values besides x and y"
     );
     assert_eq!(buffers(&nn::elu(&x, 0.7)), 1, "elu binds alpha");
+    // Every activation is a library op: its coefficients are code too.
+    let activations: [(&str, Unary); 15] = [
+        ("relu6", nn::relu6),
+        ("leaky_relu", |x| nn::leaky_relu(x, 0.2)),
+        ("selu", nn::selu),
+        ("celu", |x| nn::celu(x, 0.7)),
+        ("gelu", |x| nn::gelu(x, nn::Gelu::Tanh)),
+        ("silu", nn::silu),
+        ("quick_gelu", nn::quick_gelu),
+        ("mish", nn::mish),
+        ("softplus", |x| nn::softplus(x, 2.0, 10.0)),
+        ("softsign", nn::softsign),
+        ("hardtanh", |x| nn::hardtanh(x, -0.5, 0.5)),
+        ("hardsigmoid", nn::hardsigmoid),
+        ("hardswish", nn::hardswish),
+        ("logsigmoid", nn::logsigmoid),
+        ("erfc", nn::erfc),
+    ];
+    for (name, op) in activations {
+        assert_eq!(
+            buffers(&op(&x)),
+            1,
+            "{name}: the graph binds values besides x"
+        );
+    }
 }
 
 #[test]

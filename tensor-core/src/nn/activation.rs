@@ -4,11 +4,13 @@ use crate::tensor::{OpScope, Tensor};
 
 /// `min(max(x, 0), 6)`.
 pub fn relu6(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("relu6");
     x.clamp(0.0, 6.0)
 }
 
 /// `x` where positive, else `negative_slope * x` (torch's default slope is 0.01).
 pub fn leaky_relu(x: &Tensor, negative_slope: f64) -> Tensor {
+    let _op = OpScope::enter("leaky_relu");
     x.gt(0.0).where_(x, x.mul(negative_slope))
 }
 
@@ -50,6 +52,7 @@ pub enum Gelu {
 
 /// The Gaussian error linear unit.
 pub fn gelu(x: &Tensor, approximate: Gelu) -> Tensor {
+    let _op = OpScope::enter("gelu");
     match approximate {
         Gelu::Exact => x
             .mul(0.5)
@@ -64,22 +67,26 @@ pub fn gelu(x: &Tensor, approximate: Gelu) -> Tensor {
 
 /// `x · sigmoid(x)` (also called swish).
 pub fn silu(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("silu");
     x.mul(x.sigmoid())
 }
 
 /// `x · sigmoid(1.702 x)`, the sigmoid approximation of GELU (CLIP's `QuickGELU`).
 pub fn quick_gelu(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("quick_gelu");
     x.mul(x.mul(1.702).sigmoid())
 }
 
 /// `x · tanh(softplus(x))`.
 pub fn mish(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("mish");
     x.mul(softplus(x, 1.0, 20.0).tanh())
 }
 
 /// `log(1 + e^(beta x)) / beta`, and `x` itself where `beta x > threshold` (torch's defaults:
 /// beta 1, threshold 20). Computed as `max(y, 0) + log(1 + e^(-|y|))` so it never overflows.
 pub fn softplus(x: &Tensor, beta: f64, threshold: f64) -> Tensor {
+    let _op = OpScope::enter("softplus");
     let y = x.mul(beta);
     let smooth = y
         .maximum(0.0)
@@ -90,32 +97,38 @@ pub fn softplus(x: &Tensor, beta: f64, threshold: f64) -> Tensor {
 
 /// `x / (1 + |x|)`.
 pub fn softsign(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("softsign");
     x.div(x.abs().add(1.0))
 }
 
 /// `x` clamped to `[min_val, max_val]` (torch's defaults: -1, 1).
 pub fn hardtanh(x: &Tensor, min_val: f64, max_val: f64) -> Tensor {
+    let _op = OpScope::enter("hardtanh");
     x.clamp(min_val, max_val)
 }
 
 /// `clamp(x / 6 + 1/2, 0, 1)`.
 pub fn hardsigmoid(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("hardsigmoid");
     x.div(6.0).add(0.5).clamp(0.0, 1.0)
 }
 
 /// `x · hardsigmoid(x)`.
 pub fn hardswish(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("hardswish");
     x.mul(hardsigmoid(x))
 }
 
 /// `log(sigmoid(x))`, as `min(x, 0) - log(1 + e^(-|x|))` (finite for every finite `x`).
 pub fn logsigmoid(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("logsigmoid");
     x.minimum(0.0).sub(x.abs().neg().exp().add(1.0).log())
 }
 
 /// The error function ([`Tensor::erf`], the op `Erf`: within 3 ulp in `f32`, and its
 /// derivative is `2/√π e^(-x²)`).
 pub fn erf(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("erf");
     x.erf()
 }
 
@@ -123,5 +136,6 @@ pub fn erf(x: &Tensor) -> Tensor {
 /// in relative terms for large `x` (no cancellation: `erfc(10)` is about `2e-45`, not 0 from
 /// `1 - 1`); its derivative is `-2/√π e^(-x²)`.
 pub fn erfc(x: &Tensor) -> Tensor {
+    let _op = OpScope::enter("erfc");
     x.erfc()
 }
