@@ -355,7 +355,10 @@ fn leaf_from(
     leaf: &Tensor,
 ) -> Result<Tensor, CheckpointError> {
     let expected = leaf.dtype();
-    if !DType::ALL_VALUE_TYPES.iter().any(|d| file_dtype(*d) == view.dtype()) {
+    if !DType::ALL_VALUE_TYPES
+        .iter()
+        .any(|d| file_dtype(*d) == view.dtype())
+    {
         return Err(CheckpointError::UnsupportedDType {
             path: path.to_path_buf(),
             name: name.to_string(),
@@ -386,7 +389,6 @@ fn leaf_from(
         _ => tensor,
     })
 }
-
 
 /// The safetensors dtype of a tensor's dtype (every element dtype has one).
 fn file_dtype(dtype: DType) -> Dtype {

@@ -575,7 +575,9 @@ fn einsum_names_a_subscript_bound_to_two_sizes() {
 }
 
 #[test]
-#[should_panic(expected = "split: sizes [3, 3] do not sum to the 10 elements of axis 0 of shape [10]")]
+#[should_panic(
+    expected = "split: sizes [3, 3] do not sum to the 10 elements of axis 0 of shape [10]"
+)]
 fn split_into_sizes_that_miss_elements_panics_as_torch_raises() {
     let _ = Tensor::arange(10).split([3, 3], 0);
 }

@@ -397,7 +397,10 @@ impl UOp {
         // Empty when another thread derived this node since the check above (nodes are
         // shared between threads); otherwise this node comes last.
         let pending = self.toposort_where(|u| !known(u));
-        for node in pending.split_last().map_or(&[][..], |(_, operands)| operands) {
+        for node in pending
+            .split_last()
+            .map_or(&[][..], |(_, operands)| operands)
+        {
             derive(node);
         }
     }
