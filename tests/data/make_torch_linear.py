@@ -2,14 +2,9 @@
 (`fc1 = nn.Linear(3, 4)`, `fc2 = nn.Linear(4, 2)` in float16, and a BatchNorm's int64
 `bn.num_batches_tracked`), with values that tests/checkpoint.rs checks exactly.
 
-Written with safetensors' NumPy API (torch is not installed where the fixture was made); with
-torch the same file comes from
-
-    import torch
-    from safetensors.torch import save_file
-    save_file({k: torch.from_numpy(v) for k, v in tensors().items()}, PATH)
-
-or from a real model: `save_file(model.state_dict(), PATH)`.
+Written by PyTorch (torch 2.15, `safetensors.torch.save_file`, as a model's
+`save_file(model.state_dict(), PATH)` writes it) where torch is installed; without torch, by
+safetensors' NumPy API, which writes the same tensors under the same names.
 """
 
 from pathlib import Path
@@ -32,6 +27,12 @@ def tensors():
 
 
 if __name__ == "__main__":
-    save_file(tensors(), str(PATH), metadata={"format": "pt"})
+    try:
+        import torch
+        from safetensors.torch import save_file as save_torch
+
+        save_torch({k: torch.from_numpy(v) for k, v in tensors().items()}, str(PATH))
+    except ImportError:
+        save_file(tensors(), str(PATH), metadata={"format": "pt"})
     for name, value in tensors().items():
         print(name, value.dtype, list(value.shape), value.ravel().tolist())
