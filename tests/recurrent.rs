@@ -270,3 +270,53 @@ fn init_layers_gives_pytorch_shapes() {
             .all(|v| v.abs() <= bound)
     );
 }
+
+/// `scan` composes with the transforms: the gradient of a scanned recurrence equals central
+/// finite differences (f64), and `vmap` of it by every method equals a loop over samples.
+#[test]
+fn scan_is_differentiable_and_vmappable() {
+    let w = fill(&[3, 3], 0.4).cast(DType::F64);
+    let run = {
+        let w = w.clone();
+        move |xs: &Tensor| {
+            let (h, hs) = scan(
+                |h: Tensor, x: Tensor| {
+                    let h = h.matmul(&w).add(&x).tanh();
+                    (h.clone(), h)
+                },
+                Tensor::zeros(&[3], DType::F64),
+                xs,
+            );
+            h.sum_all() + hs.square().sum_all()
+        }
+    };
+    let xs = fill(&[5, 3], 0.9).cast(DType::F64);
+    let g = common::values(&grad!(run.clone())(&xs));
+    let x0 = common::values(&xs);
+    let eps = 1e-6;
+    for i in 0..x0.len() {
+        let at = |d: f64| {
+            let mut v = x0.clone();
+            v[i] += d;
+            common::values(&run(&Tensor::from_vec(v, &[5, 3])))[0]
+        };
+        let fd = (at(eps) - at(-eps)) / (2.0 * eps);
+        assert!((g[i] - fd).abs() < 1e-6, "d/dxs[{i}]: {} vs {fd}", g[i]);
+    }
+    let batch = fill(&[4, 5, 3], 1.3).cast(DType::F64);
+    let looped: Vec<Tensor> = (0..4)
+        .map(|b| run(&batch.narrow(0, b, 1).squeeze(0)))
+        .collect();
+    let want = common::values(&Tensor::stack(&looped, 0));
+    for method in [
+        typed::VmapMethod::Rewrite,
+        typed::VmapMethod::Range,
+        typed::VmapMethod::PadReduce,
+    ] {
+        let got = common::values(&typed::vmap_with(run.clone(), 0, 0, method)(&batch));
+        assert!(
+            common::allclose(&got, &want, 1e-12, 1e-12),
+            "{method:?}: {got:?} vs {want:?}"
+        );
+    }
+}
