@@ -195,7 +195,13 @@ fn realize_tree_computes_every_leaf_in_one_schedule() {
         before + 1,
         "every leaf was computed"
     );
-    assert_eq!(got, want);
+    // One schedule for all leaves fuses otherwise than one per leaf: the last bit may differ.
+    for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+        assert!(
+            (g - w).abs() <= 1e-6 * w.abs().max(1.0),
+            "{got:?} vs {want:?}"
+        );
+    }
 }
 
 /// Set in the child processes of the growing-loop tests: the loop to run.
