@@ -78,7 +78,7 @@ fn reductions_drop_or_keep_axes_and_widen_small_integers() {
     assert_eq!(x.mean([0, 1, 2], true).shape(), vec![1, 1, 1]);
     assert_eq!(x.sum_all().shape(), Vec::<usize>::new());
     assert_eq!(x.argmax(-2, false).shape(), vec![2, 4]);
-    assert_eq!(x.argmax(1, false).dtype(), DType::I32);
+    assert_eq!(x.argmax(1, false).dtype(), DType::I64);
     assert_eq!(ti(&[3], DType::Bool).sum_all().dtype(), DType::I32);
     assert_eq!(ti(&[3], DType::U8).sum_all().dtype(), DType::U32);
     assert_eq!(ti(&[3], DType::I64).sum_all().dtype(), DType::I64);

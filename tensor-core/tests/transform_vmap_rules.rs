@@ -433,7 +433,7 @@ fn vmap_of_cumsum_equals_the_loop_on_every_axis() {
 fn vmap_of_argmax_and_argmin_equals_the_loop() {
     let x = distinct_f64(&[B, 3, 4], 51);
     let batched = vmap(|x: &Tensor| x.argmax(1, false), 0, 0).call1(std::slice::from_ref(&x));
-    assert_eq!(batched.dtype(), DType::I32);
+    assert_eq!(batched.dtype(), DType::I64);
     assert_vmap_matches_loop(
         |x: &Tensor| x.argmax(1, false),
         &m0(),
