@@ -3,12 +3,14 @@
 //!
 //! The modules follow the lowering pipeline, and each imports only from those before it:
 //! `uop` (the IR) → `rewrite` (the one mechanism every pass uses) → `symbolic` (index
-//! arithmetic) → `tensor` (the front end) → `nn` (layers as compositions) → `transform` → `schedule` → `codegen` → `render`
-//! → `interp` (the oracle). `tests/module_order.rs` checks it.
+//! arithmetic) → `tensor` (the front end) → `nn` (layers as compositions) → `transform` →
+//! `optim` → `dp` (DP-SGD's clipped sums) → `schedule` → `codegen` → `render` → `interp`
+//! (the oracle). `tests/module_order.rs` checks it.
 
 #![warn(missing_docs)]
 
 pub mod codegen;
+pub mod dp;
 pub mod interp;
 pub mod nn;
 pub mod optim;

@@ -1,7 +1,7 @@
 //! The modules of `tensor-core` import only from modules below them in the pipeline order
 //! written in the README ("How it is built"):
 //!
-//! `uop` < `rewrite` < `symbolic` < `tensor` < `nn` < `transform` < `optim` < `schedule` <
+//! `uop` < `rewrite` < `symbolic` < `tensor` < `nn` < `transform` < `optim` < `dp` < `schedule` <
 //! `codegen` < `render` < `interp`
 //!
 //! A source scan: every `crate::<module>` path (also inside `use crate::{...}` groups) in the
@@ -22,6 +22,7 @@ const ORDER: &[&str] = &[
     "nn",
     "transform",
     "optim",
+    "dp",
     "schedule",
     "codegen",
     "render",

@@ -31,11 +31,16 @@ fn words_for(len: usize) -> usize {
     len.div_ceil(ALIGNMENT) * (ALIGNMENT / WORD)
 }
 
-/// How many buffers of one device are alive, and how many bytes they hold.
+/// How many buffers of one device are alive, how many bytes they hold, and the high-water
+/// marks since the last [`LiveBuffers::reset_peaks`]: the most bytes held at once and the
+/// largest single buffer (what a test reads to prove a computation never held a buffer of
+/// some size).
 #[derive(Debug, Default)]
 pub struct LiveBuffers {
     count: AtomicUsize,
     bytes: AtomicUsize,
+    peak_bytes: AtomicUsize,
+    largest: AtomicUsize,
 }
 
 impl LiveBuffers {
@@ -47,6 +52,29 @@ impl LiveBuffers {
     /// Bytes held by live buffers.
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes live buffers held at once since the last reset.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The size in bytes of the largest buffer allocated (or recycled) since the last reset.
+    pub fn largest_buffer(&self) -> usize {
+        self.largest.load(Ordering::Relaxed)
+    }
+
+    /// Starts both high-water marks again from what is live now.
+    pub fn reset_peaks(&self) {
+        self.peak_bytes.store(self.bytes(), Ordering::Relaxed);
+        self.largest.store(0, Ordering::Relaxed);
+    }
+
+    fn add(&self, len: usize) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let now = self.bytes.fetch_add(len, Ordering::Relaxed) + len;
+        self.peak_bytes.fetch_max(now, Ordering::Relaxed);
+        self.largest.fetch_max(len, Ordering::Relaxed);
     }
 }
 
@@ -115,8 +143,7 @@ impl CpuBuffer {
         live: Arc<LiveBuffers>,
         recycler: Option<Arc<Recycler>>,
     ) -> CpuBuffer {
-        live.count.fetch_add(1, Ordering::Relaxed);
-        live.bytes.fetch_add(len, Ordering::Relaxed);
+        live.add(len);
         CpuBuffer {
             memory: Memory::Allocated {
                 words: Mutex::new(words),
@@ -362,5 +389,10 @@ mod tests {
         assert_eq!((live.count(), live.bytes()), (1, 6));
         drop(b);
         assert_eq!((live.count(), live.bytes()), (0, 0));
+        assert_eq!((live.peak_bytes(), live.largest_buffer()), (16, 10));
+        live.reset_peaks();
+        let c = CpuBuffer::zeroed(4, live.clone());
+        assert_eq!((live.peak_bytes(), live.largest_buffer()), (4, 4));
+        drop(c);
     }
 }

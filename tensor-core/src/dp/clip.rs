@@ -1,0 +1,122 @@
+//! Per-sample gradient norms and the sum of clipped per-sample gradients of a loss over flat
+//! lists of tensors (the facade's `tensor::dp` types them for trees).
+
+use crate::tensor::Tensor;
+use crate::transform::func::{Func, transform_error};
+use crate::transform::vjp::grad;
+use crate::transform::vmap::{VmapMethod, vmap_with};
+use crate::uop::DType;
+
+/// Opacus's guard in `C / (‖g‖ + ε)`: a zero gradient gets the factor 1, never a division by
+/// zero.
+pub const NORM_EPSILON: f64 = 1e-6;
+
+/// The per-sample gradients of `loss` with respect to its first `params.len()` arguments,
+/// each with the batch as its leading axis. `loss` takes the parameters, then one sample of
+/// each `batch` tensor (the batch axis is axis 0 of every batch tensor), and returns a 0-d loss.
+#[track_caller]
+pub fn per_sample_grads(
+    loss: &Func,
+    params: &[Tensor],
+    batch: &[Tensor],
+    method: VmapMethod,
+) -> Vec<Tensor> {
+    check_arguments("per_sample_grads", loss, params, batch);
+    let argnums: Vec<usize> = (0..params.len()).collect();
+    let in_axes: Vec<Option<isize>> = std::iter::repeat_n(None, params.len())
+        .chain(std::iter::repeat_n(Some(0), batch.len()))
+        .collect();
+    let args: Vec<Tensor> = params.iter().chain(batch).cloned().collect();
+    vmap_with(grad(loss.clone(), argnums), in_axes, 0, method).call(&args)
+}
+
+/// The norm of each sample's gradient over all parameters, `[B]`: `‖∇_θ loss(θ, x_i)‖₂`
+/// (Opacus's `per_sample_norms`), computed without storing the `B × P` gradients.
+#[track_caller]
+pub fn per_sample_grad_norms(
+    loss: &Func,
+    params: &[Tensor],
+    batch: &[Tensor],
+    method: VmapMethod,
+) -> Tensor {
+    norms_of(&per_sample_grads(loss, params, batch, method))
+}
+
+/// The sum over the batch of each sample's gradient clipped to norm `clip_norm`, one tensor
+/// per parameter, and the per-sample norms before clipping: `Σ_i min(1, C / (‖g_i‖ + 1e-6))
+/// g_i`, as Opacus clips (DP-SGD's `Σ_i clip(g_i)` before noise).
+#[track_caller]
+pub fn clipped_grad_sum(
+    loss: &Func,
+    params: &[Tensor],
+    batch: &[Tensor],
+    clip_norm: f64,
+    method: VmapMethod,
+) -> (Vec<Tensor>, Tensor) {
+    if !(clip_norm.is_finite() && clip_norm > 0.0) {
+        transform_error(&format!(
+            "clipped_grad_sum: the clipping norm must be a positive finite number, got \
+             {clip_norm}"
+        ));
+    }
+    let grads = per_sample_grads(loss, params, batch, method);
+    let norms = norms_of(&grads);
+    let factor = ((&norms + NORM_EPSILON).recip() * clip_norm).minimum(1.0);
+    let sums = grads
+        .iter()
+        .zip(params)
+        .map(|(g, p)| weighted_batch_sum(g, &factor).cast(p.dtype()))
+        .collect();
+    (sums, norms)
+}
+
+/// `sqrt(Σ_leaves Σ_{non-batch axes} g²)` of per-sample gradients with a leading batch axis.
+fn norms_of(grads: &[Tensor]) -> Tensor {
+    grads
+        .iter()
+        .map(|g| {
+            let g = g.cast(DType::promote(DType::F32, g.dtype()));
+            let axes: Vec<isize> = (1..g.shape().len() as isize).collect();
+            (&g * &g).sum(&axes[..], false)
+        })
+        .reduce(|a, b| &a + &b)
+        .unwrap_or_else(|| transform_error("per_sample_grad_norms: the loss has no parameters"))
+        .sqrt()
+}
+
+/// `Σ_i w_i g_i` over the leading axis of `g`.
+fn weighted_batch_sum(g: &Tensor, weights: &Tensor) -> Tensor {
+    let mut shape = vec![weights.shape()[0]];
+    shape.extend(std::iter::repeat_n(1, g.shape().len() - 1));
+    (g * &weights.reshape(&shape[..])).sum(0, false)
+}
+
+#[track_caller]
+fn check_arguments(op: &str, loss: &Func, params: &[Tensor], batch: &[Tensor]) {
+    if let Some(arity) = loss.arity()
+        && arity != params.len() + batch.len()
+    {
+        transform_error(&format!(
+            "{op}: the loss takes {arity} arguments, but {} parameters and {} batch tensors were \
+             given; the loss takes the parameters first, then one sample of each batch tensor",
+            params.len(),
+            batch.len()
+        ));
+    }
+    if batch.is_empty() {
+        transform_error(&format!(
+            "{op}: no batch tensors; give at least one tensor whose axis 0 is the batch"
+        ));
+    }
+    let sizes: Vec<usize> = batch
+        .iter()
+        .map(|b| b.shape().first().copied().unwrap_or(0))
+        .collect();
+    if batch.iter().any(|b| b.shape().is_empty()) || sizes.windows(2).any(|w| w[0] != w[1]) {
+        let shapes: Vec<Vec<usize>> = batch.iter().map(|b| b.shape().to_vec()).collect();
+        transform_error(&format!(
+            "{op}: every batch tensor needs the batch as axis 0 with one size; got shapes \
+             {shapes:?}"
+        ));
+    }
+}
