@@ -6,8 +6,10 @@
 //! gradients of `vmap(grad(loss))` are reduced to their norms and to their weighted sum
 //! inside the kernels that compute them (see `tensor_core::dp`).
 
+pub mod accountant;
 pub mod clip;
 pub mod noise;
+pub mod sampling;
 
 pub use clip::{
     clipped_grad, clipped_grad_with, per_sample_grad_norms, per_sample_grad_norms_with,
