@@ -46,7 +46,7 @@ pub const NOISE_SEARCH_TOLERANCE: f64 = 0.01;
 /// `q = 0` gives 0 (nothing is released), `sigma = 0` gives `∞` (no noise, no privacy), and
 /// `q = 1` is the plain Gaussian mechanism, `α / (2σ²)` per step.
 ///
-/// Panics if `q` is outside `[0, 1]` or `sigma` is negative or NaN.
+/// Panics if `q` is outside `[0, 1]`, `sigma` is negative or NaN, or an order is not above 1.
 ///
 /// ```
 /// use tensor::dp::accountant::rdp;
