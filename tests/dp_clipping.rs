@@ -1,0 +1,288 @@
+//! DP-SGD's per-sample norms and clipped sums (`tensor::dp`) equal the same numbers computed
+//! from each sample's own gradient (a plain `grad` per sample, no `vmap`), for a dense layer,
+//! a convolution, an embedding, a layer norm, attention and a GRU, at batch sizes 1 and 7
+//! (64 for the dense layer), by every vmap method; the per-sample gradients are never stored
+//! whole (the allocator's largest buffer), and the loss is traced once per call.
+
+// The losses take `&Vec<Tensor>`: the parameter tree's type, as `vmap(grad)` passes it.
+#![allow(clippy::ptr_arg)]
+
+mod common;
+
+use common::{max_abs_diff, ramp, values};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tensor::nn::{self, Attention, Conv, RecurrentOptions, RecurrentWeights};
+use tensor::prelude::*;
+use tensor::typed::{self, Argnum, VmapMethod};
+
+/// Norms and sums agree within this relative tolerance (f32 sums in another order).
+const RTOL: f64 = 2e-4;
+const CLIP: f64 = 0.5;
+const METHODS: [VmapMethod; 3] = [
+    VmapMethod::Rewrite,
+    VmapMethod::Range,
+    VmapMethod::PadReduce,
+];
+
+type Loss = fn(&Vec<Tensor>, &Tensor) -> Tensor;
+
+/// A fixed, asymmetric readout so no gradient vanishes by symmetry.
+fn readout(y: &Tensor) -> Tensor {
+    let n: usize = y.shape().iter().product();
+    let k = ramp(&[n], 2.0) + 0.3;
+    (y.tanh().reshape(&[n]) * k).sum_all()
+}
+
+fn dense(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    readout(&nn::linear(x, &p[0], Some(&p[1])))
+}
+
+fn conv(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    let y = nn::conv2d(&x.unsqueeze(0), &p[0], Some(&p[1]), &Conv::default());
+    readout(&y)
+}
+
+fn embedding(p: &Vec<Tensor>, ids: &Tensor) -> Tensor {
+    readout(&nn::embedding(ids, &p[0]))
+}
+
+fn layer_norm(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    readout(&nn::layer_norm(x, &[6], Some(&p[0]), Some(&p[1]), 1e-5))
+}
+
+fn attention(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    let (q, k, v) = (x.matmul(&p[0]), x.matmul(&p[1]), x.matmul(&p[2]));
+    readout(&nn::scaled_dot_product_attention(
+        &q,
+        &k,
+        &v,
+        &Attention::default(),
+    ))
+}
+
+fn gru(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    let w = RecurrentWeights {
+        weight_ih: p[0].clone(),
+        weight_hh: p[1].clone(),
+        bias_ih: Some(p[2].clone()),
+        bias_hh: Some(p[3].clone()),
+    };
+    let (out, _) = nn::gru(&x.unsqueeze(1), None, &[w], RecurrentOptions::default());
+    readout(&out)
+}
+
+struct Case {
+    name: &'static str,
+    loss: Loss,
+    params: Vec<Tensor>,
+    /// One sample's input.
+    sample: fn(usize) -> Tensor,
+}
+
+fn float_sample(shape: &'static [usize]) -> impl Fn(usize) -> Tensor {
+    move |i| ramp(shape, 3.0) * (1.0 + 0.37 * i as f64) + (i as f64 * 0.11).sin()
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "dense",
+            loss: dense,
+            params: vec![ramp(&[3, 4], 1.0), ramp(&[3], 0.5)],
+            sample: |i| float_sample(&[4])(i),
+        },
+        Case {
+            name: "conv",
+            loss: conv,
+            params: vec![ramp(&[2, 1, 3, 3], 1.0), ramp(&[2], 0.5)],
+            sample: |i| float_sample(&[1, 5, 5])(i),
+        },
+        Case {
+            name: "embedding",
+            loss: embedding,
+            params: vec![ramp(&[5, 4], 1.5)],
+            sample: |i| Tensor::from_vec(vec![(i % 5) as i32, ((3 * i + 1) % 5) as i32, 2], &[3]),
+        },
+        Case {
+            name: "layer_norm",
+            loss: layer_norm,
+            params: vec![ramp(&[6], 1.0) + 1.0, ramp(&[6], 0.5)],
+            sample: |i| float_sample(&[6])(i),
+        },
+        Case {
+            name: "attention",
+            loss: attention,
+            params: vec![
+                ramp(&[4, 4], 1.0),
+                ramp(&[4, 4], 0.8) * -1.0,
+                ramp(&[4, 3], 1.2),
+            ],
+            sample: |i| float_sample(&[3, 4])(i),
+        },
+        Case {
+            name: "gru",
+            loss: gru,
+            params: vec![
+                ramp(&[9, 2], 1.0),
+                ramp(&[9, 3], 0.8),
+                ramp(&[9], 0.5),
+                ramp(&[9], 0.3) * -1.0,
+            ],
+            sample: |i| float_sample(&[2, 2])(i),
+        },
+    ]
+}
+
+/// Each sample's gradient by a plain `grad` of the loss at that sample alone (one buffer per
+/// sample, so every sample replays one plan), flattened over all parameters.
+fn reference_grads(case: &Case, batch: usize) -> Vec<Vec<f64>> {
+    let g = typed::grad(case.loss, Argnum::<0>);
+    (0..batch)
+        .map(|i| {
+            let sample = (case.sample)(i);
+            sample.realize().unwrap();
+            g(&case.params, &sample).iter().flat_map(values).collect()
+        })
+        .collect()
+}
+
+fn stacked(case: &Case, batch: usize) -> Tensor {
+    let samples: Vec<Tensor> = (0..batch).map(case.sample).collect();
+    let x = Tensor::stack(&samples, 0);
+    x.realize().unwrap();
+    x
+}
+
+fn check(case: &Case, batch: usize, method: VmapMethod) {
+    let what = format!("{} at B={batch} by {method:?}", case.name);
+    let per_sample = reference_grads(case, batch);
+    let norms: Vec<f64> = per_sample
+        .iter()
+        .map(|g| g.iter().map(|v| v * v).sum::<f64>().sqrt())
+        .collect();
+    let mut clipped = vec![0.0; per_sample[0].len()];
+    for (g, n) in per_sample.iter().zip(&norms) {
+        let factor = (CLIP / (n + 1e-6)).min(1.0);
+        for (c, v) in clipped.iter_mut().zip(g) {
+            *c += factor * v;
+        }
+    }
+    let x = stacked(case, batch);
+    let (sums, got_norms) =
+        tensor::dp::clipped_grad_with(case.loss, &case.params, &x, CLIP, method);
+    let got_norms = values(&got_norms);
+    let got: Vec<f64> = sums.iter().flat_map(values).collect();
+    let scale = norms.iter().cloned().fold(1e-3, f64::max);
+    assert!(
+        max_abs_diff(&got_norms, &norms) <= RTOL * scale,
+        "{what}: norms {got_norms:?} != {norms:?}"
+    );
+    let scale = clipped.iter().map(|v| v.abs()).fold(1e-3, f64::max);
+    assert!(
+        max_abs_diff(&got, &clipped) <= RTOL * scale,
+        "{what}: clipped sums differ by {}",
+        max_abs_diff(&got, &clipped)
+    );
+    assert!(
+        norms.iter().any(|&n| n > CLIP) && norms.iter().any(|&n| n > 0.0),
+        "{what}: the case must clip some sample (norms {norms:?})"
+    );
+}
+
+#[test]
+fn norms_and_clipped_sums_equal_each_samples_own_gradient() {
+    for case in cases() {
+        check(&case, 1, VmapMethod::Rewrite);
+        for method in METHODS {
+            check(&case, 7, method);
+        }
+    }
+}
+
+#[test]
+fn a_dense_layer_at_batch_64() {
+    let case = &cases()[0];
+    check(case, 64, VmapMethod::Rewrite);
+}
+
+/// A model whose dense weight dominates its parameters: the clipped sum's largest buffer is
+/// far below one per-sample copy of that weight for the batch (`B × P` floats).
+#[test]
+fn no_buffer_holds_the_per_sample_gradients() {
+    let (batch, inputs, outputs) = (32, 256, 64);
+    let loss = |p: &Vec<Tensor>, x: &Tensor| {
+        let h = nn::linear(x, &p[0], Some(&p[1])).relu();
+        readout(&nn::linear(&h, &p[2], None))
+    };
+    let params = vec![
+        ramp(&[outputs, inputs], 0.2),
+        ramp(&[outputs], 0.1),
+        ramp(&[2, outputs], 0.5),
+    ];
+    let x = ramp(&[batch, inputs], 2.0);
+    realize_tree(&(params.clone(), x.clone())).unwrap();
+    let device = tensor::runtime::CpuDevice::shared().unwrap();
+    device.live_buffers().reset_peaks();
+    let (sums, norms) = tensor::dp::clipped_grad_with(loss, &params, &x, CLIP, VmapMethod::Rewrite);
+    realize_tree(&(sums, norms)).unwrap();
+    let per_sample_bytes = batch * outputs * inputs * 4;
+    let largest = device.live_buffers().largest_buffer();
+    assert!(
+        largest * 8 <= per_sample_bytes,
+        "the largest buffer ({largest} bytes) is more than 1/8 of the B×P per-sample \
+         gradients ({per_sample_bytes} bytes)"
+    );
+}
+
+/// One trace of the loss per call: the norms and the clipped sum read one backward pass.
+#[test]
+fn the_loss_is_traced_once() {
+    let traces = Arc::new(AtomicUsize::new(0));
+    let counter = traces.clone();
+    let loss = move |p: &Vec<Tensor>, x: &Tensor| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        dense(p, x)
+    };
+    let case = &cases()[0];
+    let x = stacked(case, 5);
+    let (sums, norms) =
+        tensor::dp::clipped_grad_with(loss, &case.params, &x, CLIP, VmapMethod::Rewrite);
+    realize_tree(&(sums, norms)).unwrap();
+    assert_eq!(traces.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_new_clipping_norm_replays_the_plan() {
+    let case = &cases()[0];
+    let x = stacked(case, 7);
+    let run = |clip: f64| {
+        let g = tensor::dp::clipped_grad(case.loss, &case.params, &x, clip);
+        realize_tree(&g).unwrap();
+    };
+    run(0.5);
+    let before = tensor::runtime::pipeline_counts().plans_made();
+    run(0.25);
+    run(2.0);
+    assert_eq!(tensor::runtime::pipeline_counts().plans_made(), before);
+}
+
+#[test]
+fn bad_arguments_name_the_function() {
+    let case = &cases()[0];
+    let x = stacked(case, 3);
+    let message =
+        common::panic_message(|| tensor::dp::clipped_grad(case.loss, &case.params, &x, 0.0));
+    assert!(
+        message.contains("clipping norm must be a positive"),
+        "{message}"
+    );
+    let uneven = (ramp(&[3, 4], 1.0), ramp(&[2, 4], 1.0));
+    let loss = |p: &Vec<Tensor>, b: &(Tensor, Tensor)| dense(p, &b.0) + dense(p, &b.1);
+    let message =
+        common::panic_message(|| tensor::dp::per_sample_grad_norms(loss, &case.params, &uneven));
+    assert!(
+        message.contains("batch as axis 0 with one size"),
+        "{message}"
+    );
+}
