@@ -8,10 +8,12 @@
 
 pub mod accountant;
 pub mod clip;
+pub mod engine;
 pub mod noise;
 pub mod sampling;
 
 pub use clip::{
     clipped_grad, clipped_grad_with, per_sample_grad_norms, per_sample_grad_norms_with,
 };
+pub use engine::DpSgd;
 pub use noise::noisy_mean;

@@ -53,6 +53,34 @@ pub fn clipped_grad_sum(
     clip_norm: f64,
     method: VmapMethod,
 ) -> (Vec<Tensor>, Tensor) {
+    clipped_sum(loss, params, batch, clip_norm, method, None)
+}
+
+/// [`clipped_grad_sum`] with each sample's clipped gradient multiplied by `mask[i]` (`[B]`):
+/// a batch padded to a fixed size with masked samples (`mask` 0) sums only the real ones, so
+/// batches of every size up to the padded one share one plan (JAX-privacy's padding of
+/// Poisson-sampled batches).
+#[track_caller]
+pub fn masked_clipped_grad_sum(
+    loss: &Func,
+    params: &[Tensor],
+    batch: &[Tensor],
+    clip_norm: f64,
+    method: VmapMethod,
+    mask: &Tensor,
+) -> (Vec<Tensor>, Tensor) {
+    clipped_sum(loss, params, batch, clip_norm, method, Some(mask))
+}
+
+#[track_caller]
+fn clipped_sum(
+    loss: &Func,
+    params: &[Tensor],
+    batch: &[Tensor],
+    clip_norm: f64,
+    method: VmapMethod,
+    mask: Option<&Tensor>,
+) -> (Vec<Tensor>, Tensor) {
     if !(clip_norm.is_finite() && clip_norm > 0.0) {
         transform_error(&format!(
             "clipped_grad_sum: the clipping norm must be a positive finite number, got \
@@ -61,7 +89,18 @@ pub fn clipped_grad_sum(
     }
     let grads = per_sample_grads(loss, params, batch, method);
     let norms = norms_of(&grads);
-    let factor = ((&norms + NORM_EPSILON).recip() * clip_norm).minimum(1.0);
+    let mut factor = ((&norms + NORM_EPSILON).recip() * clip_norm).minimum(1.0);
+    if let Some(mask) = mask {
+        if mask.shape() != norms.shape() {
+            transform_error(&format!(
+                "masked_clipped_grad_sum: the mask must have one entry per sample, shape {:?}, \
+                 got {:?}",
+                norms.shape(),
+                mask.shape()
+            ));
+        }
+        factor = &factor * &mask.cast(factor.dtype());
+    }
     let sums = grads
         .iter()
         .zip(params)

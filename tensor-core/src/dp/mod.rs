@@ -19,5 +19,5 @@
 pub mod clip;
 pub mod noise;
 
-pub use clip::{clipped_grad_sum, per_sample_grad_norms};
+pub use clip::{clipped_grad_sum, masked_clipped_grad_sum, per_sample_grad_norms};
 pub use noise::noisy_mean;
