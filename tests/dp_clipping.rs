@@ -261,10 +261,13 @@ fn a_new_clipping_norm_replays_the_plan() {
         realize_tree(&g).unwrap();
     };
     run(0.5);
-    let before = tensor::runtime::pipeline_counts().plans_made();
+    let before = tensor::runtime::thread_pipeline_counts().plans_made();
     run(0.25);
     run(2.0);
-    assert_eq!(tensor::runtime::pipeline_counts().plans_made(), before);
+    assert_eq!(
+        tensor::runtime::thread_pipeline_counts().plans_made(),
+        before
+    );
 }
 
 #[test]

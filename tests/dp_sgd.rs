@@ -9,7 +9,7 @@ use common::{max_abs_diff, ramp, values};
 use tensor::dp::DpSgd;
 use tensor::dp::accountant::RdpAccountant;
 use tensor::prelude::*;
-use tensor::runtime::pipeline_counts;
+use tensor::runtime::thread_pipeline_counts;
 
 const N: usize = 40;
 const CLIP: f64 = 0.7;
@@ -80,13 +80,13 @@ fn batches_up_to_the_padding_share_one_plan() {
     let mut dp = DpSgd::new(CLIP, 1.0, N, 0.1, 3).with_padding(8);
     let data = (x, y);
     realize_tree(&dp.private_grad(loss, &w, &data, &[0, 1, 2])).unwrap();
-    let before = pipeline_counts().plans_made();
+    let before = thread_pipeline_counts().plans_made();
     for size in [1usize, 5, 8, 0, 7] {
         let batch: Vec<usize> = (0..size).map(|i| (i * 5 + size) % N).collect();
         realize_tree(&dp.private_grad(loss, &w, &data, &batch)).unwrap();
     }
     assert_eq!(
-        pipeline_counts().plans_made(),
+        thread_pipeline_counts().plans_made(),
         before,
         "a batch size within the padding built a plan"
     );

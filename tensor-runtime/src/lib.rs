@@ -64,6 +64,7 @@ pub use error::{Result, RuntimeError};
 pub use jit::{Jit, jit};
 pub use stats::{
     CompileCounts, PipelineCounts, compiler_invocations, disk_cache_hits, pipeline_counts,
+    thread_pipeline_counts,
 };
 pub use tensor_ext::Realize;
 

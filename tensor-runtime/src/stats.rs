@@ -105,24 +105,57 @@ static KERNELS_GENERATED: AtomicU64 = AtomicU64::new(0);
 static PLAN_HITS: AtomicU64 = AtomicU64::new(0);
 static DISK_PLAN_HITS: AtomicU64 = AtomicU64::new(0);
 
+thread_local! {
+    /// The same counts for the realizes called on this thread: plans are looked up, built
+    /// and their kernels generated on the thread that realizes, so a test can count its own
+    /// work while other tests of its binary realize in parallel.
+    static THIS_THREAD: std::cell::Cell<PipelineCounts> = const {
+        std::cell::Cell::new(PipelineCounts {
+            schedules: 0,
+            kernels_generated: 0,
+            plan_hits: 0,
+            disk_plan_hits: 0,
+        })
+    };
+}
+
+fn bump_this_thread(field: fn(&mut PipelineCounts) -> &mut u64) {
+    THIS_THREAD.with(|counts| {
+        let mut now = counts.get();
+        *field(&mut now) += 1;
+        counts.set(now);
+    });
+}
+
 /// Counts one graph scheduled.
 pub(crate) fn record_schedule() {
     bump(&SCHEDULES);
+    bump_this_thread(|c| &mut c.schedules);
 }
 
 /// Counts one kernel generated.
 pub(crate) fn record_kernel_generated() {
     bump(&KERNELS_GENERATED);
+    bump_this_thread(|c| &mut c.kernels_generated);
 }
 
 /// Counts one realize answered from the plan cache.
 pub(crate) fn record_plan_hit() {
     bump(&PLAN_HITS);
+    bump_this_thread(|c| &mut c.plan_hits);
 }
 
 /// Counts one plan read from the disk instead of being built.
 pub(crate) fn record_disk_plan_hit() {
     bump(&DISK_PLAN_HITS);
+    bump_this_thread(|c| &mut c.disk_plan_hits);
+}
+
+/// The pipeline work of the realizes called on this thread so far: what a test asserts
+/// about its own graphs while other threads realize (a kernel not generated is not compiled,
+/// so `kernels_generated` unchanged also means no compile for this thread's graphs).
+pub fn thread_pipeline_counts() -> PipelineCounts {
+    THIS_THREAD.with(std::cell::Cell::get)
 }
 
 /// The pipeline work done in this process so far.
