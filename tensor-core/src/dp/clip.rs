@@ -1,8 +1,10 @@
 //! Per-sample gradient norms and the sum of clipped per-sample gradients of a loss over flat
 //! lists of tensors (the facade's `tensor::dp` types them for trees).
 
+use super::norm_rules::factored_sum_sq;
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, transform_error};
+use crate::transform::trace::inline_functions;
 use crate::transform::vjp::grad;
 use crate::transform::vmap::{VmapMethod, vmap_with};
 use crate::uop::DType;
@@ -12,7 +14,8 @@ use crate::uop::DType;
 pub const NORM_EPSILON: f64 = 1e-6;
 
 /// The per-sample gradients of `loss` with respect to its first `params.len()` arguments,
-/// each with the batch as its leading axis. `loss` takes the parameters, then one sample of
+/// each with the batch as its leading axis (the traced function inlined, so the norms and the
+/// clipped sum read the same nodes). `loss` takes the parameters, then one sample of
 /// each `batch` tensor (the batch axis is axis 0 of every batch tensor), and returns a 0-d loss.
 #[track_caller]
 pub fn per_sample_grads(
@@ -27,7 +30,11 @@ pub fn per_sample_grads(
         .chain(std::iter::repeat_n(Some(0), batch.len()))
         .collect();
     let args: Vec<Tensor> = params.iter().chain(batch).cloned().collect();
-    vmap_with(grad(loss.clone(), argnums), in_axes, 0, method).call(&args)
+    vmap_with(grad(loss.clone(), argnums), in_axes, 0, method)
+        .call(&args)
+        .iter()
+        .map(|g| Tensor::from_uop(inline_functions(&g.uop())))
+        .collect()
 }
 
 /// The norm of each sample's gradient over all parameters, `[B]`: `‖∇_θ loss(θ, x_i)‖₂`
@@ -109,14 +116,15 @@ fn clipped_sum(
     (sums, norms)
 }
 
-/// `sqrt(Σ_leaves Σ_{non-batch axes} g²)` of per-sample gradients with a leading batch axis.
+/// `sqrt(Σ_leaves Σ_{non-batch axes} g²)` of per-sample gradients with a leading batch axis,
+/// each leaf's sum of squares factored by [`norm_rules`](super::norm_rules).
 fn norms_of(grads: &[Tensor]) -> Tensor {
     grads
         .iter()
         .map(|g| {
             let g = g.cast(DType::promote(DType::F32, g.dtype()));
-            let axes: Vec<isize> = (1..g.shape().len() as isize).collect();
-            (&g * &g).sum(&axes[..], false)
+            let batch = g.shape()[0];
+            Tensor::from_uop(factored_sum_sq(&g.uop())).reshape(&[batch])
         })
         .reduce(|a, b| &a + &b)
         .unwrap_or_else(|| transform_error("per_sample_grad_norms: the loss has no parameters"))

@@ -1,0 +1,286 @@
+//! The squared norm of each sample's gradient, rewritten to cost what its factors cost.
+//!
+//! `SumSq(z)` is `Reduce(Add, axes 1.., z · z)`: the sum of squares over every axis but the
+//! batch (axis 0), kept as size 1. The rules, tried on a `SumSq` node:
+//!
+//! ```text
+//! SumSq(permute(z)), axis 0 kept first      => SumSq(z)
+//! SumSq(reshape(z)), axis 0 kept            => SumSq(z)
+//! SumSq(expand(a))                          => SumSq(a) · Π(sizes a was expanded to)
+//! SumSq(a · b), a and b vary on disjoint    => SumSq(a) · SumSq(b)   (every result
+//!   non-batch axes                                                     reshaped to SumSq's)
+//! ```
+//!
+//! The last is the norm of an outer product, `Σ_jk (a_j b_k)² = (Σ_j a_j²)(Σ_k b_k²)`: a dense
+//! layer's per-sample gradient `δ_i ⊗ x_i` has its norm from `B (J + K)` products instead of
+//! `B J K`. Rules fire only along the spine from the norm down, on nodes the rewrite made; the
+//! network's own graph (shared with the clipped sum) is never touched, so its nodes stay one.
+//! A gradient no rule factors keeps its `SumSq`, which the scheduler reduces inside the kernel
+//! that computes the gradient.
+
+use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::uop::{Arg, Op, ReduceOp, UOp};
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+
+/// `Σ_{axes 1..} z²` with every axis kept (size 1 but the batch's).
+pub fn sum_sq(z: &UOp) -> UOp {
+    let sq = UOp::alu(Op::Mul, vec![z.clone(), z.clone()]);
+    let axes: Vec<usize> = (1..z.shape_vec().len()).collect();
+    match axes.is_empty() {
+        true => sq,
+        false => sq.reduce(ReduceOp::Add, &axes),
+    }
+}
+
+/// `sum_sq(g)` of a per-sample gradient `g` (batch on axis 0), rewritten by the rules above;
+/// the result has `sum_sq(g)`'s shape.
+pub fn factored_sum_sq(g: &UOp) -> UOp {
+    let frozen: HashSet<UOp> = g.toposort().into_iter().collect();
+    let mut memo = HashMap::new();
+    spine(&sum_sq(g), &frozen, &mut memo)
+}
+
+/// `node` with the rules applied to it and to every node below it that is not `frozen`.
+fn spine(node: &UOp, frozen: &HashSet<UOp>, memo: &mut HashMap<UOp, UOp>) -> UOp {
+    if frozen.contains(node) {
+        return node.clone();
+    }
+    if let Some(done) = memo.get(node) {
+        return done.clone();
+    }
+    let src: Vec<UOp> = node.src().iter().map(|s| spine(s, frozen, memo)).collect();
+    let rebuilt = if src.as_slice() == node.src() {
+        node.clone()
+    } else {
+        UOp::new(node.op(), node.dtype(), src, node.arg().clone())
+    };
+    let result = match rules().rewrite(&rebuilt, &mut ()) {
+        Some(next) if next != rebuilt => spine(&next, frozen, memo),
+        _ => rebuilt,
+    };
+    memo.insert(node.clone(), result.clone());
+    result
+}
+
+fn rules() -> &'static PatternMatcher<()> {
+    static RULES: OnceLock<PatternMatcher<()>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let of = |inner: UPat| {
+            UPat::op(Op::Reduce)
+                .named("root")
+                .src(vec![UPat::alu(Op::Mul, vec![inner.clone(), inner])])
+        };
+        let z = || UPat::var("z");
+        PatternMatcher::new()
+            .rule(
+                of(UPat::op(Op::Permute).named("m").src(vec![z()])),
+                |m, _| through_permute(m),
+            )
+            .rule(
+                of(UPat::op(Op::Reshape).named("m").src_prefix(vec![z()])),
+                |m, _| through_reshape(m),
+            )
+            .rule(
+                of(UPat::op(Op::Expand).named("m").src_prefix(vec![z()])),
+                |m, _| through_expand(m),
+            )
+            .rule(
+                of(UPat::alu(Op::Mul, vec![UPat::var("a"), UPat::var("b")]).named("m")),
+                |m, _| outer_product(m),
+            )
+    })
+}
+
+/// The node a rule matched is a `SumSq`: a sum over exactly the non-batch axes.
+fn is_sum_sq(root: &UOp) -> bool {
+    let rank = root.shape_vec().len();
+    matches!(root.arg(), Arg::Reduce(ReduceOp::Add, axes) if axes.iter().copied().eq(1..rank))
+}
+
+fn through_permute(m: &Captures) -> Option<UOp> {
+    let Arg::Permutation(perm) = m["m"].arg() else {
+        return None;
+    };
+    (is_sum_sq(&m["root"]) && perm.first() == Some(&0))
+        .then(|| as_shape_of(&sum_sq(&m["z"]), &m["root"]))
+}
+
+fn through_reshape(m: &Captures) -> Option<UOp> {
+    let (z, y) = (&m["z"], &m["m"]);
+    let keeps_batch = z.shape_vec().first() == y.shape_vec().first() && !z.shape_vec().is_empty();
+    (is_sum_sq(&m["root"]) && keeps_batch).then(|| as_shape_of(&sum_sq(z), &m["root"]))
+}
+
+fn through_expand(m: &Captures) -> Option<UOp> {
+    let (z, y) = (&m["z"], &m["m"]);
+    let (from, to) = (z.shape_vec(), y.shape_vec());
+    if !is_sum_sq(&m["root"]) || from.len() != to.len() || from.first() != to.first() {
+        return None;
+    }
+    let copies: usize = from
+        .iter()
+        .zip(to.iter())
+        .skip(1)
+        .map(|(f, t)| t / f)
+        .product();
+    Some(times(&as_shape_of(&sum_sq(z), &m["root"]), copies))
+}
+
+fn outer_product(m: &Captures) -> Option<UOp> {
+    let (a, b) = (unexpanded(&m["a"]), unexpanded(&m["b"]));
+    let (sa, sb, full) = (a.shape_vec(), b.shape_vec(), m["m"].shape_vec());
+    if !is_sum_sq(&m["root"]) || sa.len() != full.len() || sb.len() != full.len() {
+        return None;
+    }
+    let disjoint = (1..full.len()).all(|k| sa[k] == 1 || sb[k] == 1);
+    if !disjoint {
+        return None;
+    }
+    let both_broadcast: usize = (1..full.len())
+        .filter(|&k| sa[k] == 1 && sb[k] == 1)
+        .map(|k| full[k])
+        .product();
+    let root = &m["root"];
+    let product = UOp::alu(
+        Op::Mul,
+        vec![
+            as_shape_of(&sum_sq(&a), root),
+            as_shape_of(&sum_sq(&b), root),
+        ],
+    );
+    Some(times(&product, both_broadcast))
+}
+
+/// `x` before an `Expand`, else `x`.
+fn unexpanded(x: &UOp) -> UOp {
+    match x.op() {
+        Op::Expand => x.s(0).clone(),
+        _ => x.clone(),
+    }
+}
+
+/// A `SumSq` result (`[B or 1, 1, ..]`) reshaped and broadcast to `root`'s shape.
+fn as_shape_of(sum: &UOp, root: &UOp) -> UOp {
+    let target = root.shape_vec();
+    let batch = sum.shape_vec().first().copied().unwrap_or(1);
+    let mut shape = vec![1; target.len()];
+    shape[0] = batch;
+    let reshaped = if sum.shape_vec().as_slice() == shape.as_slice() {
+        sum.clone()
+    } else {
+        sum.reshape(&shape)
+    };
+    if batch == target[0] {
+        reshaped
+    } else {
+        reshaped.expand(&target)
+    }
+}
+
+/// `x · n` for a count `n` (code: a count of copies, exact).
+fn times(x: &UOp, n: usize) -> UOp {
+    if n == 1 {
+        return x.clone();
+    }
+    let shape = x.shape_vec();
+    let count = UOp::constant(n as f64, x.dtype())
+        .reshape(&vec![1; shape.len()])
+        .expand(&shape);
+    UOp::alu(Op::Mul, vec![x.clone(), count])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::evaluate;
+    use crate::tensor::Tensor;
+
+    fn data(shape: &[usize], seed: usize) -> UOp {
+        let n: usize = shape.iter().product();
+        let v = (0..n)
+            .map(|i| ((i * 7919 + seed * 31) % 97) as f32 / 48.0 - 1.0)
+            .collect();
+        Tensor::from_vec(v, shape).uop()
+    }
+
+    /// The factored norm equals the plain one (within float rounding of another order), and
+    /// `gone` no longer appears in it.
+    fn check(g: &UOp, gone: impl Fn(&UOp) -> bool) -> UOp {
+        let factored = factored_sum_sq(g);
+        assert_eq!(factored.shape_vec(), sum_sq(g).shape_vec());
+        let (want, got) = (
+            evaluate(&sum_sq(g)).to_f64_vec(),
+            evaluate(&factored).to_f64_vec(),
+        );
+        for (w, v) in want.iter().zip(&got) {
+            assert!(
+                (w - v).abs() <= 1e-5 * w.abs().max(1.0),
+                "{got:?} != {want:?}"
+            );
+        }
+        assert!(
+            !factored.toposort().iter().any(gone),
+            "the rule did not fire"
+        );
+        factored
+    }
+
+    #[test]
+    fn a_permutation_that_keeps_the_batch_first_is_skipped() {
+        let z = data(&[3, 4, 5], 1);
+        check(&z.permute(&[0, 2, 1]), |u| u.op() == Op::Permute);
+    }
+
+    #[test]
+    fn a_reshape_that_keeps_the_batch_is_skipped() {
+        let z = data(&[3, 4, 5], 2);
+        check(&z.reshape(&[3, 20]), |u| {
+            u.op() == Op::Reshape && u.shape_vec() == [3, 20]
+        });
+    }
+
+    #[test]
+    fn an_expanded_value_counts_its_copies() {
+        let z = data(&[3, 1, 4], 3);
+        check(&z.expand(&[3, 5, 4]), |u| {
+            u.op() == Op::Expand && u.shape_vec() == [3, 5, 4]
+        });
+    }
+
+    #[test]
+    fn the_norm_of_an_outer_product_is_the_product_of_norms() {
+        // A dense layer's per-sample gradient: δ [B, J, 1] times x [B, 1, K], permuted and
+        // reshaped as vmap(grad) leaves it.
+        let delta = data(&[3, 4, 1], 4).expand(&[3, 4, 5]);
+        let x = data(&[3, 1, 5], 5).expand(&[3, 4, 5]);
+        let g = UOp::alu(Op::Mul, vec![delta, x]).permute(&[0, 2, 1]);
+        let full = |u: &UOp| u.op() == Op::Mul && u.shape_vec().iter().product::<usize>() == 60;
+        check(&g, full);
+    }
+
+    #[test]
+    fn an_unbatched_factor_is_broadcast_over_the_batch() {
+        let w = data(&[1, 4, 1], 6).expand(&[3, 4, 5]);
+        let x = data(&[3, 1, 5], 7).expand(&[3, 4, 5]);
+        let full = |u: &UOp| u.op() == Op::Mul && u.shape_vec().iter().product::<usize>() == 60;
+        check(&UOp::alu(Op::Mul, vec![w, x]), full);
+    }
+
+    #[test]
+    fn factors_sharing_an_axis_are_left_to_the_scheduler() {
+        let a = data(&[3, 4, 5], 8);
+        let b = data(&[3, 1, 5], 9).expand(&[3, 4, 5]);
+        let g = UOp::alu(Op::Mul, vec![a, b]);
+        assert_eq!(factored_sum_sq(&g), sum_sq(&g));
+    }
+
+    #[test]
+    fn the_networks_own_nodes_are_never_rewritten() {
+        // g contains a SumSq of a permutation itself (as a layer's variance might): it stays.
+        let inner = sum_sq(&data(&[3, 4, 5], 10).permute(&[0, 2, 1]));
+        let g = UOp::alu(Op::Mul, vec![inner.clone(), inner.clone()]);
+        let factored = factored_sum_sq(&g);
+        assert!(factored.toposort().contains(&inner));
+    }
+}
