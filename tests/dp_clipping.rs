@@ -1,5 +1,6 @@
 //! DP-SGD's per-sample norms and clipped sums (`tensor::dp`) equal the same numbers computed
-//! from each sample's own gradient (a plain `grad` per sample, no `vmap`), for a dense layer,
+//! from each sample's own gradient (a plain `grad` per sample, no `vmap`), for a dense layer
+//! (on one vector, and on a short sequence, where the norm takes the Gram form),
 //! a convolution, an embedding, a layer norm, attention and a GRU, at batch sizes 1 and 7
 //! (64 for the dense layer), by every vmap method; the per-sample gradients are never stored
 //! whole (the allocator's largest buffer), and the loss is traced once per call.
@@ -36,6 +37,11 @@ fn readout(y: &Tensor) -> Tensor {
 
 fn dense(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
     readout(&nn::linear(x, &p[0], Some(&p[1])))
+}
+
+/// A dense layer over a short sequence: its per-sample norm takes the Gram form.
+fn dense_sequence(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    readout(&nn::linear(x, &p[0], None))
 }
 
 fn conv(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
@@ -91,6 +97,12 @@ fn cases() -> Vec<Case> {
             loss: dense,
             params: vec![ramp(&[3, 4], 1.0), ramp(&[3], 0.5)],
             sample: |i| float_sample(&[4])(i),
+        },
+        Case {
+            name: "dense over a sequence",
+            loss: dense_sequence,
+            params: vec![ramp(&[6, 8], 0.6)],
+            sample: |i| float_sample(&[2, 8])(i),
         },
         Case {
             name: "conv",

@@ -9,16 +9,21 @@
 //! SumSq(expand(a))                          => SumSq(a) · Π(sizes a was expanded to)
 //! SumSq(a · b), a and b vary on disjoint    => SumSq(a) · SumSq(b)   (every result
 //!   non-batch axes                                                     reshaped to SumSq's)
+//! SumSq(Σ_t a · b), a and b disjoint but     => Σ_ts (a aᵀ)_ts (b bᵀ)_ts, when
+//!   on t                                        T (J + K) < J K
 //! ```
 //!
-//! The last is the norm of an outer product, `Σ_jk (a_j b_k)² = (Σ_j a_j²)(Σ_k b_k²)`: a dense
-//! layer's per-sample gradient `δ_i ⊗ x_i` has its norm from `B (J + K)` products instead of
-//! `B J K`. Rules fire only along the spine from the norm down, on nodes the rewrite made; the
+//! The fourth is the norm of an outer product, `Σ_jk (a_j b_k)² = (Σ_j a_j²)(Σ_k b_k²)`: a
+//! dense layer's per-sample gradient `δ_i ⊗ x_i` has its norm from `B (J + K)` products
+//! instead of `B J K`. The fifth is the Gram form of a sum of outer products (a dense layer
+//! over a sequence, `Σ_t δ_t ⊗ x_t`): `T² (J + K)` products instead of `T J K`, taken only
+//! when that is fewer (the choice the book-keeping papers make per layer by hand). Rules fire only along the spine from the norm down, on nodes the rewrite made; the
 //! network's own graph (shared with the clipped sum) is never touched, so its nodes stay one.
 //! A gradient no rule factors keeps its `SumSq`, which the scheduler reduces inside the kernel
 //! that computes the gradient.
 
 use crate::rewrite::{Captures, PatternMatcher, UPat};
+use crate::tensor::Tensor;
 use crate::uop::{Arg, Op, ReduceOp, UOp};
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -89,6 +94,12 @@ fn rules() -> &'static PatternMatcher<()> {
                 of(UPat::alu(Op::Mul, vec![UPat::var("a"), UPat::var("b")]).named("m")),
                 |m, _| outer_product(m),
             )
+            .rule(
+                of(UPat::op(Op::Reduce).named("r").src(vec![
+                    UPat::alu(Op::Mul, vec![UPat::var("a"), UPat::var("b")]).named("m"),
+                ])),
+                |m, _| gram(m),
+            )
     })
 }
 
@@ -150,6 +161,44 @@ fn outer_product(m: &Captures) -> Option<UOp> {
         ],
     );
     Some(times(&product, both_broadcast))
+}
+
+fn gram(m: &Captures) -> Option<UOp> {
+    let Arg::Reduce(ReduceOp::Add, summed) = m["r"].arg() else {
+        return None;
+    };
+    let (a, b, full) = (unexpanded(&m["a"]), unexpanded(&m["b"]), m["m"].shape_vec());
+    let (sa, sb) = (a.shape_vec(), b.shape_vec());
+    if !is_sum_sq(&m["root"]) || sa.len() != full.len() || sb.len() != full.len() {
+        return None;
+    }
+    let rest: Vec<usize> = (1..full.len()).filter(|k| !summed.contains(k)).collect();
+    if summed.contains(&0) || rest.iter().any(|&k| sa[k] > 1 && sb[k] > 1) {
+        return None;
+    }
+    let size = |axes: &mut dyn Iterator<Item = usize>| axes.map(|k| full[k]).product::<usize>();
+    let t = size(&mut summed.iter().copied());
+    let j = size(&mut rest.iter().copied().filter(|&k| sa[k] > 1));
+    let k = size(&mut rest.iter().copied().filter(|&k| sb[k] > 1));
+    let copies = size(&mut rest.iter().copied().filter(|&k| sa[k] == 1 && sb[k] == 1));
+    if t * (j + k) >= j * k {
+        return None;
+    }
+    let order: Vec<usize> = std::iter::once(0)
+        .chain(summed.iter().copied())
+        .chain(rest.iter().copied())
+        .collect();
+    let products = |x: &UOp, width: usize| {
+        let mut shape = x.shape_vec();
+        for &axis in summed {
+            shape[axis] = full[axis];
+        }
+        let rows =
+            Tensor::from_uop(x.expand(&shape).permute(&order)).reshape(&[shape[0], t, width]);
+        rows.matmul(&rows.transpose(-1, -2))
+    };
+    let norm = (products(&a, j) * products(&b, k)).sum(&[1isize, 2][..], true);
+    Some(times(&as_shape_of(&norm.uop(), &m["root"]), copies))
 }
 
 /// `x` before an `Expand`, else `x`.
@@ -265,6 +314,20 @@ mod tests {
         let x = data(&[3, 1, 5], 7).expand(&[3, 4, 5]);
         let full = |u: &UOp| u.op() == Op::Mul && u.shape_vec().iter().product::<usize>() == 60;
         check(&UOp::alu(Op::Mul, vec![w, x]), full);
+    }
+
+    #[test]
+    fn a_sum_of_outer_products_over_a_short_sequence_takes_the_gram_form() {
+        // Σ_t δ_t ⊗ x_t with T = 2, J = 6, K = 5: T (J + K) = 22 < J K = 30.
+        let delta = data(&[3, 2, 6, 1], 11).expand(&[3, 2, 6, 5]);
+        let x = data(&[3, 2, 1, 5], 12).expand(&[3, 2, 6, 5]);
+        let g = UOp::alu(Op::Mul, vec![delta, x]).reduce(ReduceOp::Add, &[1]);
+        check(&g, |u| u.op() == Op::Mul && u.shape_vec() == [3, 2, 6, 5]);
+        // A long sequence keeps the direct form: T (J + K) = 44 >= 30.
+        let delta = data(&[3, 4, 6, 1], 13).expand(&[3, 4, 6, 5]);
+        let x = data(&[3, 4, 1, 5], 14).expand(&[3, 4, 6, 5]);
+        let g = UOp::alu(Op::Mul, vec![delta, x]).reduce(ReduceOp::Add, &[1]);
+        assert_eq!(factored_sum_sq(&g), sum_sq(&g));
     }
 
     #[test]
