@@ -1,8 +1,8 @@
 //! DP-SGD's per-sample norms and clipped sums (`tensor::dp`) equal the same numbers computed
 //! from each sample's own gradient (a plain `grad` per sample, no `vmap`), for a dense layer
 //! (on one vector, and on a short sequence, where the norm takes the Gram form),
-//! a convolution, an embedding, a layer norm, attention and a GRU, at batch sizes 1 and 7
-//! (64 for the dense layer), by every vmap method; the per-sample gradients are never stored
+//! a convolution, an embedding, a layer norm, attention and a GRU, at batch sizes 1, 7 and 64,
+//! by every vmap method (at 7); the per-sample gradients are never stored
 //! whole (the allocator's largest buffer), and the loss is traced once per call.
 
 // The losses take `&Vec<Tensor>`: the parameter tree's type, as `vmap(grad)` passes it.
@@ -213,9 +213,10 @@ fn norms_and_clipped_sums_equal_each_samples_own_gradient() {
 }
 
 #[test]
-fn a_dense_layer_at_batch_64() {
-    let case = &cases()[0];
-    check(case, 64, VmapMethod::Rewrite);
+fn every_layer_at_batch_64() {
+    for case in cases() {
+        check(&case, 64, VmapMethod::Rewrite);
+    }
 }
 
 /// A model whose dense weight dominates its parameters: the clipped sum's largest buffer is
