@@ -183,3 +183,43 @@ fn a_jitted_step_takes_a_0d_tensor_as_an_abstract_value() {
     assert_eq!(pipeline_counts().schedules, plans);
     assert_eq!(compiler_invocations(), compiles);
 }
+
+/// SGD with momentum as a captured function whose learning rate, momentum and step counter
+/// are Rust numbers: inside the body they are abstract 0-d tensors of their own dtypes (an
+/// `f64` would promote the `f32` parameters, as a NumPy 0-d array does, so the model's
+/// numbers are `f32`).
+#[tensor::function]
+fn momentum_step(p: &Tensor, v: &Tensor, g: &Tensor, lr: f32, mu: f32, step: i32) -> Tensor {
+    let v = v * mu + g;
+    // A bias correction read from the step counter, as Adam's: 1 / (1 - 0.5^step).
+    let correction = (Tensor::scalar(0.5f32).pow(&step.cast(DType::F32)) * -1.0 + 1.0).recip();
+    p - &(&v * &(lr * correction))
+}
+
+#[test]
+fn a_functions_number_parameters_are_traced_once_as_values() {
+    let p = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    let v = Tensor::from_vec(vec![0.5f32, -0.5], &[2]);
+    let g = Tensor::from_vec(vec![10.0f32, -10.0], &[2]);
+    let want = |lr: f32, mu: f32, step: i32| -> Vec<f32> {
+        let c = 1.0 / (1.0 - 0.5f32.powi(step));
+        [(1.0f32, 0.5f32, 10.0f32), (2.0, -0.5, -10.0)]
+            .iter()
+            .map(|&(p, v, g)| p - (v * mu + g) * (lr * c))
+            .collect()
+    };
+    let cases = [(0.5f32, 0.9f32, 1i32), (0.25, 0.5, 2), (0.125, 0.0, 7), (1.0, 1.0, 3)];
+    let out = steps_replay("number parameters", &cases, |(lr, mu, step)| {
+        momentum_step(&p, &v, &g, lr, mu, step)
+            .to_vec::<f32>()
+            .unwrap()
+    });
+    for (got, &(lr, mu, step)) in out.iter().zip(&cases) {
+        close(got, &want(lr, mu, step));
+    }
+    assert_eq!(
+        momentum_step::trace_count(),
+        1,
+        "a new number retraced the body"
+    );
+}

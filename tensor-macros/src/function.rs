@@ -141,13 +141,35 @@ fn check_signature(item: &ItemFn) -> syn::Result<()> {
 enum Param {
     ByRef(Type),
     ByValue(Type),
+    /// A Rust number (`f32`, `i64`, ...): passed as a 0-d tensor bound at run time, so the
+    /// body sees an abstract `Tensor` and a new value replays the trace (JAX's weak-typed
+    /// scalar arguments of `jit`).
+    Scalar,
 }
 
 impl Param {
-    fn ty(&self) -> &Type {
+    /// The type the traced body takes.
+    fn traced_ty(&self) -> Type {
         match self {
-            Param::ByRef(t) | Param::ByValue(t) => t,
+            Param::ByRef(t) | Param::ByValue(t) => t.clone(),
+            Param::Scalar => syn::parse_quote!(::tensor::Tensor),
         }
+    }
+}
+
+/// The Rust numbers a parameter may have to be traced as an abstract 0-d tensor.
+const SCALARS: &[&str] = &[
+    "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+];
+
+/// True for a bare primitive number type (`f32`, `u64`, ...).
+fn is_scalar(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
+            let seg = &p.path.segments[0];
+            seg.arguments.is_none() && SCALARS.iter().any(|s| seg.ident == s)
+        }
+        _ => false,
     }
 }
 
@@ -162,6 +184,9 @@ fn param_kind(arg: &FnArg) -> syn::Result<Param> {
         }
         FnArg::Typed(typed) => &*typed.ty,
     };
+    if is_scalar(ty) {
+        return Ok(Param::Scalar);
+    }
     match ty {
         Type::Reference(r) => match &r.mutability {
             Some(token) => Err(Error::new_spanned(
@@ -247,6 +272,11 @@ fn generate(
     let body_fn = format_ident!("__tensor_function_body");
     let mut inner_sig = sig.clone();
     inner_sig.ident = body_fn.clone();
+    for (input, param) in inner_sig.inputs.iter_mut().zip(params) {
+        if let (FnArg::Typed(typed), Param::Scalar) = (input, param) {
+            *typed.ty = param.traced_ty();
+        }
+    }
     let lint_attrs = attrs.iter().filter(|a| {
         ["allow", "expect", "warn", "deny"]
             .iter()
@@ -265,14 +295,17 @@ fn generate(
         let i = syn::Index::from(i);
         match p {
             Param::ByRef(_) => quote!(&__tensor_params.#i),
-            Param::ByValue(_) => quote!(__tensor_params.#i),
+            Param::ByValue(_) | Param::Scalar => quote!(__tensor_params.#i),
         }
     });
     let owned_args = params.iter().zip(&arg_names).map(|(p, a)| match p {
         Param::ByRef(_) => quote!(::core::clone::Clone::clone(#a)),
         Param::ByValue(_) => quote!(#a),
+        // A buffer whatever the number (even an identity such as 0 or 1): the trace must not
+        // depend on it.
+        Param::Scalar => quote!(::tensor::Tensor::from_vec(::std::vec![#a], &[])),
     });
-    let types: Vec<&Type> = params.iter().map(Param::ty).collect();
+    let types: Vec<Type> = params.iter().map(Param::traced_ty).collect();
     let tree_checks = types
         .iter()
         .map(|ty| quote_spanned!(ty.span()=> ::tensor::__private::is_tree::<#ty>();));
@@ -359,6 +392,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_number_parameter_is_traced_as_a_tensor() {
+        let item: ItemFn = syn::parse_quote!(
+            fn step(p: &Tensor, lr: f32, seed: u64) -> Tensor {
+                todo!()
+            }
+        );
+        let kinds: Vec<bool> = item
+            .sig
+            .inputs
+            .iter()
+            .map(|a| matches!(param_kind(a), Ok(Param::Scalar)))
+            .collect();
+        assert_eq!(kinds, [false, true, true]);
+    }
+
+    #[test]
     fn counts_the_tensors_of_a_tuple_result() {
         let item: ItemFn = syn::parse_quote!(
             fn f(x: &Tensor) -> (Tensor, Tensor) {
@@ -375,8 +424,12 @@ mod tests {
                 todo!()
             }
         );
-        // A `usize` is a path type: the compiler rejects it (it is not a `Tree`), spanned on it.
-        assert!(param_kind(&item.sig.inputs[0]).is_ok());
+        // A `usize` is a path type: the compiler rejects it (it is not a `Tree`, and not a
+        // number traced as a value: a size is structure), spanned on it.
+        assert!(matches!(
+            param_kind(&item.sig.inputs[0]),
+            Ok(Param::ByValue(_))
+        ));
         let item: ItemFn = syn::parse_quote!(
             fn f(n: fn()) -> Tensor {
                 todo!()
