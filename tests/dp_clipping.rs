@@ -302,3 +302,27 @@ fn bad_arguments_name_the_function() {
         "{message}"
     );
 }
+
+static STATELESS_TRACES: AtomicUsize = AtomicUsize::new(0);
+
+fn counted_dense(p: &Vec<Tensor>, x: &Tensor) -> Tensor {
+    STATELESS_TRACES.fetch_add(1, Ordering::Relaxed);
+    dense(p, x)
+}
+
+/// A loss without captured state is traced once per signature for the whole program, as
+/// `jax.jit` keeps traces: a training loop calling `clipped_grad` every step does not retrace.
+#[test]
+fn a_stateless_loss_is_traced_once_across_calls() {
+    let case = &cases()[0];
+    for step in 0..3 {
+        let x = stacked(case, 5) * (1.0 + step as f64);
+        let g = tensor::dp::clipped_grad(counted_dense, &case.params, &x, CLIP);
+        realize_tree(&g).unwrap();
+    }
+    assert_eq!(STATELESS_TRACES.load(Ordering::Relaxed), 1);
+    let g = tensor::dp::clipped_grad(counted_dense, &case.params, &stacked(case, 6), CLIP);
+    realize_tree(&g).unwrap();
+    // The loss is traced on one sample: a new batch size is no new signature for it.
+    assert_eq!(STATELESS_TRACES.load(Ordering::Relaxed), 1);
+}

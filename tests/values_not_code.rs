@@ -192,7 +192,7 @@ fn a_jitted_step_takes_a_0d_tensor_as_an_abstract_value() {
 fn momentum_step(p: &Tensor, v: &Tensor, g: &Tensor, lr: f32, mu: f32, step: i32) -> Tensor {
     let v = v * mu + g;
     // A bias correction read from the step counter, as Adam's: 1 / (1 - 0.5^step).
-    let correction = (Tensor::scalar(0.5f32).pow(&step.cast(DType::F32)) * -1.0 + 1.0).recip();
+    let correction = (Tensor::scalar(0.5f32).pow(step.cast(DType::F32)) * -1.0 + 1.0).recip();
     p - &(&v * &(lr * correction))
 }
 

@@ -2,8 +2,11 @@
 //! are any [`Tree`] (a `#[derive(Tree)]` struct), the batch any tree whose leaves have the
 //! batch as axis 0, and the loss is written for one sample, as `vmap(grad(loss))` takes it.
 
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 use tensor_core::Tensor;
-use tensor_core::dp as core_dp;
+use tensor_core::dp::PerSampleGrads;
 use tensor_core::transform::tree::{Tree, tree_leaves, tree_structure, tree_unflatten};
 use tensor_core::transform::{Func, VmapMethod};
 
@@ -40,8 +43,8 @@ pub fn per_sample_grad_norms_with<P: Tree, B: Tree>(
     batch: &B,
     method: VmapMethod,
 ) -> Tensor {
-    let (f, p, b) = flat(loss, params, batch);
-    core_dp::per_sample_grad_norms(&f, &p, &b, method)
+    let (grads, p, b) = flat(loss, params, batch, method);
+    grads.norms(&p, &b)
 }
 
 /// DP-SGD's clipped sum: `Σ_i min(1, C / (‖g_i‖ + 1e-6)) g_i` over the batch, where `g_i` is
@@ -79,24 +82,52 @@ pub fn clipped_grad_with<P: Tree, B: Tree>(
     clip_norm: f64,
     method: VmapMethod,
 ) -> (P, Tensor) {
-    let (f, p, b) = flat(loss, params, batch);
-    let (sums, norms) = core_dp::clipped_grad_sum(&f, &p, &b, clip_norm, method);
+    let (grads, p, b) = flat(loss, params, batch, method);
+    let (sums, norms) = grads.clipped_sum(&p, &b, clip_norm, None);
     (tree_unflatten(&tree_structure(params), sums), norms)
 }
 
-/// `loss` as a function of the flat leaves of the parameters, then of the batch.
-fn flat<P: Tree, B: Tree>(
-    loss: impl Fn(&P, &B) -> Tensor + Send + Sync + 'static,
+/// The per-sample gradients of `loss` over the flat leaves of the parameters, then of the
+/// batch, and those leaves. A loss with no captured state (a `fn` or a closure that captures
+/// nothing: its type is its behaviour) is traced once per signature for the whole program,
+/// as `jax.jit` keeps a function's traces; a capturing closure is traced at every call.
+pub(crate) fn flat<P: Tree, B: Tree, F>(
+    loss: F,
     params: &P,
     batch: &B,
-) -> (Func, Vec<Tensor>, Vec<Tensor>) {
+    method: VmapMethod,
+) -> (PerSampleGrads, Vec<Tensor>, Vec<Tensor>)
+where
+    F: Fn(&P, &B) -> Tensor + Send + Sync + 'static,
+{
     let (p, b) = (tree_leaves(params), tree_leaves(batch));
     let (p_def, b_def) = (tree_structure(params), tree_structure(batch));
+    let key = (std::mem::size_of::<F>() == 0).then(|| {
+        let defs = format!("{p_def:?} {b_def:?} {method:?}");
+        (TypeId::of::<(F, P, B)>(), defs)
+    });
+    if let Some(found) = key.as_ref().and_then(|k| KEPT.lock().ok()?.get(k).cloned()) {
+        return (found, p, b);
+    }
     let n = p.len();
     let f = Func::new(Some(n + b.len()), move |args: &[Tensor]| {
         let params: P = tree_unflatten(&p_def, args[..n].to_vec());
         let sample: B = tree_unflatten(&b_def, args[n..].to_vec());
         vec![loss(&params, &sample)]
     });
-    (f, p, b)
+    let grads = PerSampleGrads::new(&f, n, b.len(), method);
+    if let (Some(key), Ok(mut kept)) = (key, KEPT.lock()) {
+        if kept.len() >= KEPT_LOSSES {
+            kept.clear();
+        }
+        kept.insert(key, grads.clone());
+    }
+    (grads, p, b)
 }
+
+/// How many stateless losses' traces are kept before they are all dropped.
+const KEPT_LOSSES: usize = 64;
+
+type Kept = HashMap<(TypeId, String), PerSampleGrads>;
+
+static KEPT: LazyLock<Mutex<Kept>> = LazyLock::new(|| Mutex::new(HashMap::new()));

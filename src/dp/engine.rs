@@ -4,8 +4,8 @@ use super::accountant::RdpAccountant;
 use super::sampling::{PoissonBatches, poisson_batch};
 use tensor_core::Tensor;
 use tensor_core::dp as core_dp;
+use tensor_core::transform::VmapMethod;
 use tensor_core::transform::tree::{Tree, tree_leaves, tree_structure, tree_unflatten};
-use tensor_core::transform::{Func, VmapMethod};
 
 /// DP-SGD's private gradient (Abadi et al. 2016) and the privacy it spends: each step draws a
 /// Poisson-sampled batch, clips each sample's gradient to `clip_norm`, sums, adds
@@ -144,16 +144,8 @@ impl DpSgd {
         batch: &[usize],
     ) -> P {
         let (examples, mask) = self.gather(data, batch);
-        let p = tree_leaves(params);
-        let (p_def, d_def) = (tree_structure(params), tree_structure(data));
-        let n = p.len();
-        let f = Func::new(Some(n + examples.len()), move |args: &[Tensor]| {
-            let params: P = tree_unflatten(&p_def, args[..n].to_vec());
-            let sample: D = tree_unflatten(&d_def, args[n..].to_vec());
-            vec![loss(&params, &sample)]
-        });
-        let (sums, _) =
-            core_dp::masked_clipped_grad_sum(&f, &p, &examples, self.clip_norm, self.method, &mask);
+        let (grads, p, _) = super::clip::flat(loss, params, data, self.method);
+        let (sums, _) = grads.clipped_sum(&p, &examples, self.clip_norm, Some(&mask));
         let expected = ((self.dataset_size as f64 * self.sample_rate).round() as usize).max(1);
         let noise_seed = step_seed(self.seed, self.steps);
         let noisy = core_dp::noisy_mean(

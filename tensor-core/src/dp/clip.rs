@@ -13,10 +13,89 @@ use crate::uop::DType;
 /// zero.
 pub const NORM_EPSILON: f64 = 1e-6;
 
+/// The per-sample gradients of a loss, `vmap(grad(loss))` over the first `n_params`
+/// arguments with the batch on axis 0 of the others, traced once per signature and kept:
+/// build it once and call it every step (a new one traces again).
+#[derive(Clone)]
+pub struct PerSampleGrads {
+    f: Func,
+    n_params: usize,
+}
+
+impl PerSampleGrads {
+    /// The per-sample gradients of `loss` (parameters first, then one sample of each of the
+    /// `n_batch` batch tensors; a 0-d result), batched by `method`.
+    pub fn new(loss: &Func, n_params: usize, n_batch: usize, method: VmapMethod) -> Self {
+        let argnums: Vec<usize> = (0..n_params).collect();
+        let in_axes: Vec<Option<isize>> = std::iter::repeat_n(None, n_params)
+            .chain(std::iter::repeat_n(Some(0), n_batch))
+            .collect();
+        let f = vmap_with(grad(loss.clone(), argnums), in_axes, 0, method);
+        PerSampleGrads { f, n_params }
+    }
+
+    /// Each parameter's per-sample gradients, the batch leading (the traced function
+    /// inlined, so the norms and the clipped sum read the same nodes).
+    #[track_caller]
+    pub fn call(&self, params: &[Tensor], batch: &[Tensor]) -> Vec<Tensor> {
+        check_arguments("per_sample_grads", &self.f, self.n_params, params, batch);
+        let args: Vec<Tensor> = params.iter().chain(batch).cloned().collect();
+        self.f
+            .call(&args)
+            .iter()
+            .map(|g| Tensor::from_uop(inline_functions(&g.uop())))
+            .collect()
+    }
+
+    /// The norm of each sample's gradient over all parameters, `[B]`.
+    #[track_caller]
+    pub fn norms(&self, params: &[Tensor], batch: &[Tensor]) -> Tensor {
+        norms_of(&self.call(params, batch))
+    }
+
+    /// `Σ_i m_i min(1, C / (‖g_i‖ + 1e-6)) g_i` per parameter (`m_i` = `mask[i]`, else 1),
+    /// and the norms before clipping.
+    #[track_caller]
+    pub fn clipped_sum(
+        &self,
+        params: &[Tensor],
+        batch: &[Tensor],
+        clip_norm: f64,
+        mask: Option<&Tensor>,
+    ) -> (Vec<Tensor>, Tensor) {
+        if !(clip_norm.is_finite() && clip_norm > 0.0) {
+            transform_error(&format!(
+                "clipped_grad_sum: the clipping norm must be a positive finite number, got \
+                 {clip_norm}"
+            ));
+        }
+        let grads = self.call(params, batch);
+        let norms = norms_of(&grads);
+        let mut factor = ((&norms + NORM_EPSILON).recip() * clip_norm).minimum(1.0);
+        if let Some(mask) = mask {
+            if mask.shape() != norms.shape() {
+                transform_error(&format!(
+                    "masked_clipped_grad_sum: the mask must have one entry per sample, shape \
+                     {:?}, got {:?}",
+                    norms.shape(),
+                    mask.shape()
+                ));
+            }
+            factor = &factor * &mask.cast(factor.dtype());
+        }
+        let sums = grads
+            .iter()
+            .zip(params)
+            .map(|(g, p)| weighted_batch_sum(g, &factor).cast(p.dtype()))
+            .collect();
+        (sums, norms)
+    }
+}
+
 /// The per-sample gradients of `loss` with respect to its first `params.len()` arguments,
-/// each with the batch as its leading axis (the traced function inlined, so the norms and the
-/// clipped sum read the same nodes). `loss` takes the parameters, then one sample of
-/// each `batch` tensor (the batch axis is axis 0 of every batch tensor), and returns a 0-d loss.
+/// each with the batch as its leading axis. `loss` takes the parameters, then one sample of
+/// each `batch` tensor (the batch axis is axis 0 of every batch tensor), and returns a 0-d
+/// loss. (Traces anew at every call; keep a [`PerSampleGrads`] across steps.)
 #[track_caller]
 pub fn per_sample_grads(
     loss: &Func,
@@ -24,17 +103,7 @@ pub fn per_sample_grads(
     batch: &[Tensor],
     method: VmapMethod,
 ) -> Vec<Tensor> {
-    check_arguments("per_sample_grads", loss, params, batch);
-    let argnums: Vec<usize> = (0..params.len()).collect();
-    let in_axes: Vec<Option<isize>> = std::iter::repeat_n(None, params.len())
-        .chain(std::iter::repeat_n(Some(0), batch.len()))
-        .collect();
-    let args: Vec<Tensor> = params.iter().chain(batch).cloned().collect();
-    vmap_with(grad(loss.clone(), argnums), in_axes, 0, method)
-        .call(&args)
-        .iter()
-        .map(|g| Tensor::from_uop(inline_functions(&g.uop())))
-        .collect()
+    PerSampleGrads::new(loss, params.len(), batch.len(), method).call(params, batch)
 }
 
 /// The norm of each sample's gradient over all parameters, `[B]`: `‖∇_θ loss(θ, x_i)‖₂`
@@ -46,7 +115,7 @@ pub fn per_sample_grad_norms(
     batch: &[Tensor],
     method: VmapMethod,
 ) -> Tensor {
-    norms_of(&per_sample_grads(loss, params, batch, method))
+    PerSampleGrads::new(loss, params.len(), batch.len(), method).norms(params, batch)
 }
 
 /// The sum over the batch of each sample's gradient clipped to norm `clip_norm`, one tensor
@@ -60,7 +129,8 @@ pub fn clipped_grad_sum(
     clip_norm: f64,
     method: VmapMethod,
 ) -> (Vec<Tensor>, Tensor) {
-    clipped_sum(loss, params, batch, clip_norm, method, None)
+    PerSampleGrads::new(loss, params.len(), batch.len(), method)
+        .clipped_sum(params, batch, clip_norm, None)
 }
 
 /// [`clipped_grad_sum`] with each sample's clipped gradient multiplied by `mask[i]` (`[B]`):
@@ -76,44 +146,12 @@ pub fn masked_clipped_grad_sum(
     method: VmapMethod,
     mask: &Tensor,
 ) -> (Vec<Tensor>, Tensor) {
-    clipped_sum(loss, params, batch, clip_norm, method, Some(mask))
-}
-
-#[track_caller]
-fn clipped_sum(
-    loss: &Func,
-    params: &[Tensor],
-    batch: &[Tensor],
-    clip_norm: f64,
-    method: VmapMethod,
-    mask: Option<&Tensor>,
-) -> (Vec<Tensor>, Tensor) {
-    if !(clip_norm.is_finite() && clip_norm > 0.0) {
-        transform_error(&format!(
-            "clipped_grad_sum: the clipping norm must be a positive finite number, got \
-             {clip_norm}"
-        ));
-    }
-    let grads = per_sample_grads(loss, params, batch, method);
-    let norms = norms_of(&grads);
-    let mut factor = ((&norms + NORM_EPSILON).recip() * clip_norm).minimum(1.0);
-    if let Some(mask) = mask {
-        if mask.shape() != norms.shape() {
-            transform_error(&format!(
-                "masked_clipped_grad_sum: the mask must have one entry per sample, shape {:?}, \
-                 got {:?}",
-                norms.shape(),
-                mask.shape()
-            ));
-        }
-        factor = &factor * &mask.cast(factor.dtype());
-    }
-    let sums = grads
-        .iter()
-        .zip(params)
-        .map(|(g, p)| weighted_batch_sum(g, &factor).cast(p.dtype()))
-        .collect();
-    (sums, norms)
+    PerSampleGrads::new(loss, params.len(), batch.len(), method).clipped_sum(
+        params,
+        batch,
+        clip_norm,
+        Some(mask),
+    )
 }
 
 /// `sqrt(Σ_leaves Σ_{non-batch axes} g²)` of per-sample gradients with a leading batch axis,
@@ -139,13 +177,17 @@ fn weighted_batch_sum(g: &Tensor, weights: &Tensor) -> Tensor {
 }
 
 #[track_caller]
-fn check_arguments(op: &str, loss: &Func, params: &[Tensor], batch: &[Tensor]) {
-    if let Some(arity) = loss.arity()
-        && arity != params.len() + batch.len()
+fn check_arguments(op: &str, f: &Func, n_params: usize, params: &[Tensor], batch: &[Tensor]) {
+    if params.len() != n_params
+        || f.arity()
+            .is_some_and(|arity| arity != params.len() + batch.len())
     {
         transform_error(&format!(
-            "{op}: the loss takes {arity} arguments, but {} parameters and {} batch tensors were \
-             given; the loss takes the parameters first, then one sample of each batch tensor",
+            "{op}: the loss takes {} parameters and {} batch tensors, but {} parameters and {} \
+             batch tensors were given; the loss takes the parameters first, then one sample of \
+             each batch tensor",
+            n_params,
+            f.arity().map_or(0, |a| a.saturating_sub(n_params)),
             params.len(),
             batch.len()
         ));
