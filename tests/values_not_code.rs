@@ -208,7 +208,12 @@ fn a_functions_number_parameters_are_traced_once_as_values() {
             .map(|&(p, v, g)| p - (v * mu + g) * (lr * c))
             .collect()
     };
-    let cases = [(0.5f32, 0.9f32, 1i32), (0.25, 0.5, 2), (0.125, 0.0, 7), (1.0, 1.0, 3)];
+    let cases = [
+        (0.5f32, 0.9f32, 1i32),
+        (0.25, 0.5, 2),
+        (0.125, 0.0, 7),
+        (1.0, 1.0, 3),
+    ];
     let out = steps_replay("number parameters", &cases, |(lr, mu, step)| {
         momentum_step(&p, &v, &g, lr, mu, step)
             .to_vec::<f32>()
