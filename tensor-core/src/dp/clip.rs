@@ -4,6 +4,7 @@
 use super::norm_rules::factored_sum_sq;
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, transform_error};
+use crate::transform::function::traced_once;
 use crate::transform::trace::inline_functions;
 use crate::transform::vjp::grad;
 use crate::transform::vmap::{VmapMethod, vmap_with};
@@ -14,11 +15,14 @@ use crate::uop::DType;
 pub const NORM_EPSILON: f64 = 1e-6;
 
 /// The per-sample gradients of a loss, `vmap(grad(loss))` over the first `n_params`
-/// arguments with the batch on axis 0 of the others, traced once per signature and kept:
-/// build it once and call it every step (a new one traces again).
+/// arguments with the batch on axis 0 of the others, and the clipped sum built on them, each
+/// traced once per signature and kept: build it once and call it every step (a new one
+/// traces again). A kept call only builds a `Function` node over its arguments; the inlining
+/// and the norm rules run once per signature.
 #[derive(Clone)]
 pub struct PerSampleGrads {
     f: Func,
+    clipped: Func,
     n_params: usize,
 }
 
@@ -31,7 +35,22 @@ impl PerSampleGrads {
             .chain(std::iter::repeat_n(Some(0), n_batch))
             .collect();
         let f = vmap_with(grad(loss.clone(), argnums), in_axes, 0, method);
-        PerSampleGrads { f, n_params }
+        let inner = f.clone();
+        // Arguments: the parameters, the batch, the clipping norm (0-d) and the mask ([B]).
+        let body = Func::new(Some(n_params + n_batch + 2), move |args: &[Tensor]| {
+            let (params, rest) = args.split_at(n_params);
+            let (batch, extra) = rest.split_at(n_batch);
+            let grads = inlined(&inner, params, batch);
+            let (mut out, norms) = clipped(&grads, params, &extra[0], &extra[1]);
+            out.push(norms);
+            out
+        });
+        let clipped = traced_once("dp clipped sum", body);
+        PerSampleGrads {
+            f,
+            clipped,
+            n_params,
+        }
     }
 
     /// Each parameter's per-sample gradients, the batch leading (the traced function
@@ -39,12 +58,7 @@ impl PerSampleGrads {
     #[track_caller]
     pub fn call(&self, params: &[Tensor], batch: &[Tensor]) -> Vec<Tensor> {
         check_arguments("per_sample_grads", &self.f, self.n_params, params, batch);
-        let args: Vec<Tensor> = params.iter().chain(batch).cloned().collect();
-        self.f
-            .call(&args)
-            .iter()
-            .map(|g| Tensor::from_uop(inline_functions(&g.uop())))
-            .collect()
+        inlined(&self.f, params, batch)
     }
 
     /// The norm of each sample's gradient over all parameters, `[B]`.
@@ -54,7 +68,7 @@ impl PerSampleGrads {
     }
 
     /// `Σ_i m_i min(1, C / (‖g_i‖ + 1e-6)) g_i` per parameter (`m_i` = `mask[i]`, else 1),
-    /// and the norms before clipping.
+    /// and the norms before clipping. `clip_norm` is a value bound at run time.
     #[track_caller]
     pub fn clipped_sum(
         &self,
@@ -63,33 +77,62 @@ impl PerSampleGrads {
         clip_norm: f64,
         mask: Option<&Tensor>,
     ) -> (Vec<Tensor>, Tensor) {
+        check_arguments("clipped_grad_sum", &self.f, self.n_params, params, batch);
         if !(clip_norm.is_finite() && clip_norm > 0.0) {
             transform_error(&format!(
                 "clipped_grad_sum: the clipping norm must be a positive finite number, got \
                  {clip_norm}"
             ));
         }
-        let grads = self.call(params, batch);
-        let norms = norms_of(&grads);
-        let mut factor = ((&norms + NORM_EPSILON).recip() * clip_norm).minimum(1.0);
-        if let Some(mask) = mask {
-            if mask.shape() != norms.shape() {
-                transform_error(&format!(
-                    "masked_clipped_grad_sum: the mask must have one entry per sample, shape \
-                     {:?}, got {:?}",
-                    norms.shape(),
-                    mask.shape()
-                ));
-            }
-            factor = &factor * &mask.cast(factor.dtype());
-        }
-        let sums = grads
+        let size = batch[0].shape()[0];
+        let mask = match mask {
+            Some(mask) if mask.shape() != [size] => transform_error(&format!(
+                "masked_clipped_grad_sum: the mask must have one entry per sample, shape \
+                 [{size}], got {:?}",
+                mask.shape()
+            )),
+            Some(mask) => mask.cast(DType::F32),
+            None => Tensor::from_vec(vec![1.0f32; size], &[size]),
+        };
+        let clip = Tensor::from_vec(vec![clip_norm], &[]);
+        let args: Vec<Tensor> = params
             .iter()
-            .zip(params)
-            .map(|(g, p)| weighted_batch_sum(g, &factor).cast(p.dtype()))
+            .chain(batch)
+            .cloned()
+            .chain([clip, mask])
             .collect();
-        (sums, norms)
+        let mut out = self.clipped.call(&args);
+        let norms = out.pop().expect("the clipped sum returns the norms last");
+        (out, norms)
     }
+}
+
+/// `f`'s per-sample gradients with its traced function inlined.
+fn inlined(f: &Func, params: &[Tensor], batch: &[Tensor]) -> Vec<Tensor> {
+    let args: Vec<Tensor> = params.iter().chain(batch).cloned().collect();
+    f.call(&args)
+        .iter()
+        .map(|g| Tensor::from_uop(inline_functions(&g.uop())))
+        .collect()
+}
+
+/// The clipped sums of per-sample `grads` (cast back to each parameter's dtype) and their
+/// norms, for a 0-d clipping norm and a `[B]` mask.
+fn clipped(
+    grads: &[Tensor],
+    params: &[Tensor],
+    clip: &Tensor,
+    mask: &Tensor,
+) -> (Vec<Tensor>, Tensor) {
+    let norms = norms_of(grads);
+    let factor = (&(&norms + NORM_EPSILON).recip() * &clip.cast(norms.dtype())).minimum(1.0)
+        * &mask.cast(norms.dtype());
+    let sums = grads
+        .iter()
+        .zip(params)
+        .map(|(g, p)| weighted_batch_sum(g, &factor).cast(p.dtype()))
+        .collect();
+    (sums, norms)
 }
 
 /// The per-sample gradients of `loss` with respect to its first `params.len()` arguments,
