@@ -52,23 +52,36 @@ static inline unsigned long long cast_f2u(double x) {
   return (unsigned long long)x;
 }";
 
-/// Threefry-2x32-20 of a 64-bit counter under a 64-bit key (`alu::threefry_u64`).
+/// Threefry-2x32-20 of a 64-bit counter under a 64-bit key (`alu::threefry_u64`), its 20
+/// rounds and 5 key injections written out with their constants: straight-line code, which
+/// the C compiler vectorizes across the elements of a kernel's loop (a loop over a rotation
+/// table it did not: 13.8 ns per number on a 2-core Xeon, session 21).
 pub const THREEFRY: &str = "static inline unsigned int rotl32(unsigned int v, int r) { return (v << r) | (v >> (32 - r)); }
+static inline void threefry_round(unsigned int* x0, unsigned int* x1, int r) {
+  *x0 += *x1;
+  *x1 = rotl32(*x1, r) ^ *x0;
+}
+static inline void threefry_rounds(unsigned int* x0, unsigned int* x1, int r0, int r1, int r2, int r3) {
+  threefry_round(x0, x1, r0);
+  threefry_round(x0, x1, r1);
+  threefry_round(x0, x1, r2);
+  threefry_round(x0, x1, r3);
+}
 static inline unsigned long long threefry2x32(unsigned long long counter, unsigned long long key) {
-  static const int rotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
-  unsigned int ks[3] = {(unsigned int)key, (unsigned int)(key >> 32), 0};
-  ks[2] = 0x1BD11BDAu ^ ks[0] ^ ks[1];
-  unsigned int x0 = (unsigned int)counter + ks[0];
-  unsigned int x1 = (unsigned int)(counter >> 32) + ks[1];
-  for (int group = 0; group < 5; group++) {
-    for (int round = 0; round < 4; round++) {
-      x0 += x1;
-      x1 = rotl32(x1, rotations[(group % 2) * 4 + round]);
-      x1 ^= x0;
-    }
-    x0 += ks[(group + 1) % 3];
-    x1 += ks[(group + 2) % 3] + (unsigned int)(group + 1);
-  }
+  unsigned int k0 = (unsigned int)key, k1 = (unsigned int)(key >> 32);
+  unsigned int k2 = 0x1BD11BDAu ^ k0 ^ k1;
+  unsigned int x0 = (unsigned int)counter + k0;
+  unsigned int x1 = (unsigned int)(counter >> 32) + k1;
+  threefry_rounds(&x0, &x1, 13, 15, 26, 6);
+  x0 += k1; x1 += k2 + 1u;
+  threefry_rounds(&x0, &x1, 17, 29, 16, 24);
+  x0 += k2; x1 += k0 + 2u;
+  threefry_rounds(&x0, &x1, 13, 15, 26, 6);
+  x0 += k0; x1 += k1 + 3u;
+  threefry_rounds(&x0, &x1, 17, 29, 16, 24);
+  x0 += k1; x1 += k2 + 4u;
+  threefry_rounds(&x0, &x1, 13, 15, 26, 6);
+  x0 += k2; x1 += k0 + 5u;
   return ((unsigned long long)x1 << 32) | x0;
 }";
 
