@@ -1,7 +1,7 @@
 //! [`DpSgd`]: DP-SGD's private gradient of a Poisson-sampled batch, with its accountant.
 
 use super::accountant::RdpAccountant;
-use super::sampling::{PoissonBatches, poisson_batch};
+use super::sampling::{PoissonBatches, mix, poisson_batch};
 use tensor_core::Tensor;
 use tensor_core::dp as core_dp;
 use tensor_core::transform::VmapMethod;
@@ -209,8 +209,5 @@ impl DpSgd {
 /// The noise seed of step `step`: SplitMix64's finalizer over both, so steps draw unrelated
 /// noise.
 fn step_seed(seed: u64, step: u64) -> u64 {
-    let mut z = seed ^ step.wrapping_add(1).wrapping_mul(0xd1b5_4a32_d192_ed03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    mix(seed ^ step.wrapping_add(1).wrapping_mul(0xd1b5_4a32_d192_ed03))
 }

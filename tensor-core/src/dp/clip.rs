@@ -87,7 +87,7 @@ impl PerSampleGrads {
         let size = batch[0].shape()[0];
         let mask = match mask {
             Some(mask) if mask.shape() != [size] => transform_error(&format!(
-                "masked_clipped_grad_sum: the mask must have one entry per sample, shape \
+                "clipped_grad_sum: the mask must have one entry per sample, shape \
                  [{size}], got {:?}",
                 mask.shape()
             )),
@@ -174,27 +174,6 @@ pub fn clipped_grad_sum(
 ) -> (Vec<Tensor>, Tensor) {
     PerSampleGrads::new(loss, params.len(), batch.len(), method)
         .clipped_sum(params, batch, clip_norm, None)
-}
-
-/// [`clipped_grad_sum`] with each sample's clipped gradient multiplied by `mask[i]` (`[B]`):
-/// a batch padded to a fixed size with masked samples (`mask` 0) sums only the real ones, so
-/// batches of every size up to the padded one share one plan (JAX-privacy's padding of
-/// Poisson-sampled batches).
-#[track_caller]
-pub fn masked_clipped_grad_sum(
-    loss: &Func,
-    params: &[Tensor],
-    batch: &[Tensor],
-    clip_norm: f64,
-    method: VmapMethod,
-    mask: &Tensor,
-) -> (Vec<Tensor>, Tensor) {
-    PerSampleGrads::new(loss, params.len(), batch.len(), method).clipped_sum(
-        params,
-        batch,
-        clip_norm,
-        Some(mask),
-    )
 }
 
 /// `sqrt(Σ_leaves Σ_{non-batch axes} g²)` of per-sample gradients with a leading batch axis,

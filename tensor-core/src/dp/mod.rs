@@ -20,5 +20,5 @@ pub mod clip;
 pub mod noise;
 pub mod norm_rules;
 
-pub use clip::{PerSampleGrads, clipped_grad_sum, masked_clipped_grad_sum, per_sample_grad_norms};
+pub use clip::{PerSampleGrads, clipped_grad_sum, per_sample_grad_norms};
 pub use noise::noisy_mean;
