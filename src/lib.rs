@@ -142,6 +142,7 @@ pub mod __private;
 
 pub mod checkpoint;
 pub mod datasets;
+pub mod dist;
 pub mod dp;
 pub mod optim;
 pub mod typed;

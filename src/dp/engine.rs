@@ -2,6 +2,7 @@
 
 use super::accountant::RdpAccountant;
 use super::sampling::{PoissonBatches, mix, poisson_batch};
+use crate::dist::{Communicator, DistError, ReduceOp};
 use tensor_core::Tensor;
 use tensor_core::dp as core_dp;
 use tensor_core::transform::VmapMethod;
@@ -143,13 +144,58 @@ impl DpSgd {
         data: &D,
         batch: &[usize],
     ) -> P {
+        let sums = self.clipped_sums(loss, params, data, batch);
+        self.noisy_step(&sums, params)
+    }
+
+    /// [`DpSgd::private_grad`] with the batch's examples shared among the ranks of `comm`:
+    /// every rank passes the same `batch` (the same `DpSgd` seed gives it), clips the
+    /// gradients of its shard ([`Communicator::shard`]), and the clipped sums are all-reduced
+    /// before the noise. The noise is drawn from the step's seed, the same on every rank, and
+    /// added once to the global sum, so every rank returns the same gradient, the one
+    /// [`DpSgd::private_grad`] returns for the whole batch in one process (to rounding); the
+    /// accountant records the global batch's sampling rate.
+    ///
+    /// # Panics
+    ///
+    /// As [`DpSgd::private_grad`].
+    #[track_caller]
+    pub fn private_grad_distributed<P: Tree, D: Tree>(
+        &mut self,
+        comm: &Communicator,
+        loss: impl Fn(&P, &D) -> Tensor + Send + Sync + 'static,
+        params: &P,
+        data: &D,
+        batch: &[usize],
+    ) -> Result<P, DistError> {
+        let shard = &batch[comm.shard(batch.len())];
+        let sums = self.clipped_sums(loss, params, data, shard);
+        let sums = comm.all_reduce(&sums, ReduceOp::Sum)?;
+        Ok(self.noisy_step(&sums, params))
+    }
+
+    /// The sum of the clipped per-sample gradients of the examples `batch`, one per leaf.
+    #[track_caller]
+    fn clipped_sums<P: Tree, D: Tree>(
+        &self,
+        loss: impl Fn(&P, &D) -> Tensor + Send + Sync + 'static,
+        params: &P,
+        data: &D,
+        batch: &[usize],
+    ) -> Vec<Tensor> {
         let (examples, mask) = self.gather(data, batch);
         let (grads, p, _) = super::clip::flat(loss, params, data, self.method);
-        let (sums, _) = grads.clipped_sum(&p, &examples, self.clip_norm, Some(&mask));
+        grads
+            .clipped_sum(&p, &examples, self.clip_norm, Some(&mask))
+            .0
+    }
+
+    /// The noisy mean of `sums` shaped like `params`; records the step in the accountant.
+    fn noisy_step<P: Tree>(&mut self, sums: &[Tensor], params: &P) -> P {
         let expected = ((self.dataset_size as f64 * self.sample_rate).round() as usize).max(1);
         let noise_seed = step_seed(self.seed, self.steps);
         let noisy = core_dp::noisy_mean(
-            &sums,
+            sums,
             self.noise_multiplier,
             self.clip_norm,
             expected,
