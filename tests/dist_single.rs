@@ -6,6 +6,7 @@
 use std::process::Command;
 use tensor::dist::{Communicator, DistError, ReduceOp};
 use tensor::prelude::*;
+use tensor::runtime::thread_pipeline_counts;
 
 fn tree() -> (Tensor, Vec<Tensor>) {
     (
@@ -45,6 +46,19 @@ fn every_collective_of_one_rank_returns_its_input() {
     assert_eq!(s.to_vec::<f32>().unwrap(), t.0.to_vec::<f32>().unwrap());
     comm.barrier().unwrap();
     assert_eq!(comm.shard(10), 0..10);
+}
+
+#[test]
+fn one_rank_computes_and_copies_nothing() {
+    let comm = Communicator::single();
+    let lazy = (Tensor::arange(6).cast(DType::F32) * 0.5).reshape(&[2, 3]);
+    let before = thread_pipeline_counts();
+    let r = comm.all_reduce(&lazy, ReduceOp::Mean).unwrap();
+    let b = comm.broadcast(&r, 0).unwrap();
+    let g = comm.all_gather(&b).unwrap();
+    assert_eq!(thread_pipeline_counts().plans_made(), before.plans_made());
+    assert_eq!(g.shape(), vec![1, 2, 3]);
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
 }
 
 #[test]

@@ -136,6 +136,22 @@ impl Layout {
     }
 }
 
+/// Fails unless every leaf has a dtype collectives carry.
+pub(crate) fn check_dtypes(call: &'static str, leaves: &[Tensor]) -> Result<(), DistError> {
+    match leaves.iter().find(|l| HostBuf::empty(l.dtype()).is_none()) {
+        Some(leaf) => Err(unsupported(call, leaf.dtype())),
+        None => Ok(()),
+    }
+}
+
+fn unsupported(call: &'static str, dtype: DType) -> DistError {
+    DistError::DType {
+        call,
+        dtype,
+        reason: "collectives carry f32, f64, i32, i64, u8, u32 and u64 tensors; cast it first",
+    }
+}
+
 /// The leaves' elements, computed in one plan and packed into one buffer per dtype (in the
 /// order the dtypes first appear), and where each leaf lies.
 pub(crate) fn pack(
@@ -153,12 +169,7 @@ pub(crate) fn pack(
         let index = match layout.dtypes.iter().position(|&d| d == dtype) {
             Some(i) => i,
             None => {
-                let empty = HostBuf::empty(dtype).ok_or(DistError::DType {
-                    call,
-                    dtype,
-                    reason: "collectives carry f32, f64, i32, i64, u8, u32 and u64 tensors; \
-                             cast it first",
-                })?;
+                let empty = HostBuf::empty(dtype).ok_or_else(|| unsupported(call, dtype))?;
                 buffers.push(empty);
                 layout.dtypes.push(dtype);
                 buffers.len() - 1

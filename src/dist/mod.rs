@@ -42,7 +42,7 @@ pub use backend::ReduceOp;
 pub use error::DistError;
 
 use backend::Backend;
-use buffer::{HostBuf, pack, unpack, unpack_stacked};
+use buffer::{HostBuf, check_dtypes, pack, unpack, unpack_stacked};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 use std::rc::Rc;
@@ -208,19 +208,25 @@ impl Communicator {
     }
 
     /// Every leaf of `tree` combined elementwise over the ranks by `op` (all ranks get the
-    /// result): `all_reduce(&grads, ReduceOp::Mean)` averages gradients as DDP does.
+    /// result): `all_reduce(&grads, ReduceOp::Mean)` averages gradients as DDP does. In a
+    /// world of one the tree is returned as it is, computing and copying nothing.
     pub fn all_reduce<T: Tree>(&self, tree: &T, op: ReduceOp) -> Result<T, DistError> {
         let call = "all_reduce";
-        let (mut buffers, layout) = pack(call, &tree_leaves(tree))?;
+        let leaves = tree_leaves(tree);
+        check_dtypes(call, &leaves)?;
         if op == ReduceOp::Mean
-            && let Some(&dtype) = layout.dtypes.iter().find(|d| !d.is_float())
+            && let Some(leaf) = leaves.iter().find(|l| !l.dtype().is_float())
         {
             return Err(DistError::DType {
                 call,
-                dtype,
+                dtype: leaf.dtype(),
                 reason: "a mean is defined for float tensors; use ReduceOp::Sum",
             });
         }
+        if self.world_size() == 1 {
+            return Ok(tree.clone());
+        }
+        let (mut buffers, layout) = pack(call, &leaves)?;
         self.agree(call, &(op, &layout.describe()))?;
         for buffer in &mut buffers {
             self.backend.all_reduce(buffer, op.combine())?;
@@ -236,7 +242,12 @@ impl Communicator {
     pub fn broadcast<T: Tree>(&self, tree: &T, root: usize) -> Result<T, DistError> {
         let call = "broadcast";
         self.check_root(call, root)?;
-        let (mut buffers, layout) = pack(call, &tree_leaves(tree))?;
+        let leaves = tree_leaves(tree);
+        check_dtypes(call, &leaves)?;
+        if self.world_size() == 1 {
+            return Ok(tree.clone());
+        }
+        let (mut buffers, layout) = pack(call, &leaves)?;
         self.agree(call, &(root, &layout.describe()))?;
         for buffer in &mut buffers {
             self.backend.broadcast(buffer, root)?;
@@ -249,7 +260,15 @@ impl Communicator {
     /// `all_gather_into_tensor`).
     pub fn all_gather<T: Tree>(&self, tree: &T) -> Result<T, DistError> {
         let call = "all_gather";
-        let (buffers, layout) = pack(call, &tree_leaves(tree))?;
+        let leaves = tree_leaves(tree);
+        check_dtypes(call, &leaves)?;
+        if self.world_size() == 1 {
+            return Ok(rebuild(
+                tree,
+                leaves.iter().map(|l| l.unsqueeze(0)).collect(),
+            ));
+        }
+        let (buffers, layout) = pack(call, &leaves)?;
         self.agree(call, &layout.describe())?;
         let gathered = buffers
             .iter()
