@@ -213,11 +213,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .fold(0.0, f32::max);
     if lead {
         let per_step = |d: Duration| d.as_secs_f64() * 1e3 / clock.steps.max(1) as f64;
+        let reduce = if private {
+            "the all-reduce inside".to_string()
+        } else {
+            format!("{:.2} ms of it the all-reduce", per_step(clock.reduce))
+        };
         println!(
-            "after epoch 1: {:.2} ms a step, of which {:.2} ms all-reduce ({} steps); replicas \
-             differ by {drift}",
+            "after epoch 1: {:.2} ms a step ({reduce}; {} steps); replicas differ by {drift}",
             per_step(clock.step),
-            per_step(clock.reduce),
             clock.steps
         );
     }

@@ -58,7 +58,10 @@ fn one_rank_computes_and_copies_nothing() {
     let g = comm.all_gather(&b).unwrap();
     assert_eq!(thread_pipeline_counts().plans_made(), before.plans_made());
     assert_eq!(g.shape(), vec![1, 2, 3]);
-    assert_eq!(g.to_vec::<f32>().unwrap(), vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
+    assert_eq!(
+        g.to_vec::<f32>().unwrap(),
+        vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    );
 }
 
 #[test]
