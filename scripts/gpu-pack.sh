@@ -16,7 +16,7 @@ nvrtc_dir="$(dirname "$TENSOR_NVRTC")"
 git -C "$root" worktree remove --force "$src" 2>/dev/null || rm -rf "$src"
 git -C "$root" worktree add --force --detach "$src" "$commit" >&2
 (cd "$src" && CARGO_TARGET_DIR="$target" cargo test --workspace --release --no-run \
-  --message-format=json >"$target/tests.json")
+  --features nccl --message-format=json >"$target/tests.json")
 pack="$root/.gpu"
 rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/nvrtc"
 # One line per test binary: the binary and the package folder cargo runs it in.

@@ -14,6 +14,11 @@ cd "$root/.gpu" && tar xJf bins.tar.xz && tar xJf nvrtc.tar.xz && cd "$root"
 ln -sf libnvrtc.so.12 .gpu/nvrtc/libnvrtc.so
 export LD_LIBRARY_PATH="$root/.gpu/nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TENSOR_NVRTC="$root/.gpu/nvrtc/libnvrtc.so.12"
+# NCCL for tests/dist_nccl.rs: the system's, else the one PyTorch's wheels bring.
+nccl="$(ldconfig -p 2>/dev/null | grep -o '/.*libnccl.so.2' | head -1)"
+[ -n "$nccl" ] || nccl="$(find / -name libnccl.so.2 -not -path '*/proc/*' 2>/dev/null | head -1)"
+[ -n "$nccl" ] && export LD_LIBRARY_PATH="$(dirname "$nccl"):$LD_LIBRARY_PATH"
+echo "NCCL: ${nccl:-not found}" >"$out/nccl.txt"
 export TENSOR_CACHE_DIR=/tmp/tensor-cache PROPTEST_CASES="${PROPTEST_CASES:-64}" DEVICE=CUDA
 nvidia-smi -L | tee "$out/summary.txt"
 run_one() {
