@@ -572,13 +572,15 @@ fn leaf_in_axes(axes: &AxisTree, def: &TreeDef) -> Vec<Option<isize>> {
 }
 
 /// `vmap!`: `f` batched, with `f`'s arguments and result type. `in_axes` is a prefix tree of
-/// the argument tuple (or one axis for all), `out_axes` of the result.
+/// the argument tuple (or one axis for all), `out_axes` of the result; `chunk_size` maps that
+/// many samples at a time.
 #[track_caller]
 pub fn vmap<M, F: Signature<M>>(
     f: F,
     in_axes: AxisTree,
     out_axes: AxisTree,
     method: transform::VmapMethod,
+    chunk_size: Option<usize>,
 ) -> F::Callable<F::Output> {
     let make = move |flat: Func, def: &TreeDef, out: &OutCell| {
         let in_axes = InAxes::Each(leaf_in_axes(&in_axes, def));
@@ -591,7 +593,10 @@ pub fn vmap<M, F: Signature<M>>(
                 })))
             }
         };
-        transform::vmap_with(flat, in_axes, out_axes, method)
+        match chunk_size {
+            None => transform::vmap_with(flat, in_axes, out_axes, method),
+            Some(chunk) => transform::vmap_chunked(flat, in_axes, out_axes, method, chunk),
+        }
     };
     let result = |_: &TreeDef, out: &TreeDef| out.clone();
     F::callable(lowered(
@@ -609,6 +614,8 @@ pub struct Options {
     pub has_aux: bool,
     /// Integer and bool arguments get a zero gradient instead of an error.
     pub allow_int: bool,
+    /// `jacfwd`/`jacrev`: how many basis vectors are pushed through at a time (`None`: all).
+    pub chunk_size: Option<usize>,
 }
 
 /// Which derivative the grad family takes.
@@ -653,8 +660,14 @@ fn derivative<M, F: Signature<M>, S: Selection<F, M>, Out: Tree>(
                 Kind::ValueAndGrad => {
                     transform::value_and_grad_with(main, leaves, options.allow_int)
                 }
-                Kind::Jacfwd => transform::jacfwd(main, leaves),
-                Kind::Jacrev => transform::jacrev(main, leaves),
+                Kind::Jacfwd => match options.chunk_size {
+                    None => transform::jacfwd(main, leaves),
+                    Some(chunk) => transform::jacfwd_chunked(main, leaves, chunk),
+                },
+                Kind::Jacrev => match options.chunk_size {
+                    None => transform::jacrev(main, leaves),
+                    Some(chunk) => transform::jacrev_chunked(main, leaves, chunk),
+                },
                 Kind::Hessian => transform::hessian(main, leaves),
             };
             let func = if options.has_aux {

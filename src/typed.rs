@@ -134,6 +134,26 @@ pub fn vmap_with<M, F: Signature<M>>(
         in_axes.into_axis_tree(),
         out_axes.into_axis_tree(),
         method,
+        None,
+    )
+}
+
+/// [`vmap`] over chunks of at most `chunk_size` samples, one after another (torch.func's
+/// `vmap(..., chunk_size=n)`): the same values, with the memory of the batched function's
+/// intermediates bounded by the chunk. Each chunk's kernels read the arguments at their own
+/// offsets, so a cold run compiles them once per chunk.
+pub fn vmap_chunked<M, F: Signature<M>>(
+    f: F,
+    in_axes: impl IntoAxisTree,
+    out_axes: impl IntoAxisTree,
+    chunk_size: usize,
+) -> F::Callable<F::Output> {
+    private::vmap(
+        f,
+        in_axes.into_axis_tree(),
+        out_axes.into_axis_tree(),
+        VmapMethod::Rewrite,
+        Some(chunk_size),
     )
 }
 
@@ -141,12 +161,21 @@ fn plain(allow_int: bool) -> Options {
     Options {
         has_aux: false,
         allow_int,
+        chunk_size: None,
+    }
+}
+
+fn chunked(chunk_size: usize) -> Options {
+    Options {
+        chunk_size: Some(chunk_size),
+        ..plain(false)
     }
 }
 
 const AUX: Options = Options {
     has_aux: true,
     allow_int: false,
+    chunk_size: None,
 };
 
 /// `jax.grad(f, argnums)`: the gradients of a scalar `f` with respect to the arguments
@@ -217,6 +246,19 @@ where
     private::jacfwd(f, argnums, plain(false))
 }
 
+/// [`jacfwd`] pushing at most `chunk_size` basis vectors through `jvp` at a time
+/// (torch.func's `jacfwd(..., chunk_size=n)`): the same Jacobian in bounded memory.
+pub fn jacfwd_chunked<M, F: Signature<M>, S: Selection<F, M>>(
+    f: F,
+    argnums: S,
+    chunk_size: usize,
+) -> F::Callable<Jac<F::Output, S::Out>>
+where
+    F::Output: HasJacobian,
+{
+    private::jacfwd(f, argnums, chunked(chunk_size))
+}
+
 /// `jax.jacfwd(f, argnums, has_aux=True)`: `(jacobian, aux)`.
 pub fn jacfwd_aux<M, F: Signature<M>, S: Selection<F, M>>(
     f: F,
@@ -238,6 +280,19 @@ where
     F::Output: HasJacobian,
 {
     private::jacrev(f, argnums, plain(false))
+}
+
+/// [`jacrev`] pulling at most `chunk_size` basis vectors back through `vjp` at a time
+/// (torch.func's `jacrev(..., chunk_size=n)`): the same Jacobian in bounded memory.
+pub fn jacrev_chunked<M, F: Signature<M>, S: Selection<F, M>>(
+    f: F,
+    argnums: S,
+    chunk_size: usize,
+) -> F::Callable<Jac<F::Output, S::Out>>
+where
+    F::Output: HasJacobian,
+{
+    private::jacrev(f, argnums, chunked(chunk_size))
 }
 
 /// `jax.jacrev(f, argnums, has_aux=True)`: `(jacobian, aux)`.

@@ -85,8 +85,8 @@ fn block(target: &Target, checks: TokenStream, call: TokenStream) -> TokenStream
 const VMAP: Grammar = Grammar {
     name: "vmap",
     positional: &["f"],
-    keywords: &["in_axes", "out_axes", "method"],
-    usage: "vmap!(f, in_axes = (0, None), out_axes = 0, method = rewrite)",
+    keywords: &["in_axes", "out_axes", "method", "chunk_size"],
+    usage: "vmap!(f, in_axes = (0, None), out_axes = 0, method = rewrite, chunk_size = 32)",
 };
 
 /// Expands `vmap!(f, in_axes = .., out_axes = ..)`.
@@ -129,11 +129,13 @@ pub fn vmap(tokens: TokenStream) -> syn::Result<TokenStream> {
         .map(vmap_method)
         .transpose()?
         .unwrap_or(quote!(Rewrite));
+    let chunk_size = chunk_size(&args);
     let call = quote!(::tensor::__private::vmap(
         __tensor_f,
         #in_axes,
         #out_axes,
-        ::tensor::core::transform::VmapMethod::#method
+        ::tensor::core::transform::VmapMethod::#method,
+        #chunk_size
     ));
     Ok(block(&target, checks, call))
 }
@@ -345,14 +347,20 @@ impl Derivative {
                 "value_and_grad",
                 "value_and_grad!(f, argnums = 0, has_aux = false, allow_int = false)",
             ),
-            Derivative::Jacfwd => ("jacfwd", "jacfwd!(f, argnums = (0, 1), has_aux = false)"),
-            Derivative::Jacrev => ("jacrev", "jacrev!(f, argnums = (0, 1), has_aux = false)"),
+            Derivative::Jacfwd => (
+                "jacfwd",
+                "jacfwd!(f, argnums = (0, 1), has_aux = false, chunk_size = 16)",
+            ),
+            Derivative::Jacrev => (
+                "jacrev",
+                "jacrev!(f, argnums = (0, 1), has_aux = false, chunk_size = 16)",
+            ),
             Derivative::Hessian => ("hessian", "hessian!(f, argnums = 0, has_aux = false)"),
         };
-        let keywords: &'static [&'static str] = if self.takes_allow_int() {
-            &["argnums", "has_aux", "allow_int"]
-        } else {
-            &["argnums", "has_aux"]
+        let keywords: &'static [&'static str] = match self {
+            Derivative::Grad | Derivative::ValueAndGrad => &["argnums", "has_aux", "allow_int"],
+            Derivative::Jacfwd | Derivative::Jacrev => &["argnums", "has_aux", "chunk_size"],
+            Derivative::Hessian => &["argnums", "has_aux"],
         };
         Grammar {
             name,
@@ -361,9 +369,14 @@ impl Derivative {
             usage,
         }
     }
+}
 
-    fn takes_allow_int(self) -> bool {
-        matches!(self, Derivative::Grad | Derivative::ValueAndGrad)
+/// The `chunk_size = n` keyword as an `Option<usize>` expression (`None` when absent); the
+/// type checker holds the expression to `usize`.
+fn chunk_size(args: &Args) -> TokenStream {
+    match args.keyword("chunk_size") {
+        Some(expr) => quote!(::core::option::Option::Some::<usize>(#expr)),
+        None => quote!(::core::option::Option::None),
     }
 }
 
@@ -396,6 +409,7 @@ pub fn derivative(kind: Derivative, tokens: TokenStream) -> syn::Result<TokenStr
     };
     let has_aux = flag(&args, "has_aux", grammar.name)?;
     let allow_int = flag(&args, "allow_int", grammar.name)?;
+    let chunk_size = chunk_size(&args);
     let mut checks = TokenStream::new();
     for &(k, span) in &argnums {
         match target.arity {
@@ -431,7 +445,11 @@ pub fn derivative(kind: Derivative, tokens: TokenStream) -> syn::Result<TokenStr
     let call = quote!(::tensor::__private::#wrapper(
         __tensor_f,
         #selection,
-        ::tensor::__private::Options { has_aux: #has_aux, allow_int: #allow_int },
+        ::tensor::__private::Options {
+            has_aux: #has_aux,
+            allow_int: #allow_int,
+            chunk_size: #chunk_size,
+        },
     ));
     Ok(block(&target, checks, call))
 }

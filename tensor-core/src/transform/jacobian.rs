@@ -7,7 +7,7 @@ use crate::transform::func::{Func, IntoFunc, transform_error};
 use crate::transform::function::traced_once;
 use crate::transform::jvp::jvp_symbolic;
 use crate::transform::vjp::{ArgNums, vjp_wrt};
-use crate::transform::vmap::{move_axis, vmap};
+use crate::transform::vmap::{VmapMethod, move_axis, vmap, vmap_chunked};
 use crate::transform::zero::Tangent;
 
 /// The Jacobians of `f` with respect to the arguments `argnums` by forward mode, as
@@ -15,6 +15,25 @@ use crate::transform::zero::Tangent;
 /// `O ++ I`. The function returns, for each result in order, one Jacobian per argnum (for one
 /// argnum, one per result).
 pub fn jacfwd<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+    jacfwd_with_chunks(f, argnums, None)
+}
+
+/// [`jacfwd`] computing at most `chunk_size` columns at a time (torch.func's `chunk_size`):
+/// the same values, with the memory of the batched `jvp` bounded by the chunk.
+#[track_caller]
+pub fn jacfwd_chunked<M>(
+    f: impl IntoFunc<M>,
+    argnums: impl Into<ArgNums>,
+    chunk_size: usize,
+) -> Func {
+    jacfwd_with_chunks(f, argnums, Some(chunk_size))
+}
+
+fn jacfwd_with_chunks<M>(
+    f: impl IntoFunc<M>,
+    argnums: impl Into<ArgNums>,
+    chunk_size: Option<usize>,
+) -> Func {
     let f = f.into_func();
     let argnums = argnums.into();
     traced_once(
@@ -24,7 +43,7 @@ pub fn jacfwd<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
             // blocks[j][k]: the Jacobian of result k with respect to argnum j.
             let blocks: Vec<Vec<Tensor>> = argnums
                 .iter()
-                .map(|&argnum| columns_wrt(&f, args, argnum))
+                .map(|&argnum| columns_wrt(&f, args, argnum, chunk_size))
                 .collect();
             let nresults = blocks[0].len();
             (0..nresults)
@@ -36,7 +55,7 @@ pub fn jacfwd<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
 
 /// The Jacobian of each result of `f` with respect to argument `argnum`, by `vmap` of `jvp`
 /// over the basis of that argument.
-fn columns_wrt(f: &Func, args: &[Tensor], argnum: usize) -> Vec<Tensor> {
+fn columns_wrt(f: &Func, args: &[Tensor], argnum: usize, chunk_size: Option<usize>) -> Vec<Tensor> {
     let x = &args[argnum];
     let basis = identity_basis(x);
     let column = {
@@ -55,7 +74,7 @@ fn columns_wrt(f: &Func, args: &[Tensor], argnum: usize) -> Vec<Tensor> {
             jvp_symbolic(&f, &args, &tangents).1
         }
     };
-    let columns = vmap(column, 0, 0).call(&[basis]);
+    let columns = over_basis(column, chunk_size).call(&[basis]);
     columns
         .iter()
         .map(|c| batch_axis_to_end(c, &x.shape()))
@@ -66,6 +85,25 @@ fn columns_wrt(f: &Func, args: &[Tensor], argnum: usize) -> Vec<Tensor> {
 /// `jax.jacrev`: for a result of shape `O` and an argument of shape `I`, a tensor of shape
 /// `O ++ I`; for each result in order, one Jacobian per argnum.
 pub fn jacrev<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
+    jacrev_with_chunks(f, argnums, None)
+}
+
+/// [`jacrev`] computing at most `chunk_size` rows at a time (torch.func's `chunk_size`): the
+/// same values, with the memory of the batched `vjp` bounded by the chunk.
+#[track_caller]
+pub fn jacrev_chunked<M>(
+    f: impl IntoFunc<M>,
+    argnums: impl Into<ArgNums>,
+    chunk_size: usize,
+) -> Func {
+    jacrev_with_chunks(f, argnums, Some(chunk_size))
+}
+
+fn jacrev_with_chunks<M>(
+    f: impl IntoFunc<M>,
+    argnums: impl Into<ArgNums>,
+    chunk_size: Option<usize>,
+) -> Func {
     let f = f.into_func();
     let argnums = argnums.into();
     traced_once(
@@ -85,7 +123,7 @@ pub fn jacrev<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
                         cts[k] = ct.clone();
                         pullback.call(&cts)
                     };
-                    let rows = vmap(row, 0, 0).call(&[identity_basis(out)]);
+                    let rows = over_basis(row, chunk_size).call(&[identity_basis(out)]);
                     rows.into_iter()
                         .zip(&argnums)
                         .map(|(r, &i)| r.reshape(&[out.shape(), args[i].shape()].concat()))
@@ -94,6 +132,14 @@ pub fn jacrev<M>(f: impl IntoFunc<M>, argnums: impl Into<ArgNums>) -> Func {
                 .collect()
         }),
     )
+}
+
+/// `f` mapped over the leading axis of a stacked basis, a chunk at a time when asked.
+fn over_basis<M>(f: impl IntoFunc<M>, chunk_size: Option<usize>) -> Func {
+    match chunk_size {
+        None => vmap(f, 0, 0),
+        Some(chunk) => vmap_chunked(f, 0, 0, VmapMethod::Rewrite, chunk),
+    }
 }
 
 /// The Hessian of a scalar function with respect to the arguments `argnums`:

@@ -4,12 +4,14 @@
 //! samples is ever built: the scheduler sees one graph with one more dimension.
 
 pub mod axes;
+pub mod chunked;
 pub mod looped;
 pub mod pad_reduce;
 pub mod range;
 pub mod rules;
 
 pub use axes::{DeferredAxes, InAxes, OutAxes};
+pub use chunked::vmap_chunked;
 
 use crate::tensor::Tensor;
 use crate::transform::func::{Func, IntoFunc, transform_error};
