@@ -112,7 +112,7 @@ pub use tensor_core::transform::{
 };
 pub use tensor_core::{ArangeArgs, Axes, IntoAxes, MatrixOrd, RoundingMode, ShapeError};
 pub use tensor_macros::{
-    Tree, function, grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, vmap,
+    Tree, function, grad, hessian, jacfwd, jacrev, jit, jvp, value_and_grad, vjp, vmap,
 };
 pub use tensor_runtime::jit;
 
@@ -124,16 +124,6 @@ pub mod external {
         HostValue, InputSpec, OutputSpec,
     };
     pub use tensor_core::uop::{BatchStrategy, Endpoint};
-}
-
-/// `jit!(f)`: `f` (a `#[function]`, a closure, or another transform macro's result) compiled
-/// once per input signature and replayed, as a callable of `f`'s arity and result type:
-/// `let step = jit!(grad!(loss, argnums = 0)); let dw = step(&w, &x, &y);`.
-#[macro_export]
-macro_rules! jit {
-    ($f:expr $(,)?) => {
-        $crate::__private::jit($f)
-    };
 }
 
 #[doc(hidden)]

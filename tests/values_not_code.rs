@@ -228,3 +228,32 @@ fn a_functions_number_parameters_are_traced_once_as_values() {
         "a new number retraced the body"
     );
 }
+
+/// `jit!` of a closure whose parameters are Rust numbers: they are passed as numbers and traced
+/// as abstract 0-d tensors, so new numbers replay the trace and the plan; the values are the
+/// update written out.
+#[test]
+fn a_jitted_closures_number_parameters_are_traced_once_as_values() {
+    let p = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    let g = Tensor::from_vec(vec![10.0f32, -10.0], &[2]);
+    let traces = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = traces.clone();
+    let step = jit!(move |p: &Tensor, g: &Tensor, lr: f32, step: i32| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let decay = (step.cast(DType::F32) * -0.5).exp();
+        p - &(g * &(lr * decay))
+    });
+    let cases = [(0.5f32, 1i32), (0.25, 2), (0.125, 0), (1.0, 1)];
+    let out = steps_replay("jit! number parameters", &cases, |(lr, k)| {
+        step(&p, &g, lr, k).to_vec::<f32>().unwrap()
+    });
+    for (got, &(lr, k)) in out.iter().zip(&cases) {
+        let decay = (k as f32 * -0.5).exp();
+        close(got, &[1.0 - 10.0 * lr * decay, 2.0 + 10.0 * lr * decay]);
+    }
+    assert_eq!(
+        traces.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "a new number retraced the closure"
+    );
+}

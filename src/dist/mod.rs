@@ -141,7 +141,9 @@ impl Communicator {
     }
 
     /// Rank `rank` of `world_size` NCCL ranks, on GPU `device`, in the clique `id` (the same
-    /// id on every rank).
+    /// id on every rank). The process then computes on that GPU (`CUDA:device`, as
+    /// `torch.cuda.set_device(local_rank)` before DDP), so one process per GPU needs no
+    /// per-rank `DEVICE`.
     pub fn nccl(
         rank: usize,
         world_size: usize,
@@ -157,6 +159,7 @@ impl Communicator {
         #[cfg(feature = "nccl")]
         {
             let backend: Rc<dyn Backend> = Rc::new(nccl::Nccl::new(rank, world_size, device, id)?);
+            tensor_runtime::realize::set_device(Some(&format!("CUDA:{device}")))?;
             Ok(Communicator { backend })
         }
         #[cfg(not(feature = "nccl"))]

@@ -163,7 +163,7 @@ const SCALARS: &[&str] = &[
 ];
 
 /// True for a bare primitive number type (`f32`, `u64`, ...).
-fn is_scalar(ty: &Type) -> bool {
+pub(crate) fn is_scalar(ty: &Type) -> bool {
     match ty {
         Type::Path(p) if p.qself.is_none() && p.path.segments.len() == 1 => {
             let seg = &p.path.segments[0];

@@ -32,6 +32,7 @@
 
 mod args;
 mod function;
+mod jit;
 mod suggest;
 mod transform;
 mod tree;
@@ -80,8 +81,20 @@ pub fn function(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// `jit!(f)`: `f` (a `#[function]`, a closure, or another transform macro's result) compiled
+/// once per input signature and replayed, as a callable of `f`'s arguments and result type:
+/// `let step = jit!(grad!(loss, argnums = 0)); let dw = step(&w, &x, &y);`. A closure's
+/// parameters typed as Rust numbers (`lr: f32`, `step: i32`, `seed: u64`) are passed as numbers
+/// and traced as abstract 0-d tensors of that dtype (a `Tensor` inside the body), so a new
+/// number replays the trace and the plan: `jit!(|p: &Tensor, g: &Tensor, lr: f32| p - &(g * &lr))`.
+#[proc_macro]
+pub fn jit(tokens: TokenStream) -> TokenStream {
+    emit(jit::jit(tokens.into()))
+}
+
 /// `vmap!(f, in_axes = (0, None), out_axes = 0)`: `f` mapped over the given axes (each an
-/// integer literal or `None`; defaults 0), as `jax.vmap`. Returns a callable of `f`'s arity.
+/// integer literal or `None`; defaults 0), as `jax.vmap`. Returns a callable of `f`'s arity;
+/// `chunk_size = n` maps `n` samples at a time (torch.func's `chunk_size`).
 #[proc_macro]
 pub fn vmap(tokens: TokenStream) -> TokenStream {
     emit(transform::vmap(tokens.into()))
