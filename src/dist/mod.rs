@@ -13,6 +13,14 @@
 //! build the bindings) and NCCL through cudarc (cargo feature `nccl`; loaded at run time).
 //! A program built without a backend gets an error naming the feature when it asks for it.
 //!
+//! # Launching
+//!
+//! [`Communicator::from_env`] reads what the launcher set: `TENSOR_DIST=single|mpi|nccl`
+//! chooses; unset, a process started by `mpirun` uses MPI and any other is a world of one.
+//! NCCL ranks take their rank and GPU from MPI, or from `RANK`, `WORLD_SIZE` and `LOCAL_RANK`
+//! (as `torchrun` sets them) with the clique's id passed through `TENSOR_NCCL_ID_FILE`.
+//! `docs/dist.md` has the commands.
+//!
 //! ```
 //! use tensor::prelude::*;
 //! use tensor::dist::{Communicator, ReduceOp};
@@ -183,7 +191,7 @@ impl Communicator {
         Communicator::nccl(bootstrap.rank(), bootstrap.world_size(), device, &id)
     }
 
-    /// The communicator the launcher asked for: see [`launch`](self#launching) (`mpirun`,
+    /// The communicator the launcher asked for (see [Launching](self#launching): `mpirun`,
     /// `TENSOR_DIST`), a world of one when started alone.
     pub fn from_env() -> Result<Communicator, DistError> {
         launch::from_env()

@@ -2,12 +2,11 @@
 //!
 //! Flags (see [`default_flags`]), chosen by measurement (README, "CPU kernel speed"):
 //! `-O2 -march=native` for speed on the machine at hand (`-O3` measured no faster on the
-//! generated kernels and compiles slower); `-mprefer-vector-width=` 512 on AMD CPUs with
-//! AVX-512 and 256 elsewhere ([`preferred_vector_width`]): gcc's `-march=native` on some AMD
+//! generated kernels and compiles slower); `-mprefer-vector-width=` the width measured for the
+//! machine ([`preferred_vector_width`], `vector_width`): gcc's `-march=native` on some AMD
 //! parts (znver1 tuning) otherwise vectorizes with 128-bit registers only, and on Zen 4 it
 //! keeps to 256 bits, where 512 made the `f32` `exp2` chain 1.2–1.6× and a 2048² matmul 1.3×
-//! faster (Zen 4 runs 512-bit operations as two halves without lowering its clock; on Intel
-//! parts that do lower it, 512 is not measured and not asked for); `-ffp-contract=fast` lets `a*b+c` become one FMA (one rounding instead of
+//! faster; `-ffp-contract=fast` lets `a*b+c` become one FMA (one rounding instead of
 //! two: compiled floats may differ from the interpreter in the last bits, within the
 //! tolerance the tests state in `tests/common/tolerance.rs`); no `-ffast-math`, so NaN,
 //! infinities, signed zeros and IEEE division survive; `-fno-math-errno` lets `sqrtf`
@@ -29,6 +28,7 @@
 
 use super::compiler_identity;
 use super::compiler_process::run_with_limit;
+use super::vector_width::preferred_vector_width;
 use crate::error::{Result, RuntimeError};
 use crate::stable_hash::StableHasher;
 use std::collections::HashMap;
@@ -59,12 +59,6 @@ pub fn default_flags() -> Vec<String> {
     .to_vec()
 }
 
-/// The widest vectors, in bits, the kernels are compiled for: 512 on an AMD CPU with AVX-512
-/// (Zen 4 and later), 256 elsewhere.
-pub fn preferred_vector_width() -> u32 {
-    vector_width_for(host_cpu_identity())
-}
-
 /// The `f32` lanes of the vectors a compiler run with `flags` prefers: the
 /// `-mprefer-vector-width=` among them in bits over 32, else 8 (256-bit vectors).
 pub fn vector_lanes_of(flags: &[String]) -> usize {
@@ -74,17 +68,6 @@ pub fn vector_lanes_of(flags: &[String]) -> usize {
         .find_map(|f| f.strip_prefix("-mprefer-vector-width="))
         .and_then(|bits| bits.parse::<usize>().ok())
         .map_or(8, |bits| (bits / 32).max(1))
-}
-
-/// [`preferred_vector_width`] for a CPU described as [`host_cpu_identity`] describes it.
-fn vector_width_for(identity: &str) -> u32 {
-    let amd = identity
-        .lines()
-        .any(|l| l.starts_with("vendor_id") && l.contains("AuthenticAMD"));
-    let avx512 = identity
-        .lines()
-        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|flag| flag == "avx512f"));
-    if amd && avx512 { 512 } else { 256 }
 }
 
 /// The compiler the environment asks for: `$CC` if set and non-empty, else `cc`.
@@ -301,7 +284,7 @@ fn crash_status(output: &Output) -> Option<String> {
 /// What `-march=native` resolves to on this machine, so that a cache directory shared
 /// between machines (say, a home directory on NFS) never hands one CPU an object built for
 /// another: the architecture plus, on Linux, the CPU model and feature list.
-fn host_cpu_identity() -> &'static str {
+pub(crate) fn host_cpu_identity() -> &'static str {
     static IDENTITY: OnceLock<String> = OnceLock::new();
     IDENTITY.get_or_init(|| {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -368,19 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn vectors_are_512_bits_on_amd_cpus_with_avx512_only() {
-        let cpu = |vendor: &str, flags: &str| {
-            format!("x86_64\nvendor_id\t: {vendor}\nmodel name\t: some cpu\nflags\t\t: {flags}")
-        };
-        let zen4 = cpu("AuthenticAMD", "fpu sse2 avx2 fma avx512f avx512bw");
-        let zen3 = cpu("AuthenticAMD", "fpu sse2 avx2 fma");
-        let intel = cpu("GenuineIntel", "fpu sse2 avx2 fma avx512f");
-        let no_flags_named_alike = cpu("AuthenticAMD", "avx512fx avx2");
-        assert_eq!(vector_width_for(&zen4), 512);
-        assert_eq!(vector_width_for(&zen3), 256);
-        assert_eq!(vector_width_for(&intel), 256);
-        assert_eq!(vector_width_for(&no_flags_named_alike), 256);
-        assert_eq!(vector_width_for("aarch64"), 256);
+    fn the_default_flags_ask_for_the_machines_vector_width() {
         let flag = format!("-mprefer-vector-width={}", preferred_vector_width());
         assert!(default_flags().contains(&flag));
     }

@@ -39,15 +39,17 @@ mod program;
 mod progress;
 mod recycle;
 pub(crate) mod scratch;
+mod vector_width;
 
 pub use buffer::{CpuBuffer, LiveBuffers};
 pub use compiler::{
     CCompiler, DEFAULT_COMPILE_TIMEOUT, compile_timeout_from_env, compiler_from_env, default_flags,
-    preferred_vector_width, vector_lanes_of,
+    vector_lanes_of,
 };
 pub use loaded::DEFAULT_PROGRAM_CACHE_SIZE;
 pub use program::CpuProgram;
 pub use progress::{PROGRESS_DELAY, ProgressSetting, progress_setting_from_env};
+pub use vector_width::{preferred_vector_width, vector_width_from_env};
 
 use crate::cache::{
     DEFAULT_CACHE_MAX_BYTES, DiskCache, cache_max_bytes_from_env, default_cache_dir,
@@ -155,6 +157,7 @@ pub(crate) fn malformed_setting() -> Option<RuntimeError> {
         .or_else(|| cache_max_bytes_from_env().err())
         .or_else(|| beam::beam_width_from_env().err())
         .or_else(|| progress_setting_from_env().err())
+        .or_else(|| vector_width_from_env().err())
 }
 
 /// `$TENSOR_PROGRAM_CACHE_SIZE` if set, else [`DEFAULT_PROGRAM_CACHE_SIZE`].
