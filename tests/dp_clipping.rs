@@ -248,6 +248,49 @@ fn no_buffer_holds_the_per_sample_gradients() {
     );
 }
 
+/// An embedding's per-sample norms take the Gram form of its one-hot selection
+/// (`Σ_ts [tok_t = tok_s] ⟨δ_t, δ_s⟩`), so the clipped sum stores no buffer of the
+/// `B × V × D` per-sample gradients of the table (the norm and the weighted sum would both
+/// read it), and the norms equal each sample's own gradient's.
+#[test]
+fn an_embeddings_norms_store_no_per_sample_table_gradients() {
+    let (batch, vocab, dim, tokens) = (16, 400, 32, 6);
+    let table = ramp(&[vocab, dim], 0.7);
+    let ids: Vec<i32> = (0..batch * tokens)
+        .map(|i| ((i * 37 + i / 3) % vocab) as i32)
+        .collect();
+    let ids = Tensor::from_vec(ids, &[batch, tokens]);
+    realize_tree(&(table.clone(), ids.clone())).unwrap();
+    let params = vec![table];
+    let device = tensor::runtime::CpuDevice::shared().unwrap();
+    device.live_buffers().reset_peaks();
+    let (sums, norms) =
+        tensor::dp::clipped_grad_with(embedding, &params, &ids, CLIP, VmapMethod::Rewrite);
+    realize_tree(&(sums, norms.clone())).unwrap();
+    let per_sample_bytes = batch * vocab * dim * 4;
+    let largest = device.live_buffers().largest_buffer();
+    assert!(
+        largest * 8 <= per_sample_bytes,
+        "the largest buffer ({largest} bytes) is more than 1/8 of the per-sample table \
+         gradients ({per_sample_bytes} bytes)"
+    );
+    let g = typed::grad(embedding, Argnum::<0>);
+    let got = values(&norms);
+    for (i, norm) in got.iter().enumerate() {
+        let sample = ids.narrow(0, i as isize, 1).reshape(&[tokens]);
+        let own: f64 = g(&params, &sample)
+            .iter()
+            .flat_map(values)
+            .map(|v| v * v)
+            .sum();
+        let want = own.sqrt();
+        assert!(
+            (norm - want).abs() <= 1e-4 * want.max(1.0),
+            "sample {i}: {norm} vs {want}"
+        );
+    }
+}
+
 /// One trace of the loss per call: the norms and the clipped sum read one backward pass.
 #[test]
 fn the_loss_is_traced_once() {

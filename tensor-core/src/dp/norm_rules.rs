@@ -11,13 +11,20 @@
 //!   non-batch axes                                                     reshaped to SumSq's)
 //! SumSq(Σ_t a · b), a and b disjoint but     => Σ_ts (a aᵀ)_ts (b bᵀ)_ts, when
 //!   on t                                        T (J + K) < J K
+//! SumSq(Σ_t where(c, b, 0)), c and b         => the same, with a = c as a number
+//!   disjoint but on t
 //! ```
 //!
 //! The fourth is the norm of an outer product, `Σ_jk (a_j b_k)² = (Σ_j a_j²)(Σ_k b_k²)`: a
 //! dense layer's per-sample gradient `δ_i ⊗ x_i` has its norm from `B (J + K)` products
 //! instead of `B J K`. The fifth is the Gram form of a sum of outer products (a dense layer
 //! over a sequence, `Σ_t δ_t ⊗ x_t`): `T² (J + K)` products instead of `T J K`, taken only
-//! when that is fewer (the choice the book-keeping papers make per layer by hand). Rules fire only along the spine from the norm down, on nodes the rewrite made; the
+//! when that is fewer (the choice the book-keeping papers make per layer by hand). The sixth
+//! is the same for a selection: an embedding's per-sample gradient is `Σ_t [tok_t = v] δ_t`, a
+//! one-hot mask selecting each token's gradient, whose norm is `Σ_ts [tok_t = tok_s] ⟨δ_t,
+//! δ_s⟩`. Factors are told apart by the axes they vary along, read from the expands that
+//! broadcast them (`varying_axes`); a factor is sliced to one element along the axes it does
+//! not vary on. Rules fire only along the spine from the norm down, on nodes the rewrite made; the
 //! network's own graph (shared with the clipped sum) is never touched, so its nodes stay one.
 //! A gradient no rule factors keeps its `SumSq`, which the scheduler reduces inside the kernel
 //! that computes the gradient.
@@ -100,6 +107,16 @@ fn rules() -> &'static PatternMatcher<()> {
                 ])),
                 |m, _| gram(m),
             )
+            .rule(
+                of(UPat::op(Op::Reduce).named("r").src(vec![
+                    UPat::op(Op::Where).named("m").src(vec![
+                        UPat::var("c"),
+                        UPat::var("b"),
+                        UPat::var("zero"),
+                    ]),
+                ])),
+                |m, _| gram_of_selection(m),
+            )
     })
 }
 
@@ -164,12 +181,31 @@ fn outer_product(m: &Captures) -> Option<UOp> {
 }
 
 fn gram(m: &Captures) -> Option<UOp> {
-    let Arg::Reduce(ReduceOp::Add, summed) = m["r"].arg() else {
+    let (a, b) = (unexpanded(&m["a"]), unexpanded(&m["b"]));
+    gram_form(&m["root"], &m["r"], &m["m"], &a, &b)
+}
+
+/// `SumSq(Σ_t where(c, b, 0))`: the Gram form with `a = c` as a number, each factor sliced
+/// to one element along the axes it does not vary on.
+fn gram_of_selection(m: &Captures) -> Option<UOp> {
+    if !is_zero(&m["zero"]) {
+        return None;
+    }
+    let full = m["m"].shape_vec();
+    let a = narrowed(&m["c"].cast(m["m"].dtype()), &varying_axes(&m["c"]), &full);
+    let b = narrowed(&m["b"], &varying_axes(&m["b"]), &full);
+    gram_form(&m["root"], &m["r"], &m["m"], &a, &b)
+}
+
+/// `Σ_ts (a aᵀ)_ts (b bᵀ)_ts` for `root = SumSq(r)`, `r = Σ_t m`, `m` the product of `a` and
+/// `b` (broadcast to `m`'s shape, size 1 on the axes they do not vary on), when it is cheaper.
+fn gram_form(root: &UOp, r: &UOp, m: &UOp, a: &UOp, b: &UOp) -> Option<UOp> {
+    let Arg::Reduce(ReduceOp::Add, summed) = r.arg() else {
         return None;
     };
-    let (a, b, full) = (unexpanded(&m["a"]), unexpanded(&m["b"]), m["m"].shape_vec());
+    let full = m.shape_vec();
     let (sa, sb) = (a.shape_vec(), b.shape_vec());
-    if !is_sum_sq(&m["root"]) || sa.len() != full.len() || sb.len() != full.len() {
+    if !is_sum_sq(root) || sa.len() != full.len() || sb.len() != full.len() {
         return None;
     }
     let rest: Vec<usize> = (1..full.len()).filter(|k| !summed.contains(k)).collect();
@@ -197,8 +233,98 @@ fn gram(m: &Captures) -> Option<UOp> {
             Tensor::from_uop(x.expand(&shape).permute(&order)).reshape(&[shape[0], t, width]);
         rows.matmul(&rows.transpose(-1, -2))
     };
-    let norm = (products(&a, j) * products(&b, k)).sum(&[1isize, 2][..], true);
-    Some(times(&as_shape_of(&norm.uop(), &m["root"]), copies))
+    let norm = (products(a, j) * products(b, k)).sum(&[1isize, 2][..], true);
+    Some(times(&as_shape_of(&norm.uop(), root), copies))
+}
+
+/// True for a zero constant, broadcast or not.
+fn is_zero(u: &UOp) -> bool {
+    match u.op() {
+        Op::Expand | Op::Reshape => is_zero(u.s(0)),
+        Op::Const => u.const_value().is_some_and(|v| v.as_f64() == 0.0),
+        _ => false,
+    }
+}
+
+/// Per axis of `u`, whether its value may change along that axis: false only where the
+/// expands that broadcast `u`'s operands prove it constant (through reshapes that only add or
+/// drop axes of size 1, and elementwise ops); true wherever that is not known.
+fn varying_axes(u: &UOp) -> Vec<bool> {
+    varying(u, &mut HashMap::new())
+}
+
+fn varying(u: &UOp, memo: &mut HashMap<UOp, Vec<bool>>) -> Vec<bool> {
+    if let Some(known) = memo.get(u) {
+        return known.clone();
+    }
+    let shape = u.shape_vec();
+    let unknown: Vec<bool> = shape.iter().map(|&n| n > 1).collect();
+    let axes = match u.op() {
+        Op::Const => vec![false; shape.len()],
+        Op::Expand => {
+            let inner = varying(u.s(0), memo);
+            match inner.len() == shape.len() {
+                true => inner,
+                false => unknown,
+            }
+        }
+        Op::Reshape => through_unit_reshape(&u.s(0).shape_vec(), &shape)
+            .map(|from| {
+                let inner = varying(u.s(0), memo);
+                from.iter().map(|f| f.is_some_and(|k| inner[k])).collect()
+            })
+            .unwrap_or(unknown),
+        op if (op.is_elementwise() || op == Op::Cast)
+            && u.src().iter().all(|s| s.shape_vec() == shape) =>
+        {
+            let mut axes = vec![false; shape.len()];
+            for s in u.src() {
+                for (k, v) in varying(s, memo).into_iter().enumerate() {
+                    axes[k] |= v;
+                }
+            }
+            axes
+        }
+        _ => unknown,
+    };
+    memo.insert(u.clone(), axes.clone());
+    axes
+}
+
+/// For a reshape from `from` to `to` that only adds or drops axes of size 1: for each axis of
+/// `to`, the axis of `from` it is (`None` for an added axis of size 1).
+fn through_unit_reshape(from: &[usize], to: &[usize]) -> Option<Vec<Option<usize>>> {
+    let real =
+        |shape: &[usize]| -> Vec<usize> { (0..shape.len()).filter(|&k| shape[k] != 1).collect() };
+    let (real_from, real_to) = (real(from), real(to));
+    let same = real_from.len() == real_to.len()
+        && real_from
+            .iter()
+            .zip(&real_to)
+            .all(|(&f, &t)| from[f] == to[t]);
+    if !same {
+        return None;
+    }
+    let mut map = vec![None; to.len()];
+    for (&f, &t) in real_from.iter().zip(&real_to) {
+        map[t] = Some(f);
+    }
+    Some(map)
+}
+
+/// `x` sliced to its first element along every non-batch axis of `full` it does not vary on.
+fn narrowed(x: &UOp, varies: &[bool], full: &[usize]) -> UOp {
+    let shape = x.shape_vec();
+    let ends: Vec<usize> = (0..shape.len())
+        .map(|k| match k > 0 && !varies[k] && full[k] > 1 {
+            true => 1,
+            false => shape[k],
+        })
+        .collect();
+    if ends == shape {
+        return x.clone();
+    }
+    x.shrink(&vec![0; shape.len()], &ends)
 }
 
 /// `x` before an `Expand`, else `x`.
@@ -244,6 +370,7 @@ mod tests {
     use super::*;
     use crate::interp::evaluate;
     use crate::tensor::Tensor;
+    use crate::uop::DType;
 
     fn data(shape: &[usize], seed: usize) -> UOp {
         let n: usize = shape.iter().product();
@@ -327,6 +454,46 @@ mod tests {
         let delta = data(&[3, 4, 6, 1], 13).expand(&[3, 4, 6, 5]);
         let x = data(&[3, 4, 1, 5], 14).expand(&[3, 4, 6, 5]);
         let g = UOp::alu(Op::Mul, vec![delta, x]).reduce(ReduceOp::Add, &[1]);
+        assert_eq!(factored_sum_sq(&g), sum_sq(&g));
+    }
+
+    #[test]
+    fn a_selection_by_a_one_hot_mask_takes_the_gram_form() {
+        // An embedding's per-sample gradient, as `take`'s adjoint builds it: over [B, V, T, D],
+        // Σ_t where(pos_v == tok_t, δ_t, 0), with the mask and δ broadcast by expands.
+        let (b, v, t, d) = (3, 12, 2, 5);
+        let tokens = Tensor::from_vec(vec![4i64, 4, 0, 11, 7, 4], &[b, 1, t, 1]).uop();
+        let positions = Tensor::arange(v as i64).uop().reshape(&[1, v, 1, 1]);
+        let full = [b, v, t, d];
+        let mask = UOp::alu(
+            Op::CmpNe,
+            vec![positions.expand(&full), tokens.expand(&full)],
+        );
+        let yes = UOp::constant(true, DType::Bool)
+            .reshape(&[1, 1, 1, 1])
+            .expand(&full);
+        let mask = UOp::alu(Op::CmpNe, vec![mask, yes]);
+        let delta = data(&[b, 1, t, d], 15).expand(&full);
+        let zero = UOp::constant(0.0, DType::F32)
+            .reshape(&[1, 1, 1, 1])
+            .expand(&full);
+        let g = UOp::new(Op::Where, DType::F32, vec![mask, delta, zero], Arg::None)
+            .reduce(ReduceOp::Add, &[2]);
+        // T (V + D) = 34 < V D = 60: no [B, V, T, D] selection is left.
+        check(&g, |u| u.op() == Op::Where && u.shape_vec() == full);
+    }
+
+    #[test]
+    fn a_mask_that_varies_with_both_factors_axes_is_left_alone() {
+        // A ReLU-like mask over [B, J, T, K] that varies on J and K: not a product of factors.
+        let full = [2, 3, 2, 4];
+        let mask = UOp::alu(Op::CmpLt, vec![data(&full, 16), data(&full, 17)]);
+        let delta = data(&[2, 1, 2, 4], 18).expand(&full);
+        let zero = UOp::constant(0.0, DType::F32)
+            .reshape(&[1, 1, 1, 1])
+            .expand(&full);
+        let g = UOp::new(Op::Where, DType::F32, vec![mask, delta, zero], Arg::None)
+            .reduce(ReduceOp::Add, &[2]);
         assert_eq!(factored_sum_sq(&g), sum_sq(&g));
     }
 
