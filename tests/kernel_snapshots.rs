@@ -331,10 +331,11 @@ fn snapshot(graph: &Graph, backend: Backend) -> String {
     );
     for (i, kernel) in kernels.iter().enumerate() {
         text.push_str(&format!(
-            "\n// ---- kernel {} of {}: {} ----\n",
+            "\n// ---- kernel {} of {}: {}, launched on {} ----\n",
             i + 1,
             kernels.len(),
-            kernel.name
+            kernel.name,
+            kernel.launch
         ));
         text.push_str(&kernel.source);
         if !kernel.source.ends_with('\n') {

@@ -7,6 +7,7 @@ mod common;
 
 use common::{render_c, render_c_with_opts, run, tolerance};
 use tensor_core::codegen::{CodegenOptions, Opt};
+use tensor_core::render::Launch;
 use tensor_core::uop::alu;
 use tensor_core::{Arg, AxisType, DType, Op, ReduceOp, Scalar, UOp};
 
@@ -753,7 +754,7 @@ fn thread_split_gives_identical_results_for_any_core_count() {
             }]
         };
         let k = render_c_with_opts(&elementwise_add(rows, cols), &[70, 70, 70], &opts);
-        assert_eq!(k.threads, threads);
+        assert_eq!(k.launch, Launch::Cores(threads));
         let mut bufs = vec![zeros(70), floats(&a), floats(&b)];
         run(&k, &mut bufs);
         results.push(as_f64(&bufs[0]));
@@ -774,7 +775,7 @@ fn heuristic_threads_and_upcasts_a_big_kernel_with_the_same_results() {
     let want: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
     for threads in [1, 2, 3] {
         let k = render_c(&elementwise_add(rows, cols), &[n, n, n], &opt(threads));
-        assert_eq!(k.threads, threads, "{}", k.source);
+        assert_eq!(k.launch, Launch::Cores(threads), "{}", k.source);
         let mut bufs = vec![zeros(n), floats(&a), floats(&b)];
         run(&k, &mut bufs);
         assert_eq!(as_f64(&bufs[0]), want);
@@ -841,11 +842,11 @@ fn noopt_renders_no_thread_split_and_no_upcast() {
             ..CodegenOptions::default()
         },
     );
-    assert_eq!(k.threads, 1);
+    assert_eq!(k.launch, Launch::Cores(1));
     assert!(!k.source.contains("core_id *"), "{}", k.source);
     assert_eq!(k.source.matches("data0[").count(), 1, "{}", k.source);
     let optimized = render_c(&elementwise_add(4001, 68), &[n, n, n], &opt(4));
-    assert_eq!(optimized.threads, 4);
+    assert_eq!(optimized.launch, Launch::Cores(4));
     assert_eq!(optimized.source.matches("data0[").count(), 4);
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tensor_core::UOp;
 use tensor_core::codegen::program::KernelArg;
 use tensor_core::codegen::{CodegenOptions, lower_kernel_named};
-use tensor_core::render::Kernel;
+use tensor_core::render::{Kernel, Launch};
 use tensor_core::uop::HostData;
 use tensor_core::uop::dtype::encode_scalars;
 use tensor_core::{DType, Element};
@@ -186,12 +186,12 @@ pub trait Device: Send + Sync {
         // its arguments say; `check` has just verified that `buffers` hold that much, that
         // written buffers are writable and unaliased, and the launch is split into the parts
         // the kernel was rendered for.
-        unsafe { self.launch_unchecked(&program.program, buffers, program.signature.threads) }
+        unsafe { self.launch_unchecked(&program.program, buffers, program.signature.launch) }
     }
 
-    /// Runs `program` once over `buffers` (its arguments in slot order), split into `threads`
-    /// parallel parts (for CUDA, `threads` threads of the launch grid), with no check of the
-    /// buffers: what [`Device::launch`] does after its checks, and the only way to launch a
+    /// Runs `program` once over `buffers` (its arguments in slot order), launched as `launch`
+    /// says (on the CPU `Launch::Cores`, on a GPU `Launch::Grid`; the other kind is an
+    /// [`RuntimeError::InvalidLaunch`]), with no check of the buffers: what [`Device::launch`] does after its checks, and the only way to launch a
     /// program compiled from source text ([`Device::compile`]). Returns as `launch` does.
     ///
     /// # Safety
@@ -201,13 +201,13 @@ pub trait Device: Send + Sync {
     /// addresses in its slot (aligned for the element type it reads there, which every
     /// allocation of a device is); a buffer the kernel stores into must not be bound host
     /// data ([`Device::is_read_only`]) nor be bound to another slot (the kernel's pointers
-    /// are `restrict`); and `threads` must be the part count the kernel was written for (a
-    /// C kernel of `n` parts indexes past its buffers when called with more).
+    /// are `restrict`); and `launch` must be the one the kernel was written for (a C kernel
+    /// of `n` parts indexes past its buffers when called on more cores).
     unsafe fn launch_unchecked(
         &self,
         program: &Self::Program,
         buffers: &[&Self::Buffer],
-        threads: usize,
+        launch: Launch,
     ) -> Result<()>;
 
     /// Waits until every launch and copy queued on the device has finished (a no-op where
@@ -304,9 +304,9 @@ impl<P> CheckedProgram<P> {
         &self.signature.name
     }
 
-    /// The parallel parts a launch is split into (the kernel's `threads`).
-    pub fn threads(&self) -> usize {
-        self.signature.threads
+    /// How the kernel is launched (the rendered kernel's `launch`).
+    pub fn launch(&self) -> Launch {
+        self.signature.launch
     }
 
     /// The kernel's buffer arguments by slot: what each launch must bind.
@@ -320,7 +320,7 @@ impl<P> CheckedProgram<P> {
 #[derive(Debug)]
 struct Signature {
     name: String,
-    threads: usize,
+    launch: Launch,
     args: Vec<KernelArg>,
 }
 
@@ -337,7 +337,7 @@ impl Signature {
         }
         Ok(Arc::new(Signature {
             name: kernel.name.clone(),
-            threads: kernel.threads,
+            launch: kernel.launch,
             args: kernel.args.clone(),
         }))
     }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tensor_core::UOp;
 use tensor_core::codegen::program::GpuKernel;
 use tensor_core::codegen::{CodegenOptions, emulate, lower_kernel_gpu};
-use tensor_core::render::Kernel;
+use tensor_core::render::{Kernel, Launch};
 use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 
 /// The device name `DEVICE` selects the emulated GPU with.
@@ -200,9 +200,16 @@ impl Device for EmulatedGpu {
         &self,
         program: &EmulatedProgram,
         buffers: &[&EmulatedBuffer],
-        _threads: usize,
+        launch: Launch,
     ) -> Result<()> {
         let kernel = &program.kernel;
+        if launch != Launch::Grid(kernel.launch_dims()) {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "kernel `{}` runs on a grid of {}, not on {launch}",
+                kernel.name,
+                Launch::Grid(kernel.launch_dims())
+            )));
+        }
         if kernel.args.len() != buffers.len() {
             return Err(RuntimeError::InvalidLaunch(format!(
                 "kernel `{}` takes {} buffers but {} were bound",

@@ -17,7 +17,7 @@
 //! rebuilt program makes its plans afresh, as it must when the scheduler has changed. A graph
 //! without a stable form (one that holds a custom function's rules) is not kept.
 //!
-//! The recipe holds each kernel as rendered (name, source, entry, threads, arguments) with
+//! The recipe holds each kernel as rendered (name, source, entry, launch, arguments) with
 //! its slots, each temporary's size, dtype and device, and the outputs in stable form over
 //! placeholders and temporaries. The memory plan is worked out again on load.
 
@@ -30,13 +30,13 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use tensor_core::UOp;
 use tensor_core::codegen::CodegenOptions;
-use tensor_core::codegen::program::KernelArg;
-use tensor_core::render::Kernel;
+use tensor_core::codegen::program::{KernelArg, LaunchDims};
+use tensor_core::render::{Kernel, Launch};
 use tensor_core::uop::wire::{Reader, WireError, Writer};
 use tensor_core::uop::{Arg, Op, stable_form};
 
 /// Bumped whenever the recipe's layout or meaning changes: it is part of every key.
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
 /// Temporaries are written among the buffers of the outputs' stable form from this number
 /// on; placeholders keep their own numbers, far below it.
@@ -199,7 +199,7 @@ fn write_kernel(w: &mut Writer, kernel: &Kernel, slots: &[Slot]) {
     w.str(&kernel.name);
     w.str(&kernel.source);
     w.str(&kernel.entry);
-    w.usize(kernel.threads);
+    write_launch(w, kernel.launch);
     w.usize(kernel.args.len());
     for arg in &kernel.args {
         w.dtype(arg.dtype);
@@ -247,7 +247,8 @@ fn decode(bytes: &[u8]) -> Result<StoredPlan, WireError> {
 }
 
 fn read_kernel(r: &mut Reader<'_>) -> Result<(Kernel, Vec<Slot>), WireError> {
-    let (name, source, entry, threads) = (r.str()?, r.str()?, r.str()?, r.usize()?);
+    let (name, source, entry) = (r.str()?, r.str()?, r.str()?);
+    let launch = read_launch(r)?;
     let count = r.count()?;
     let mut args = Vec::with_capacity(count);
     for _ in 0..count {
@@ -271,8 +272,33 @@ fn read_kernel(r: &mut Reader<'_>) -> Result<(Kernel, Vec<Slot>), WireError> {
     // read back from an entry that passed the cache's checks: its checksum (so the bytes are
     // those written) and its owner and mode (so only this user can have written it, the same
     // trust the kernel cache gives the shared objects it loads and runs).
-    let kernel = unsafe { Kernel::from_stored(name, source, entry, threads, args) };
+    let kernel = unsafe { Kernel::from_stored(name, source, entry, launch, args) };
     Ok((kernel, slots))
+}
+
+fn write_launch(w: &mut Writer, launch: Launch) {
+    match launch {
+        Launch::Cores(n) => {
+            w.u8(0);
+            w.usize(n);
+        }
+        Launch::Grid(dims) => {
+            w.u8(1);
+            w.usize(dims.grid);
+            w.usize(dims.block);
+        }
+    }
+}
+
+fn read_launch(r: &mut Reader<'_>) -> Result<Launch, WireError> {
+    Ok(match r.u8()? {
+        0 => Launch::Cores(r.usize()?),
+        1 => Launch::Grid(LaunchDims {
+            grid: r.usize()?,
+            block: r.usize()?,
+        }),
+        kind => return Err(WireError::new(format!("hold unknown launch kind {kind}"))),
+    })
 }
 
 fn check_slots(kernel: &Kernel, slots: &[Slot], temps: usize) -> Result<(), WireError> {

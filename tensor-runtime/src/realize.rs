@@ -197,9 +197,9 @@ pub(crate) fn launch_kernel<D: Device>(
     device.launch(program, &refs)?;
     if let Some(launch_started) = launch_started {
         eprintln!(
-            "kernel {:<24} threads {:>2}  run {:>9.3?}",
+            "kernel {:<24} {:<14} run {:>9.3?}",
             kernel.name,
-            kernel.threads,
+            kernel.launch.to_string(),
             launch_started.elapsed()
         );
     }

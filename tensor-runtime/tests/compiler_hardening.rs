@@ -11,6 +11,7 @@
 mod common;
 
 use common::CompileTestKernel;
+use tensor_core::render::Launch;
 
 use common::{FIND_OUTPUT_PATH, TempDir, add_kernel, fake_compiler, split_kernel};
 use std::path::{Path, PathBuf};
@@ -73,7 +74,7 @@ fn isnan_on(device: &CpuDevice) -> Vec<f32> {
     device.copy_in_elements(&x, &input).unwrap();
     // SAFETY: the kernel reads 4 floats of `x` and writes 4 floats of `out`, two distinct
     // 16-byte device allocations, and runs as one part.
-    unsafe { device.launch_unchecked(&program, &[&out, &x], 1) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out, &x], Launch::Cores(1)) }.unwrap();
     device.copy_out_elements(&out, DType::F32).unwrap()
 }
 
@@ -363,7 +364,8 @@ fn threads_beyond_the_cores_are_bounded_by_them_with_a_warning() {
         .unwrap();
     // SAFETY: `split_kernel` indexes `rows * cols` floats of `out` and `x` and `rows` ints of
     // `owner`, the sizes allocated, and is written for `parts` parts.
-    unsafe { device.launch_unchecked(&program, &[&out, &owner, &x], parts) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out, &owner, &x], Launch::Cores(parts)) }
+        .unwrap();
     let values: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
     let expected: Vec<f32> = (0..rows * cols).map(|i| 2.0 + (i / cols) as f32).collect();
     assert_eq!(values, expected);
@@ -424,7 +426,7 @@ fn build_with_a_full_tmpdir() {
     let [out, a, b] = &buffers;
     // SAFETY: the kernel reads 4 floats of `a` and `b` and writes 4 of `out`, three distinct
     // 16-byte allocations, as one part.
-    unsafe { device.launch_unchecked(&program, &[out, a, b], 1) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[out, a, b], Launch::Cores(1)) }.unwrap();
     let sum: Vec<f32> = device.copy_out_elements(out, DType::F32).unwrap();
     assert_eq!(sum, vec![1.5, 2.25, 3.0, 0.0]);
     println!("BUILT {}", device.compile_counts().compiler_invocations);

@@ -3,6 +3,7 @@
 mod common;
 
 use common::CompileTestKernel;
+use tensor_core::render::Launch;
 
 use common::{TempDir, add_kernel, device, host_sum, ramp, split_kernel};
 use tensor_core::DType;
@@ -19,7 +20,8 @@ fn run_add(device: &CpuDevice, a: &[f32], b: &[f32], threads: usize) -> Vec<f32>
     // SAFETY: `add_kernel(n)` reads and writes `n` floats of each of three distinct buffers of
     // `n` floats; it ignores `core_id`, so any part count runs it whole per part, and the
     // tests that split it into several parts read the same output values either way.
-    unsafe { device.launch_unchecked(&program, &[&out, &in_a, &in_b], threads) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out, &in_a, &in_b], Launch::Cores(threads)) }
+        .unwrap();
     device.copy_out_elements::<f32>(&out, DType::F32).unwrap()
 }
 
@@ -44,7 +46,8 @@ fn run_split(device: &CpuDevice, threads: usize) -> (Vec<f32>, Vec<i32>) {
         .unwrap();
     // SAFETY: `split_kernel` was written for `threads` parts over `rows x cols` floats (out, x)
     // and `rows` ints (owner), which is what the buffers hold.
-    unsafe { device.launch_unchecked(&program, &[&out, &owner, &x], threads) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out, &owner, &x], Launch::Cores(threads)) }
+        .unwrap();
     (
         device.copy_out_elements(&out, DType::F32).unwrap(),
         device.copy_out_elements(&owner, DType::I32).unwrap(),
@@ -110,7 +113,7 @@ fn buffer_passed_in_two_slots_is_read_through_one_pointer() {
         .copy_in_elements(&x, &[1.0f32, 2.0, 3.0, 4.0])
         .unwrap();
     // SAFETY: four floats in each slot; only `out`, bound once, is written.
-    unsafe { device.launch_unchecked(&program, &[&out, &x, &x], 1) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out, &x, &x], Launch::Cores(1)) }.unwrap();
     let doubled: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
     assert_eq!(doubled, vec![2.0, 4.0, 6.0, 8.0]);
 }
@@ -130,12 +133,14 @@ fn concurrent_launches_over_shared_buffers_finish() {
         s.spawn(|| {
             for _ in 0..100 {
                 // SAFETY: 256 floats in each of three distinct buffers, as the kernel reads.
-                unsafe { device.launch_unchecked(&program, &[&out_ab, &a, &b], 1) }.unwrap();
+                unsafe { device.launch_unchecked(&program, &[&out_ab, &a, &b], Launch::Cores(1)) }
+                    .unwrap();
             }
         });
         for _ in 0..100 {
             // SAFETY: as above.
-            unsafe { device.launch_unchecked(&program, &[&out_ba, &b, &a], 1) }.unwrap();
+            unsafe { device.launch_unchecked(&program, &[&out_ba, &b, &a], Launch::Cores(1)) }
+                .unwrap();
         }
     });
     let ab: Vec<f32> = device.copy_out_elements(&out_ab, DType::F32).unwrap();
@@ -180,8 +185,13 @@ fn launch_with_zero_threads_is_an_error() {
     let [out, a, b] = [0; 3].map(|_| device.allocate(4).unwrap());
     // SAFETY: one float in each of three distinct buffers, as the kernel reads; a launch of
     // zero parts is refused before anything runs.
-    let err = unsafe { device.launch_unchecked(&program, &[&out, &a, &b], 0) }.unwrap_err();
+    let err = unsafe { device.launch_unchecked(&program, &[&out, &a, &b], Launch::Cores(0)) }
+        .unwrap_err();
     assert!(err.to_string().contains("0 threads"), "{err}");
+    let grid = Launch::Grid(tensor_core::codegen::LaunchDims { grid: 1, block: 1 });
+    // SAFETY: as above; a GPU launch of a CPU program is refused before anything runs.
+    let err = unsafe { device.launch_unchecked(&program, &[&out, &a, &b], grid) }.unwrap_err();
+    assert!(err.to_string().contains("launched on cores"), "{err}");
 }
 
 #[test]
@@ -208,7 +218,7 @@ fn compiler_command_may_carry_its_own_arguments() {
     let program = device.compile_test_kernel(source, "offset_entry").unwrap();
     let out = device.allocate(4).unwrap();
     // SAFETY: the kernel writes one int, which `out` holds.
-    unsafe { device.launch_unchecked(&program, &[&out], 1) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out], Launch::Cores(1)) }.unwrap();
     assert_eq!(
         device.copy_out_elements::<i32>(&out, DType::I32).unwrap(),
         vec![5]

@@ -6,7 +6,7 @@
 //! fails instead.
 
 use tensor_core::codegen::LaunchDims;
-use tensor_core::render::cuda::launch_block;
+use tensor_core::render::Launch;
 use tensor_core::schedule::create_schedule;
 use tensor_core::tensor::Tensor;
 use tensor_runtime::cuda::{cuda_kernels, nvrtc};
@@ -65,17 +65,18 @@ fn group_reductions_compile_for_sm_80_and_sm_90() {
         assert_eq!(grouped.len(), launches.len(), "{name}: grouped kernels");
         for (k, &(blocks, block)) in grouped.iter().zip(&launches) {
             assert!(k.source.contains("__shared__"), "{name}:\n{}", k.source);
-            // The runtime launches `threads` in blocks of the launch bounds: one block per
-            // output.
-            let bounds = launch_block(&k.source).expect("launch bounds");
-            let dims = LaunchDims::with_block(k.threads, bounds);
-            assert_eq!(
-                dims,
-                LaunchDims {
-                    grid: blocks,
-                    block
-                },
-                "{name}"
+            // One block per output, its size also the launch bounds.
+            let dims = LaunchDims {
+                grid: blocks,
+                block,
+            };
+            assert_eq!(k.launch, Launch::Grid(dims), "{name}");
+            let bounds = format!("__launch_bounds__({block})");
+            assert!(
+                k.source.contains(&bounds),
+                "{name}:
+{}",
+                k.source
             );
             println!("{name}: {} launched as {dims:?}", k.name);
         }
@@ -118,7 +119,11 @@ fn grouptop_and_narrower_group_splits_compile_for_sm_80_and_sm_90() {
                 .collect();
             let lowered = lower_kernel_gpu_with_opts(&item.ast, &item.buffer_sizes(), &opts, "k");
             let k = render_kernel(&lowered);
-            assert_eq!(launch_block(&k.source), Some(lanes), "{opts:?}");
+            assert!(
+                matches!(k.launch, Launch::Grid(dims) if dims.block == lanes),
+                "{opts:?}: {}",
+                k.launch
+            );
             if let Err(e) = nvrtc::check_kernel(&k.source, "compute_80", &["sm_80", "sm_90"]) {
                 panic!("{opts:?}: {e}\n{}", k.source);
             }

@@ -9,6 +9,7 @@
 mod common;
 
 use common::CompileTestKernel;
+use tensor_core::render::Launch;
 
 use common::{TempDir, add_kernel, device, host_sum, ramp};
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ fn child_main() {
         device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
         device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
         // SAFETY: `add_kernel(n)` is one part over `n` floats of three distinct buffers.
-        unsafe { device.launch_unchecked(&program, &[&out, &a, &b], 1) }.unwrap();
+        unsafe { device.launch_unchecked(&program, &[&out, &a, &b], Launch::Cores(1)) }.unwrap();
         let sum: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
         assert_eq!(sum, host_sum(&ramp(n, 1.0), &ramp(n, 0.5)));
     }
@@ -320,7 +321,7 @@ fn run_add(device: &CpuDevice, n: usize) -> Vec<f32> {
     device.copy_in_elements(&a, &ramp(n, 1.0)).unwrap();
     device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
     // SAFETY: `add_kernel(n)` is one part over `n` floats of three distinct buffers.
-    unsafe { device.launch_unchecked(&program, &[&out, &a, &b], 1) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out, &a, &b], Launch::Cores(1)) }.unwrap();
     device.copy_out_elements(&out, DType::F32).unwrap()
 }
 

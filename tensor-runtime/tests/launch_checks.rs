@@ -62,7 +62,7 @@ fn a_rendered_kernel_launches_over_buffers_of_its_sizes() {
     let kernel = scale_add_kernel(&device, n);
     let program = device.compile_kernel(&kernel).unwrap();
     assert_eq!(program.args().len(), 3);
-    assert_eq!(program.threads(), kernel.threads);
+    assert_eq!(program.launch(), kernel.launch);
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let y: Vec<f32> = (0..n).map(|i| 0.5 - i as f32).collect();
     let (out, x_buf, y_buf) = (
@@ -209,7 +209,7 @@ fn a_kernel_changed_after_rendering_is_not_compiled_as_checked() {
     let mut edited = rendered.clone();
     edited.source.push_str("/* edited */\n");
     let mut more_threads = rendered.clone();
-    more_threads.threads += 1;
+    more_threads.launch = tensor_core::render::Launch::Cores(more_threads.launch.parts() + 1);
     for kernel in [wider, edited, more_threads] {
         assert!(!kernel.is_as_rendered());
         let err = device.compile_kernel(&kernel).err().expect("refused");

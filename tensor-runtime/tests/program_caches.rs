@@ -4,6 +4,7 @@
 mod common;
 
 use common::CompileTestKernel;
+use tensor_core::render::Launch;
 
 use common::{TempDir, add_kernel, host_sum, ramp};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ fn check_add(device: &CpuDevice, program: &CpuProgram, n: usize) {
     device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
     // SAFETY: `program` is an add kernel of one part over `n` floats of three distinct
     // buffers (this function's contract with its callers).
-    unsafe { device.launch_unchecked(program, &[&out, &a, &b], 1) }.unwrap();
+    unsafe { device.launch_unchecked(program, &[&out, &a, &b], Launch::Cores(1)) }.unwrap();
     let sum: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
     assert_eq!(sum, host_sum(&ramp(n, 1.0), &ramp(n, 0.5)), "n = {n}");
 }
@@ -233,7 +234,7 @@ fn a_cold_batch_of_kernels_takes_one_compiler_run_per_core_and_caches_each_kerne
         device.copy_in_elements(&b, &ramp(n, 0.5)).unwrap();
         // SAFETY: kernel `k` of `five_kernels` is one part over `8 + k` floats of three
         // distinct buffers.
-        unsafe { device.launch_unchecked(program, &[&out, &a, &b], 1) }.unwrap();
+        unsafe { device.launch_unchecked(program, &[&out, &a, &b], Launch::Cores(1)) }.unwrap();
         let got: Vec<f32> = device.copy_out_elements(&out, DType::F32).unwrap();
         let want: Vec<f32> = host_sum(&ramp(n, 1.0), &ramp(n, 0.5))
             .iter()

@@ -13,6 +13,7 @@
 mod common;
 
 use common::CompileTestKernel;
+use tensor_core::render::Launch;
 
 use common::device;
 use tensor_runtime::Device;
@@ -48,6 +49,6 @@ fn a_kernel_writing_past_its_buffer_is_caught_by_the_sanitizer() {
         .unwrap();
     let out = device.allocate(n * 4).unwrap();
     // SAFETY: none: the kernel writes past `out` on purpose, for AddressSanitizer to stop.
-    unsafe { device.launch_unchecked(&program, &[&out], 1) }.unwrap();
+    unsafe { device.launch_unchecked(&program, &[&out], Launch::Cores(1)) }.unwrap();
     panic!("the write past the buffer was not reported: is AddressSanitizer preloaded?");
 }

@@ -191,7 +191,7 @@ pub struct Special {
 }
 
 /// Grid and block sizes of a launch (one dimension each).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchDims {
     /// Blocks in the grid.
     pub grid: usize,

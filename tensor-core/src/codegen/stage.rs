@@ -637,11 +637,13 @@ mod tests {
             reads(|l| matches!(l, Line::Assign { node, .. } if node.op() == Op::Load)),
             0
         );
-        // 64 x 64 outputs per block of 128 threads, the blocks the runtime launches for the
-        // rendered kernel's thread count.
-        assert_eq!(k.launch_dims().grid, 4096 * 4096 / (64 * 64));
+        // 64 x 64 outputs per block of 128 threads: the launch the rendered kernel carries.
         let rendered = crate::render::cuda::render_kernel(&k);
-        assert_eq!(LaunchDims::for_threads(rendered.threads), k.launch_dims());
+        let grid = LaunchDims {
+            grid: 4096 * 4096 / (64 * 64),
+            block: 128,
+        };
+        assert_eq!(rendered.launch, crate::render::Launch::Grid(grid));
     }
 
     #[test]

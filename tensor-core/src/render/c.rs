@@ -21,8 +21,8 @@
 //! - Index arithmetic is `int` when every index value of the kernel fits in 32 bits, else
 //!   `long long`.
 
-use super::Kernel;
 use super::c_helpers::{self as helpers, storage_type, tag};
+use super::{Kernel, Launch};
 use crate::codegen::program::{KernelArg, Line, LinearKernel, Program, Value};
 use crate::uop::{AxisType, DType, Op, ReduceOp, Scalar, UOp};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,7 +35,7 @@ pub fn render_kernel(kernel: &LinearKernel) -> Kernel {
         kernel.name.clone(),
         render(&kernel.name, &kernel.program, &kernel.args),
         format!("{}_entry", kernel.name),
-        kernel.program.threads,
+        Launch::Cores(kernel.program.threads),
         kernel.args.clone(),
     )
 }

@@ -17,8 +17,8 @@
 //!   `cuda_fp16.h` without the toolkit's headers), computed in `float` and rounded after every
 //!   op, as in C.
 
-use super::Kernel;
 use super::c::{helper_guard, statements};
+use super::{Kernel, Launch};
 use crate::codegen::program::{GpuKernel, KernelArg};
 use crate::uop::DType;
 use std::fmt::Write;
@@ -55,27 +55,16 @@ const HALF: &str = "struct tensor_half {
 #define _Float16 tensor_half
 ";
 
-/// A GPU kernel rendered as CUDA C: the entry is the kernel's name, `threads` every thread of
-/// its launch, in blocks of the size its `__launch_bounds__` declares ([`launch_block`]; launch
-/// with `LaunchDims::with_block(threads, block)`).
+/// A GPU kernel rendered as CUDA C: the entry is the kernel's name, launched on the grid its
+/// lowering chose (the block size is also the source's `__launch_bounds__`).
 pub fn render_kernel(kernel: &GpuKernel) -> Kernel {
     Kernel::rendered(
         kernel.name.clone(),
         render(kernel),
         kernel.name.clone(),
-        kernel.launch_threads(),
+        Launch::Grid(kernel.launch_dims()),
         kernel.args.clone(),
     )
-}
-
-/// The block size a kernel rendered by [`render`] is launched with: the number in its
-/// `__launch_bounds__` (a launch with bigger blocks would fail); `None` for other source.
-pub fn launch_block(source: &str) -> Option<usize> {
-    const MARK: &str = "__launch_bounds__(";
-    let start = source.find(MARK)? + MARK.len();
-    let digits = &source[start..];
-    let end = digits.find(')')?;
-    digits[..end].trim().parse().ok().filter(|&block| block > 0)
 }
 
 /// The CUDA source of `kernel`: the prelude, `__device__` helpers, and the `__global__`
@@ -180,6 +169,7 @@ fn grid_indices(kernel: &GpuKernel, index_type: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codegen::program::LaunchDims;
     use crate::codegen::{CodegenOptions, lower_kernel_gpu};
     use crate::schedule::create_schedule;
     use crate::tensor::Tensor;
@@ -231,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn the_block_size_is_read_back_from_the_launch_bounds() {
+    fn the_launch_is_the_grid_the_lowering_chose_and_bounds_the_block() {
         let rows = Tensor::from_vec((0..30000).map(|v| (v % 7) as f32).collect(), &[6, 5000]);
         let schedule = create_schedule(&[rows.sum([1], false).uop()]);
         let item = &schedule.items[0];
@@ -243,8 +233,15 @@ mod tests {
         );
         let rendered = render_kernel(&k);
         // Rows of 5000 = 40 x 125: one block of 125 threads per row.
-        assert_eq!(launch_block(&rendered.source), Some(125));
-        assert_eq!(rendered.threads, 6 * 125);
-        assert_eq!(launch_block("extern \"C\" void k() {}"), None);
+        let grid = LaunchDims {
+            grid: 6,
+            block: 125,
+        };
+        assert_eq!(rendered.launch, Launch::Grid(grid));
+        assert!(
+            rendered.source.contains("__launch_bounds__(125)"),
+            "{}",
+            rendered.source
+        );
     }
 }

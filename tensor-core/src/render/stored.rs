@@ -1,7 +1,7 @@
 //! Rendered kernels read back from storage: a runtime that kept a kernel's fields (a plan on
 //! disk) gets a sealed kernel again without rendering it anew.
 
-use super::Kernel;
+use super::{Kernel, Launch};
 use crate::codegen::program::KernelArg;
 
 impl Kernel {
@@ -10,17 +10,17 @@ impl Kernel {
     /// # Safety
     ///
     /// The fields must be those of a kernel a renderer made, unchanged: launches trust
-    /// `args` and `threads` to bound what `source` touches. A runtime may call this for
+    /// `args` and `launch` to bound what `source` touches. A runtime may call this for
     /// fields it wrote itself from such a kernel and read back intact (checksummed, from a
     /// file only the current user can have written).
     pub unsafe fn from_stored(
         name: String,
         source: String,
         entry: String,
-        threads: usize,
+        launch: Launch,
         args: Vec<KernelArg>,
     ) -> Kernel {
-        Kernel::rendered(name, source, entry, threads, args)
+        Kernel::rendered(name, source, entry, launch, args)
     }
 }
 
@@ -45,7 +45,7 @@ mod tests {
         let k = kernel.clone();
         // SAFETY: the fields of a kernel the C renderer just made.
         let back =
-            unsafe { super::Kernel::from_stored(k.name, k.source, k.entry, k.threads, k.args) };
+            unsafe { super::Kernel::from_stored(k.name, k.source, k.entry, k.launch, k.args) };
         assert!(back.is_as_rendered());
         assert_eq!(back, kernel);
         assert_eq!(back.args[0].dtype, DType::F32);

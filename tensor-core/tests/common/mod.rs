@@ -14,8 +14,8 @@ use tensor_core::uop::dtype::{decode_scalars, encode_scalars};
 use tensor_runtime::cpu::CpuDevice;
 use tensor_runtime::device::Device;
 
-/// Compiles the kernel's C with the runtime's CPU device and launches it on `kernel.threads`
-/// cores (a checked launch); `buffers[slot]` holds the values of each buffer before and after.
+/// Compiles the kernel's C with the runtime's CPU device and launches it as `kernel.launch`
+/// says (a checked launch); `buffers[slot]` holds the values of each buffer before and after.
 pub fn run(kernel: &Kernel, buffers: &mut [Vec<Scalar>]) {
     let device = CpuDevice::shared().expect("the CPU device");
     let program = device.compile_kernel(kernel).unwrap_or_else(|e| {

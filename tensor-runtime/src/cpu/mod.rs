@@ -70,6 +70,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
+use tensor_core::render::Launch;
 use tensor_core::uop::HostData;
 
 /// How much freed buffer memory a device keeps for reuse (see `recycle`).
@@ -744,10 +745,16 @@ impl Device for CpuDevice {
         &self,
         program: &CpuProgram,
         buffers: &[&CpuBuffer],
-        threads: usize,
+        launch: Launch,
     ) -> Result<()> {
+        let Launch::Cores(cores) = launch else {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "`{}` is a CPU program, launched on cores, not on a GPU {launch}",
+                program.entry_name()
+            )));
+        };
         // SAFETY: `CpuProgram::run`'s contract is this function's (see the trait).
-        unsafe { program.run(buffers, threads, &self.inner.pool) }
+        unsafe { program.run(buffers, cores, &self.inner.pool) }
     }
 }
 

@@ -25,8 +25,8 @@ use cudarc::driver::{
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tensor_core::UOp;
-use tensor_core::codegen::{CodegenOptions, LaunchDims, lower_kernel_gpu};
-use tensor_core::render::Kernel;
+use tensor_core::codegen::{CodegenOptions, lower_kernel_gpu};
+use tensor_core::render::{Kernel, Launch};
 
 /// Ok when the CUDA driver library (`libcuda.so.1`) can be loaded.
 pub fn driver_available() -> Result<()> {
@@ -131,8 +131,6 @@ impl Drop for CudaBuffer {
 #[derive(Clone)]
 pub struct CudaProgram {
     function: CudaFunction,
-    /// Threads per block: the kernel's `__launch_bounds__`.
-    block: usize,
 }
 
 impl CudaDevice {
@@ -387,12 +385,6 @@ impl Device for CudaDevice {
     }
 
     unsafe fn compile(&self, source: &str, entry: &str) -> Result<CudaProgram> {
-        let block = tensor_core::render::cuda::launch_block(source).ok_or_else(|| {
-            RuntimeError::InvalidLaunch(format!(
-                "kernel `{entry}` declares no __launch_bounds__, which sets its block size: \
-                 render CUDA kernels with tensor_core::render::cuda"
-            ))
-        })?;
         let ptx = self.ptx.ptx(source, self.arch)?;
         self.bind()?;
         let module = self
@@ -406,19 +398,24 @@ impl Device for CudaDevice {
                 entry: entry.to_string(),
                 reason: format!("{e:?}"),
             })?;
-        Ok(CudaProgram { function, block })
+        Ok(CudaProgram { function })
     }
 
-    /// `threads` is the kernel's launch thread count (`Kernel::threads` of `render::cuda`), in
-    /// blocks of its `__launch_bounds__`.
+    /// `launch` is the grid `render::cuda` chose (`Kernel::launch`), whose block size the
+    /// source's `__launch_bounds__` declares.
     /// Returns once the launch is queued (see the trait): copies out and read-backs wait
     /// for it, and its errors surface there at the latest.
     unsafe fn launch_unchecked(
         &self,
         program: &CudaProgram,
         buffers: &[&CudaBuffer],
-        threads: usize,
+        launch: Launch,
     ) -> Result<()> {
+        let Launch::Grid(dims) = launch else {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "a GPU kernel is launched on a grid, not on {launch}"
+            )));
+        };
         self.bind()?;
         let pointers: Vec<u64> = buffers
             .iter()
@@ -438,13 +435,17 @@ impl Device for CudaDevice {
                 "a buffer at {pointer:#x} is not 16-byte aligned, which vector accesses need"
             )));
         }
-        let dims = LaunchDims::with_block(threads, program.block);
-        let grid = u32::try_from(dims.grid).map_err(|_| {
-            RuntimeError::InvalidLaunch(format!("{threads} threads need more than 2^32 blocks"))
-        })?;
+        let (grid, block) = match (u32::try_from(dims.grid), u32::try_from(dims.block)) {
+            (Ok(grid), Ok(block)) if grid > 0 && block > 0 => (grid, block),
+            _ => {
+                return Err(RuntimeError::InvalidLaunch(format!(
+                    "a {launch} launch is outside 1 to 2^32 blocks and threads per block"
+                )));
+            }
+        };
         let config = LaunchConfig {
             grid_dim: (grid, 1, 1),
-            block_dim: (dims.block as u32, 1, 1),
+            block_dim: (block, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = self.stream.launch_builder(&program.function);
@@ -454,7 +455,7 @@ impl Device for CudaDevice {
         // SAFETY: the caller guarantees (this function's contract, which `Device::launch`
         // checks against the rendered kernel's arguments) one device pointer per slot, in
         // slot order, each buffer at least as long as the kernel addresses in it, written
-        // buffers unaliased, and `threads` as the kernel was rendered for. The launch is
+        // buffers unaliased, and `launch` as the kernel was rendered for. The launch is
         // queued on the device's one in-order stream:
         // every later copy, launch, memset and free of this device goes through that stream
         // too (a dropped buffer's memory goes to the pool, or cudarc frees it stream-ordered
