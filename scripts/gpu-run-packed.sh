@@ -29,12 +29,12 @@ run_one() {
 }
 export -f run_one
 export root out budget
-timeout 330 xargs -P 6 -L 1 bash -c 'run_one "$0" "$1"' <.gpu/bin/MANIFEST | sort >>"$out/summary.txt"
+timeout 300 xargs -P 6 -L 1 bash -c 'run_one "$0" "$1"' <.gpu/bin/MANIFEST | sort >>"$out/summary.txt"
 echo "binaries run: $(grep -c 'rc=' "$out/summary.txt"), failed: $(grep 'rc=' "$out/summary.txt" | grep -vc 'rc=0 ')" >>"$out/summary.txt"
 grep -h -A30 -- '---- .* stdout ----' "$out"/logs/*.log | head -300 >"$out/failures.txt"
 for ex in gpu_bench training_loop; do
   echo "== $ex" >>"$out/examples.txt"
-  timeout 90 ".gpu/bin/$ex" >>"$out/examples.txt" 2>&1
+  timeout 75 ".gpu/bin/$ex" >>"$out/examples.txt" 2>&1
   echo "rc=$?" >>"$out/examples.txt"
 done
 (cd "$out" && tar czf logs.tar.gz logs && rm -rf logs)
