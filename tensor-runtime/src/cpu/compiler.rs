@@ -43,7 +43,13 @@ pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The flags kernels are compiled with unless configured otherwise.
 pub fn default_flags() -> Vec<String> {
-    let vector_width = format!("-mprefer-vector-width={}", preferred_vector_width());
+    flags_for_vector_width(preferred_vector_width())
+}
+
+/// The kernels' flags with vectors of `bits` bits preferred: what [`default_flags`] gives
+/// for the machine's width, and what its calibration builds each candidate width with.
+pub(super) fn flags_for_vector_width(bits: u32) -> Vec<String> {
+    let vector_width = format!("-mprefer-vector-width={bits}");
     [
         "-O2",
         "-march=native",

@@ -11,7 +11,7 @@
 //!   The decision is kept in the cache directory per CPU and compiler
 //!   (`<cache>/machine/vector-width-<hash>`), so a machine calibrates once (about 0.3 s: two compiles and 0.1 s of runs).
 
-use super::compiler::{compiler_from_env, host_cpu_identity};
+use super::compiler::{compiler_from_env, flags_for_vector_width, host_cpu_identity};
 use crate::cache::default_cache_dir;
 use crate::error::{Result, RuntimeError};
 use crate::private_files::create_private_dir_all;
@@ -165,13 +165,7 @@ fn calibrate() -> std::result::Result<(Duration, Duration), String> {
 fn build(source: &Path, bits: u32) -> std::result::Result<PathBuf, String> {
     let object = source.with_file_name(format!("calibrate{bits}.so"));
     let output = Command::new(compiler_from_env())
-        .args(["-O2", "-march=native", "-std=c11", "-fPIC", "-shared"])
-        .args([
-            "-ffp-contract=fast",
-            "-fno-math-errno",
-            "-fno-trapping-math",
-        ])
-        .arg(format!("-mprefer-vector-width={bits}"))
+        .args(flags_for_vector_width(bits))
         .arg(source)
         .arg("-o")
         .arg(&object)
