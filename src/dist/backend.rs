@@ -56,4 +56,10 @@ pub(crate) trait Backend {
     fn all_gather(&self, buf: &HostBuf) -> Result<HostBuf, DistError>;
     /// Returns when every rank has called it.
     fn barrier(&self) -> Result<(), DistError>;
+    /// False for a transport whose collectives are the identity (one process): the
+    /// communicator then skips packing trees into buffers. An MPI or NCCL world of one rank
+    /// still runs every collective, through the same path as several ranks.
+    fn moves_data(&self) -> bool {
+        true
+    }
 }

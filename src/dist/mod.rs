@@ -219,8 +219,9 @@ impl Communicator {
     }
 
     /// Every leaf of `tree` combined elementwise over the ranks by `op` (all ranks get the
-    /// result): `all_reduce(&grads, ReduceOp::Mean)` averages gradients as DDP does. In a
-    /// world of one the tree is returned as it is, computing and copying nothing.
+    /// result): `all_reduce(&grads, ReduceOp::Mean)` averages gradients as DDP does. With the
+    /// one-process backend the tree is returned as it is, computing and copying nothing (an
+    /// MPI or NCCL world of one still runs the collective).
     pub fn all_reduce<T: Tree>(&self, tree: &T, op: ReduceOp) -> Result<T, DistError> {
         let call = "all_reduce";
         let leaves = tree_leaves(tree);
@@ -234,7 +235,7 @@ impl Communicator {
                 reason: "a mean is defined for float tensors; use ReduceOp::Sum",
             });
         }
-        if self.world_size() == 1 {
+        if !self.backend.moves_data() {
             return Ok(tree.clone());
         }
         let (mut buffers, layout) = pack(call, &leaves)?;
@@ -255,7 +256,7 @@ impl Communicator {
         self.check_root(call, root)?;
         let leaves = tree_leaves(tree);
         check_dtypes(call, &leaves)?;
-        if self.world_size() == 1 {
+        if !self.backend.moves_data() {
             return Ok(tree.clone());
         }
         let (mut buffers, layout) = pack(call, &leaves)?;
@@ -273,7 +274,7 @@ impl Communicator {
         let call = "all_gather";
         let leaves = tree_leaves(tree);
         check_dtypes(call, &leaves)?;
-        if self.world_size() == 1 {
+        if !self.backend.moves_data() {
             return Ok(rebuild(
                 tree,
                 leaves.iter().map(|l| l.unsqueeze(0)).collect(),

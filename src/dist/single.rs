@@ -30,4 +30,7 @@ impl Backend for SingleProcess {
     fn barrier(&self) -> Result<(), DistError> {
         Ok(())
     }
+    fn moves_data(&self) -> bool {
+        false
+    }
 }
