@@ -32,6 +32,11 @@ export root out budget
 timeout 300 xargs -P 6 -L 1 bash -c 'run_one "$0" "$1"' <.gpu/bin/MANIFEST | sort >>"$out/summary.txt"
 echo "binaries run: $(grep -c 'rc=' "$out/summary.txt"), failed: $(grep 'rc=' "$out/summary.txt" | grep -vc 'rc=0 ')" >>"$out/summary.txt"
 grep -h -A30 -- '---- .* stdout ----' "$out"/logs/*.log | head -300 >"$out/failures.txt"
+# tensor::dist over NCCL, its output shown: a world of one on GPU 0 runs every collective.
+for exe in $(awk '$1 ~ /^dist_nccl-/ {print $1}' .gpu/bin/MANIFEST); do
+  timeout 60 ".gpu/bin/$exe" --nocapture >>"$out/nccl.txt" 2>&1
+  echo "rc=$?" >>"$out/nccl.txt"
+done
 for ex in gpu_bench training_loop; do
   echo "== $ex" >>"$out/examples.txt"
   timeout 75 ".gpu/bin/$ex" >>"$out/examples.txt" 2>&1
