@@ -19,7 +19,10 @@ const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// See the module docs.
 pub(crate) fn from_env() -> Result<Communicator, DistError> {
-    match std::env::var("TENSOR_DIST").ok().as_deref().map(str::trim) {
+    match tensor_runtime::settings::var("TENSOR_DIST")
+        .as_deref()
+        .map(str::trim)
+    {
         Some("single") => Ok(Communicator::single()),
         Some("mpi") => Communicator::mpi(),
         Some("nccl") => nccl_from_env(),
@@ -47,7 +50,7 @@ fn nccl_from_env() -> Result<Communicator, DistError> {
     }
     let rank = required(&["RANK", "OMPI_COMM_WORLD_RANK"])?;
     let world = required(&["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"])?;
-    let path = std::env::var_os("TENSOR_NCCL_ID_FILE")
+    let path = tensor_runtime::settings::var_os("TENSOR_NCCL_ID_FILE")
         .map(PathBuf::from)
         .ok_or(DistError::Launch {
             variable: "TENSOR_NCCL_ID_FILE",
@@ -102,7 +105,7 @@ fn await_id(path: &Path) -> Result<NcclId, DistError> {
 /// The first of `names` that is set, as a number.
 fn number(names: &[&'static str]) -> Result<Option<usize>, DistError> {
     for &name in names {
-        if let Ok(text) = std::env::var(name) {
+        if let Some(text) = tensor_runtime::settings::var(name) {
             return text
                 .trim()
                 .parse()

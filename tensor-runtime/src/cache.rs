@@ -57,14 +57,14 @@ pub const DEFAULT_CACHE_MAX_BYTES: u64 = 512 << 20;
 /// The size limit the environment asks for: `$TENSOR_CACHE_MAX_BYTES`, else
 /// [`DEFAULT_CACHE_MAX_BYTES`].
 pub fn cache_max_bytes_from_env() -> crate::Result<u64> {
-    let value = std::env::var("TENSOR_CACHE_MAX_BYTES").ok();
+    let value = crate::settings::var("TENSOR_CACHE_MAX_BYTES");
     positive_setting("TENSOR_CACHE_MAX_BYTES", value, DEFAULT_CACHE_MAX_BYTES)
 }
 
 /// The directory users get when they configure nothing: `$TENSOR_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/tensor`, else `$HOME/.cache/tensor`; `None` if none of these is set.
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let non_empty = |name: &str| crate::settings::var_os(name).filter(|v| !v.is_empty());
     if let Some(dir) = non_empty("TENSOR_CACHE_DIR") {
         return Some(PathBuf::from(dir));
     }

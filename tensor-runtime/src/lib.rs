@@ -53,6 +53,7 @@ mod private_files;
 pub mod realize;
 pub mod realized;
 pub mod recompute_watch;
+pub mod settings;
 pub mod stable_hash;
 pub mod stats;
 pub mod tensor_ext;

@@ -79,7 +79,7 @@ pub const DEFAULT_POOL_BYTES: usize = 1 << 30;
 pub fn pool_bytes_from_env() -> crate::Result<usize> {
     let bytes = crate::error::positive_setting(
         "TENSOR_DEVICE_POOL_BYTES",
-        std::env::var("TENSOR_DEVICE_POOL_BYTES").ok(),
+        crate::settings::var("TENSOR_DEVICE_POOL_BYTES"),
         DEFAULT_POOL_BYTES as u64,
     )?;
     Ok(usize::try_from(bytes).unwrap_or(usize::MAX))

@@ -66,8 +66,8 @@ macro_rules! on_selected_device {
     };
 }
 
-/// The settings a realize reads from the environment, read once per process: `std::env::var`
-/// takes a lock and allocates, which a plan replay of a few microseconds cannot afford.
+/// The settings a realize reads from the environment (`crate::settings`), parsed once per
+/// process: a plan replay of a few microseconds cannot afford to parse them again.
 /// A malformed value is an error at every realize (see [`selected_device`]), as a malformed
 /// `THREADS` or `TENSOR_COMPILE_TIMEOUT` is where the CPU device is made.
 struct EnvSettings {
@@ -80,8 +80,8 @@ struct EnvSettings {
 fn env_settings() -> &'static EnvSettings {
     static SETTINGS: OnceLock<EnvSettings> = OnceLock::new();
     SETTINGS.get_or_init(|| {
-        let debug = std::env::var("DEBUG").ok();
-        let noopt = std::env::var("NOOPT").ok();
+        let debug = crate::settings::var("DEBUG");
+        let noopt = crate::settings::var("NOOPT");
         let malformed = [
             switch_setting(
                 "DEBUG",
@@ -95,7 +95,7 @@ fn env_settings() -> &'static EnvSettings {
         EnvSettings {
             debug: debug.and_then(|v| v.trim().parse().ok()).unwrap_or(0),
             noopt: noopt.is_some_and(|v| v.trim() == "1"),
-            device: std::env::var("DEVICE").ok(),
+            device: crate::settings::var("DEVICE"),
             malformed: malformed.into_iter().flatten().next(),
         }
     })
@@ -404,7 +404,7 @@ fn run_abstracted<D: Device>(
 pub fn plan_cache_size_from_env() -> Result<usize> {
     let size = crate::error::positive_setting(
         "TENSOR_PLAN_CACHE_SIZE",
-        std::env::var("TENSOR_PLAN_CACHE_SIZE").ok(),
+        crate::settings::var("TENSOR_PLAN_CACHE_SIZE"),
         DEFAULT_PLAN_CACHE_SIZE as u64,
     )?;
     Ok(usize::try_from(size).unwrap_or(usize::MAX))

@@ -37,7 +37,7 @@ pub const MAX_CANDIDATES_PER_ROUND: usize = 48;
 
 /// The beam width `BEAM` asks for: 0 (no search) when unset.
 pub fn beam_width_from_env() -> Result<usize> {
-    beam_width_setting(std::env::var("BEAM").ok())
+    beam_width_setting(crate::settings::var("BEAM"))
 }
 
 fn beam_width_setting(value: Option<String>) -> Result<usize> {

@@ -78,8 +78,7 @@ pub fn vector_lanes_of(flags: &[String]) -> usize {
 
 /// The compiler the environment asks for: `$CC` if set and non-empty, else `cc`.
 pub fn compiler_from_env() -> String {
-    std::env::var("CC")
-        .ok()
+    crate::settings::var("CC")
         .filter(|cc| !cc.trim().is_empty())
         .unwrap_or_else(|| "cc".to_string())
 }
@@ -87,7 +86,7 @@ pub fn compiler_from_env() -> String {
 /// The compile time limit the environment asks for: `$TENSOR_COMPILE_TIMEOUT` seconds, else
 /// [`DEFAULT_COMPILE_TIMEOUT`].
 pub fn compile_timeout_from_env() -> Result<Duration> {
-    compile_timeout_setting(std::env::var("TENSOR_COMPILE_TIMEOUT").ok())
+    compile_timeout_setting(crate::settings::var("TENSOR_COMPILE_TIMEOUT"))
 }
 
 /// The time limit a `TENSOR_COMPILE_TIMEOUT` value asks for (`None`: the default).

@@ -31,7 +31,7 @@ pub(super) fn describe(command: &str, version: &str) -> String {
     let program = command.split_whitespace().next().unwrap_or("cc");
     text.push_str(&format!("\nprogram: {}", program_identity(program)));
     for variable in COMPILER_ENVIRONMENT {
-        if let Some(value) = std::env::var_os(variable) {
+        if let Some(value) = crate::settings::var_os(variable) {
             text.push_str(&format!("\n{variable}={value:?}"));
         }
     }
@@ -67,7 +67,7 @@ pub(super) fn resolve(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
         return Path::new(program).canonicalize().ok();
     }
-    let search = std::env::var_os("PATH")?;
+    let search = crate::settings::var_os("PATH")?;
     std::env::split_paths(&search)
         .map(|dir| dir.join(program))
         .find(|candidate| is_executable_file(candidate))

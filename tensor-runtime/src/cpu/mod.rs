@@ -150,7 +150,7 @@ impl CpuConfig {
 /// `TENSOR_PROGRAM_CACHE_SIZE`, `TENSOR_CACHE_MAX_BYTES`, `BEAM`, `TENSOR_PROGRESS`), read
 /// without side effects, so a realize refuses it whichever device the graph runs on.
 pub(crate) fn malformed_setting() -> Option<RuntimeError> {
-    let threads = std::env::var("THREADS").ok();
+    let threads = crate::settings::var("THREADS");
     threads_setting(threads, available_cores())
         .err()
         .or_else(|| compile_timeout_from_env().err())
@@ -163,7 +163,7 @@ pub(crate) fn malformed_setting() -> Option<RuntimeError> {
 
 /// `$TENSOR_PROGRAM_CACHE_SIZE` if set, else [`DEFAULT_PROGRAM_CACHE_SIZE`].
 fn program_cache_size_from_env() -> Result<usize> {
-    let value = std::env::var("TENSOR_PROGRAM_CACHE_SIZE").ok();
+    let value = crate::settings::var("TENSOR_PROGRAM_CACHE_SIZE");
     let default = DEFAULT_PROGRAM_CACHE_SIZE as u64;
     let size = positive_setting("TENSOR_PROGRAM_CACHE_SIZE", value, default)?;
     Ok(usize::try_from(size).unwrap_or(usize::MAX))
@@ -171,7 +171,7 @@ fn program_cache_size_from_env() -> Result<usize> {
 
 /// `$THREADS` if set, else every core the process may use.
 fn threads_from_env() -> Result<usize> {
-    let (threads, bounded) = threads_setting(std::env::var("THREADS").ok(), available_cores())?;
+    let (threads, bounded) = threads_setting(crate::settings::var("THREADS"), available_cores())?;
     if let Some(asked) = bounded {
         warn(&format!(
             "THREADS={asked} asks for more threads than the {threads} cores this process may \

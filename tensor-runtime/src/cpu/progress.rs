@@ -34,7 +34,7 @@ pub enum ProgressSetting {
 
 /// The progress setting `$TENSOR_PROGRESS` asks for.
 pub fn progress_setting_from_env() -> Result<ProgressSetting> {
-    progress_setting(std::env::var("TENSOR_PROGRESS").ok())
+    progress_setting(crate::settings::var("TENSOR_PROGRESS"))
 }
 
 /// The progress setting a `TENSOR_PROGRESS` value asks for (`None`: the default).

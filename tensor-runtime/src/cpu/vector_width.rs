@@ -38,7 +38,7 @@ pub fn preferred_vector_width() -> u32 {
 /// `$TENSOR_VECTOR_WIDTH` in bits (`None` when unset or empty); a malformed value is an error
 /// naming the variable (reported at every realize, as other malformed settings are).
 pub fn vector_width_from_env() -> Result<Option<u32>> {
-    width_setting(std::env::var("TENSOR_VECTOR_WIDTH").ok())
+    width_setting(crate::settings::var("TENSOR_VECTOR_WIDTH"))
 }
 
 fn width_setting(value: Option<String>) -> Result<Option<u32>> {

@@ -42,7 +42,7 @@ pub fn nvrtc_version() -> Result<String> {
 /// No other place is searched: a library found by looking around the working directory
 /// could have been put there by another user, and would run inside this process.
 pub fn nvrtc_available() -> Result<()> {
-    if let Some(path) = std::env::var_os("TENSOR_NVRTC") {
+    if let Some(path) = crate::settings::var_os("TENSOR_NVRTC") {
         load_configured(&PathBuf::from(path))?;
     }
     // First, by our own load: cudarc's loads resolve every symbol and panic on a missing one.
@@ -141,11 +141,11 @@ pub fn compile_ptx(source: &str, arch: &'static str) -> Result<String> {
 
 /// The `ptxas` to assemble with: the file `$TENSOR_PTXAS` names, else `ptxas` on `PATH`.
 pub fn ptxas_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TENSOR_PTXAS") {
+    if let Some(path) = crate::settings::var_os("TENSOR_PTXAS") {
         let path = PathBuf::from(path);
         return path.is_file().then_some(path);
     }
-    let search = std::env::var_os("PATH")?;
+    let search = crate::settings::var_os("PATH")?;
     std::env::split_paths(&search)
         .map(|dir| dir.join("ptxas"))
         .find(|candidate| candidate.is_file())
@@ -173,7 +173,7 @@ pub fn check_kernel(source: &str, virtual_arch: &'static str, archs: &[&str]) ->
     for arch in archs {
         assemble(&ptx, arch)?;
     }
-    if std::env::var_os("TENSOR_CUDA_TIMES").is_some() {
+    if crate::settings::var_os("TENSOR_CUDA_TIMES").is_some() {
         eprintln!("nvrtc {nvrtc:.1?}, ptxas {:.1?}", started.elapsed() - nvrtc);
     }
     Ok(())
