@@ -9,7 +9,8 @@
 //! one at a time (two gradients, say) runs a call they share once.
 
 use crate::error::{Result, RuntimeError};
-use crate::realize::{debug_level, read_realized, realize};
+use crate::realize::{read_realized, realize};
+use crate::switches::debug_level;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;

@@ -37,9 +37,9 @@ use crate::lru::Lru;
 use crate::placement::{abstract_and_place, placement_of};
 use crate::plan::Plan;
 use crate::plan::PlanCache;
-use crate::realize::{
-    SelectedDevice, codegen_options, emulated_plan_cache, realize, shared_cuda, shared_plan_cache,
-};
+use crate::realize::realize;
+use crate::registry::{SelectedDevice, emulated_plan_cache, shared_cuda, shared_plan_cache};
+use crate::switches::codegen_options;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -9,7 +9,8 @@
 //! reads buffers tied to two devices is refused.
 
 use crate::error::{Result, RuntimeError};
-use crate::realize::{SelectedDevice, parse_device_setting, realize, selected_device};
+use crate::realize::realize;
+use crate::registry::{SelectedDevice, parse_device_setting, selected_device};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tensor_core::schedule::callify::callify;
@@ -61,7 +62,7 @@ pub fn label_of(device: SelectedDevice) -> Device {
 /// Where a graph that reads `buffers` runs: the one device their labels tie it to, else the
 /// selected device; an error when they name two devices, or one that does not exist.
 pub fn placement_of(buffers: &[UOp]) -> Result<Placement> {
-    crate::realize::settings_are_valid()?;
+    crate::switches::settings_are_valid()?;
     let mut tied: Option<(Device, SelectedDevice)> = None;
     for buffer in buffers {
         let Arg::Buffer(arg) = buffer.arg() else {

@@ -179,7 +179,7 @@ fn encode<'k>(
     }
     w.usize(temps.len());
     for temp in temps {
-        let arg = crate::realize::buffer_arg(temp);
+        let arg = crate::execute::buffer_arg(temp);
         w.usize(arg.size);
         w.dtype(arg.dtype);
         w.device(&arg.device);
@@ -332,7 +332,7 @@ fn output_buffer(
 ) -> Result<UOp, WireError> {
     if let Some(j) = number.checked_sub(FIRST_TEMP) {
         let temp = usize::try_from(j).ok().and_then(|j| temps.get(j));
-        let arg = temp.map(crate::realize::buffer_arg);
+        let arg = temp.map(crate::execute::buffer_arg);
         return match (temp, arg) {
             (Some(temp), Some(a)) if (a.size, a.dtype, &a.device) == (size, dtype, &device) => {
                 Ok(temp.clone())
@@ -403,8 +403,8 @@ mod tests {
         assert_eq!(stored.temps.len(), temps.len());
         for (new, old) in stored.temps.iter().zip(&temps) {
             let (a, b) = (
-                crate::realize::buffer_arg(new),
-                crate::realize::buffer_arg(old),
+                crate::execute::buffer_arg(new),
+                crate::execute::buffer_arg(old),
             );
             assert_eq!((a.size, a.dtype, &a.device), (b.size, b.dtype, &b.device));
             assert_ne!(new, old, "a fresh template");
