@@ -6,48 +6,13 @@
 
 use crate::device::{CheckedProgram, Device};
 use crate::error::{Result, RuntimeError};
-use crate::plan::generate_kernels_for;
-use crate::switches::debug_level;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-use tensor_core::codegen::CodegenOptions;
 use tensor_core::render::Kernel;
-use tensor_core::schedule::Schedule;
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::uop::BufferArg;
 use tensor_core::{Arg, UOp};
-
-/// Runs every kernel of `schedule` on `device`, producers first. The outputs stay in device
-/// memory; [`read_buffer`] copies one back.
-pub fn run_schedule<D: Device>(
-    device: &D,
-    schedule: &Schedule,
-    options: &CodegenOptions,
-) -> Result<()> {
-    let debug = debug_level();
-    let started = Instant::now();
-    let kernels = generate_kernels_for(device, schedule, options);
-    let programs = compile_all(device, kernels.iter())?;
-    let compile_time = started.elapsed();
-    for ((item, kernel), program) in schedule.items.iter().zip(&kernels).zip(&programs) {
-        let buffers: Vec<&UOp> = item.buffers.iter().collect();
-        launch_kernel(device, kernel, program, &buffers, debug)?;
-    }
-    if debug >= 1 {
-        eprintln!(
-            "realize: {} kernels on {} in {:.3?}, {:.3?} of it generating and compiling \
-             (process: {} compiler runs, {} disk cache hits)",
-            schedule.items.len(),
-            device.name(),
-            started.elapsed(),
-            compile_time,
-            crate::stats::compiler_invocations(),
-            crate::stats::disk_cache_hits()
-        );
-    }
-    Ok(())
-}
 
 /// Launches `program` (the compiled `kernel`) over the device memory of `buffers`, one per
 /// argument slot; the launch checks that each buffer holds what the kernel addresses.

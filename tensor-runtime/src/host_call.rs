@@ -10,7 +10,7 @@
 
 use crate::error::{Result, RuntimeError};
 use crate::realize::{read_realized, realize};
-use crate::switches::debug_level;
+use crate::settings::debug_level;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;

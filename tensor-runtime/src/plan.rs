@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::execute::{buffer_arg, compile_all, launch_kernel};
 use crate::lru::Lru;
 use crate::plan_store::{PlanStore, StoredPlan};
-use crate::switches::debug_level;
+use crate::settings::debug_level;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tensor_core::codegen::{CodegenOptions, kernel_name, lower_kernel_named, unique_name};
@@ -81,7 +81,7 @@ impl<D: Device> Plan<D> {
         let started = std::time::Instant::now();
         let schedule = create_schedule(roots);
         let scheduled = started.elapsed();
-        if crate::switches::debug_level() >= 3 {
+        if crate::settings::debug_level() >= 3 {
             for decision in &schedule.decisions {
                 eprintln!("schedule: {decision}");
             }

@@ -8,10 +8,13 @@
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
-use crate::execute::{buffer_arg, output_buffer};
+use crate::execute::{buffer_arg, compile_all, launch_kernel, output_buffer};
 use crate::plan::PlanCache;
+use crate::plan::generate_kernels_for;
 use crate::registry::{on_device, on_selected_device, opened_gpus};
 use std::time::Instant;
+use tensor_core::codegen::CodegenOptions;
+use tensor_core::schedule::Schedule;
 use tensor_core::schedule::placeholders::{Abstracted, abstract_buffers};
 use tensor_core::schedule::realize::as_contiguous_buffer;
 use tensor_core::transform::tree::{Tree, tree_leaves};
@@ -20,12 +23,12 @@ use tensor_core::{Element, Op, Tensor, UOp};
 
 // Where graphs run, how a schedule executes and the switches they obey, re-exported where
 // users of `realize` look for them.
-pub use crate::execute::{device_buffer, read_buffer, run_schedule};
+pub use crate::execute::{device_buffer, read_buffer};
 pub use crate::registry::{
-    DEFAULT_PLAN_CACHE_SIZE, SelectedDevice, cuda_device, plan_cache_size_from_env,
-    selected_device, set_device, shared_plan_cache,
+    SelectedDevice, cuda_device, selected_device, set_device, shared_plan_cache,
 };
-pub use crate::switches::{codegen_options, debug_level};
+pub use crate::settings::debug_level;
+pub use crate::switches::{DEFAULT_PLAN_CACHE_SIZE, codegen_options, plan_cache_size_from_env};
 
 /// Computes `tensors` on the device their values are tied to (by `Tensor::to`), else on the
 /// selected device (`DEVICE`, see the module docs; the CPU by default), with the other results
@@ -246,4 +249,35 @@ pub fn to_vec<T: Element>(tensor: &Tensor) -> Result<Vec<T>> {
         values.truncate(arg.size);
         Ok(values)
     })
+}
+
+/// Runs every kernel of `schedule` on `device`, producers first. The outputs stay in device
+/// memory; [`read_buffer`] copies one back.
+pub fn run_schedule<D: Device>(
+    device: &D,
+    schedule: &Schedule,
+    options: &CodegenOptions,
+) -> Result<()> {
+    let debug = debug_level();
+    let started = Instant::now();
+    let kernels = generate_kernels_for(device, schedule, options);
+    let programs = compile_all(device, kernels.iter())?;
+    let compile_time = started.elapsed();
+    for ((item, kernel), program) in schedule.items.iter().zip(&kernels).zip(&programs) {
+        let buffers: Vec<&UOp> = item.buffers.iter().collect();
+        launch_kernel(device, kernel, program, &buffers, debug)?;
+    }
+    if debug >= 1 {
+        eprintln!(
+            "realize: {} kernels on {} in {:.3?}, {:.3?} of it generating and compiling \
+             (process: {} compiler runs, {} disk cache hits)",
+            schedule.items.len(),
+            device.name(),
+            started.elapsed(),
+            compile_time,
+            crate::stats::compiler_invocations(),
+            crate::stats::disk_cache_hits()
+        );
+    }
+    Ok(())
 }

@@ -15,7 +15,9 @@ use crate::device::Device;
 use crate::emulated::{EMULATED_GPU_NAME, EmulatedGpu};
 use crate::error::{Result, RuntimeError};
 use crate::plan::PlanCache;
-use crate::switches::{device_switch, settings_are_valid};
+use crate::switches::{
+    DEFAULT_PLAN_CACHE_SIZE, device_switch, plan_cache_size_from_env, settings_are_valid,
+};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError, RwLock};
 
@@ -117,20 +119,6 @@ pub(crate) fn parse_device_setting(value: Option<&str>) -> Result<SelectedDevice
         }),
     }
 }
-
-/// How many graph structures the plan cache of the shared CPU device keeps: `$TENSOR_PLAN_CACHE_SIZE`, else
-/// [`DEFAULT_PLAN_CACHE_SIZE`].
-pub fn plan_cache_size_from_env() -> Result<usize> {
-    let size = crate::error::positive_setting(
-        "TENSOR_PLAN_CACHE_SIZE",
-        crate::settings::var("TENSOR_PLAN_CACHE_SIZE"),
-        DEFAULT_PLAN_CACHE_SIZE as u64,
-    )?;
-    Ok(usize::try_from(size).unwrap_or(usize::MAX))
-}
-
-/// The plan cache's capacity when `TENSOR_PLAN_CACHE_SIZE` is unset.
-pub const DEFAULT_PLAN_CACHE_SIZE: usize = 512;
 
 /// The plan cache of the shared CPU device.
 ///

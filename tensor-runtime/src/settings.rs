@@ -85,6 +85,17 @@ pub fn var_os(name: &str) -> Option<OsString> {
     snapshot().get(name).cloned()
 }
 
+/// The verbosity `DEBUG` asks for (0 when unset or malformed; a malformed value is an error
+/// at every realize, `crate::switches`), parsed once.
+pub fn debug_level() -> u32 {
+    static LEVEL: OnceLock<u32> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        var("DEBUG")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    })
+}
+
 fn snapshot() -> &'static HashMap<&'static str, OsString> {
     static SNAPSHOT: OnceLock<HashMap<&'static str, OsString>> = OnceLock::new();
     SNAPSHOT.get_or_init(|| {

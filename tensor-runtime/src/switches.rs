@@ -1,6 +1,7 @@
 //! The switches every realize obeys, parsed once per process from [`crate::settings`]:
-//! `DEBUG` (what a realize reports), `NOOPT` (no kernel optimizations), `DEVICE` (where graphs
-//! run, see [`crate::registry`]), and whether any setting a realize depends on is malformed.
+//! `NOOPT` (no kernel optimizations), `DEVICE` (where graphs run, see [`crate::registry`]),
+//! the plan cache's size, and whether any setting a realize depends on is malformed (`DEBUG`
+//! among them, whose level is [`crate::settings::debug_level`]).
 //!
 //! `DEBUG=1` prints one line per run (kernels, compiler runs, cache hits, time) and warns once
 //! about a loop whose graph keeps growing ([`crate::recompute_watch`]), `DEBUG=2` a line per
@@ -9,7 +10,6 @@
 
 use crate::device::Device;
 use crate::error::{Result, RuntimeError};
-use crate::registry::plan_cache_size_from_env;
 use std::sync::OnceLock;
 use tensor_core::codegen::CodegenOptions;
 
@@ -18,7 +18,6 @@ use tensor_core::codegen::CodegenOptions;
 /// A malformed value is an error at every realize (see [`crate::registry::selected_device`]), as a malformed
 /// `THREADS` or `TENSOR_COMPILE_TIMEOUT` is where the CPU device is made.
 struct EnvSettings {
-    debug: u32,
     noopt: bool,
     device: Option<String>,
     malformed: Option<RuntimeError>,
@@ -40,7 +39,6 @@ fn env_settings() -> &'static EnvSettings {
             crate::cpu::malformed_setting(),
         ];
         EnvSettings {
-            debug: debug.and_then(|v| v.trim().parse().ok()).unwrap_or(0),
             noopt: noopt.is_some_and(|v| v.trim() == "1"),
             device: crate::settings::var("DEVICE"),
             malformed: malformed.into_iter().flatten().next(),
@@ -76,11 +74,6 @@ fn switch_setting(
     })
 }
 
-/// The verbosity `DEBUG` asks for (0 when unset), as the process started.
-pub fn debug_level() -> u32 {
-    env_settings().debug
-}
-
 /// Codegen options for kernels run on `device`: optimised unless `NOOPT=1` (as the process
 /// started), split across the device's threads.
 pub fn codegen_options<D: Device>(device: &D) -> CodegenOptions {
@@ -95,3 +88,17 @@ pub fn codegen_options<D: Device>(device: &D) -> CodegenOptions {
 pub(crate) fn device_switch() -> Option<&'static str> {
     env_settings().device.as_deref()
 }
+
+/// How many graph structures the plan cache of the shared CPU device keeps: `$TENSOR_PLAN_CACHE_SIZE`, else
+/// [`DEFAULT_PLAN_CACHE_SIZE`].
+pub fn plan_cache_size_from_env() -> Result<usize> {
+    let size = crate::error::positive_setting(
+        "TENSOR_PLAN_CACHE_SIZE",
+        crate::settings::var("TENSOR_PLAN_CACHE_SIZE"),
+        DEFAULT_PLAN_CACHE_SIZE as u64,
+    )?;
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
+}
+
+/// The plan cache's capacity when `TENSOR_PLAN_CACHE_SIZE` is unset.
+pub const DEFAULT_PLAN_CACHE_SIZE: usize = 512;

@@ -253,7 +253,7 @@ impl<'a> Search<'a> {
                 (Some(a), Some(b)) => a.iter().zip(b).all(|(x, y)| close(*x, *y)),
                 _ => true,
             });
-        if !same && crate::switches::debug_level() >= 1 {
+        if !same && crate::settings::debug_level() >= 1 {
             eprintln!(
                 "BEAM {}: dropped a candidate whose outputs differ",
                 kernel.name

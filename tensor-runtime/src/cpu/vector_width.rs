@@ -84,7 +84,7 @@ fn measured_width() -> u32 {
     match calibrate() {
         Ok((time_256, time_512)) => {
             let bits = decide(time_256, time_512);
-            if crate::switches::debug_level() >= 1 {
+            if crate::settings::debug_level() >= 1 {
                 eprintln!(
                     "vector width: {bits} bits (calibration: 256-bit {:.2} ms, 512-bit {:.2} ms)",
                     time_256.as_secs_f64() * 1e3,

@@ -462,7 +462,7 @@ impl Device for CudaDevice {
         // or after a synchronize), so no memory the kernel uses is reused or read before it
         // finishes.
         unsafe { launch.launch(config) }.map_err(|e| driver_error("launching a kernel", e))?;
-        if crate::switches::debug_level() >= 2 {
+        if crate::settings::debug_level() >= 2 {
             // DEBUG=2 prints each kernel's run time: wait for it.
             self.synchronize()?;
         }
