@@ -238,10 +238,6 @@ impl Interpreter {
         let src = node.src();
         match node.op() {
             Op::Buffer => buffer(node),
-            Op::BufferView => {
-                let base = self.array(&src[0]);
-                buffer_view(node, &base)
-            }
             Op::Const => {
                 let value = node.const_value().expect("Const carries a scalar");
                 HostArray::scalar(value, node.dtype())
@@ -289,10 +285,6 @@ impl Interpreter {
                 let refs: Vec<&HostArray> = parts.iter().map(|p| p.as_ref()).collect();
                 movement::stack(&refs)
             }
-            Op::Replicated => match node.arg() {
-                Arg::Axes(axes) => movement::replicated(&self.array(&src[0]), axes),
-                arg => panic!("interp Replicated: arg {arg:?} is not a list of axes"),
-            },
             Op::Reduce if src.len() > 1 => self.reduce_over(node),
             Op::Reduce => match node.arg() {
                 Arg::Reduce(op, axes) => arith::reduce(&self.array(&src[0]), *op, axes),
@@ -301,7 +293,6 @@ impl Interpreter {
             Op::Copy | Op::Contiguous | Op::ContiguousBackward | Op::Detach => {
                 (*self.array(&src[0])).clone()
             }
-            Op::After => self.after(node),
             Op::Vmapin => self.vmapin(node),
             Op::Vmapout => self.vmapout(node),
             op if op.is_elementwise() => {
@@ -504,35 +495,6 @@ impl Interpreter {
         slices
     }
 
-    /// `After(buf, deps...)`: the value of `buf` once its deps have run. A `Store` of a value
-    /// into `buf` itself (the assign pattern, possibly inside a `Group`) makes that value the
-    /// result; other deps only order execution and do not change `buf`.
-    fn after(&mut self, node: &UOp) -> HostArray {
-        let target = &node.src()[0];
-        let mut deps: Vec<UOp> = node.src()[1..].to_vec();
-        let mut stored = None;
-        while let Some(dep) = deps.pop() {
-            match dep.op() {
-                Op::Group => deps.extend(dep.src().iter().cloned()),
-                Op::Store if &dep.src()[0] == target => stored = Some(dep.src()[1].clone()),
-                _ => {}
-            }
-        }
-        let Some(value) = stored else {
-            return (*self.array(target)).clone();
-        };
-        let value = self.array(&value);
-        let shape = target.shape_vec();
-        assert_eq!(
-            value.numel(),
-            shape.iter().product::<usize>(),
-            "interp After: a Store of shape {:?} into a target of shape {shape:?}",
-            value.shape
-        );
-        let data = value.data.iter().map(|v| v.cast(target.dtype())).collect();
-        HostArray::new(target.dtype(), &shape, data)
-    }
-
     /// Drops memo entries of nodes that depend on `ranges`: they are stale once the ranges
     /// take their next values (keeping them would only hold memory).
     // `UOp` hashes and compares by address; its interior caches never change either.
@@ -547,11 +509,10 @@ impl Interpreter {
 }
 
 /// The operands a node's value is computed from directly. Scope bodies are left to the scope
-/// op, vargs are read as ranges, not evaluated (a `Vmapout`'s ranges are not bound yet), and
-/// `After` evaluates only what its stores decide.
+/// op, and vargs are read as ranges, not evaluated (a `Vmapout`'s ranges are not bound yet).
 fn evaluated_operands(node: &UOp) -> &[UOp] {
     match node.op() {
-        Op::Vmapout | Op::After => &[],
+        Op::Vmapout => &[],
         Op::Reduce if node.src().len() > 1 => &[],
         Op::Vmapin => &node.src()[..1],
         Op::Function | Op::Call => &node.src()[1..],
@@ -644,33 +605,6 @@ fn buffer(node: &UOp) -> HostArray {
         dtype: b.dtype,
         shape,
         data,
-    }
-}
-
-/// A `BufferView`: `size` elements of the view's dtype starting `offset` elements (of that
-/// dtype) into the bytes of the underlying buffer.
-#[track_caller]
-fn buffer_view(node: &UOp, base: &HostArray) -> HostArray {
-    let Arg::BufferView { size, offset } = *node.arg() else {
-        panic!(
-            "interp BufferView: arg {:?} is not (size, offset)",
-            node.arg()
-        );
-    };
-    let bytes = crate::uop::dtype::encode_scalars(&base.data, base.dtype);
-    let width = node.dtype().size_bytes();
-    let (start, end) = (offset * width, (offset + size) * width);
-    assert!(
-        end <= bytes.len(),
-        "interp BufferView: elements {offset}..{} of {} are outside a buffer of {} bytes",
-        offset + size,
-        node.dtype(),
-        bytes.len()
-    );
-    HostArray {
-        dtype: node.dtype(),
-        shape: vec![size],
-        data: decode_scalars(&bytes[start..end], node.dtype()),
     }
 }
 

@@ -237,23 +237,6 @@ pub fn stack(parts: &[&HostArray]) -> HostArray {
     }
 }
 
-/// `x` with the given axes collapsed to size 1, keeping position 0 (every replica holds the
-/// same values).
-#[track_caller]
-pub fn replicated(x: &HostArray, axes: &[usize]) -> HostArray {
-    let begins = vec![0; x.ndim()];
-    let mut ends = x.shape.clone();
-    for &a in axes {
-        assert!(
-            a < x.ndim(),
-            "interp Replicated: axis {a} is outside shape {:?}",
-            x.shape
-        );
-        ends[a] = ends[a].min(1);
-    }
-    shrink(x, &begins, &ends)
-}
-
 /// `x` with some axes fixed: `Some(i)` reads position `i` of that axis and drops it, `None`
 /// keeps the axis (the slice a `Vmapin` takes at the current range values).
 #[track_caller]

@@ -530,9 +530,6 @@ impl<'a> CRenderer<'a> {
                 self.atom(&operands[2])
             ),
             Op::Cast => self.cast(operand_dtype, dtype, &operands[0]),
-            // Not(a) is CmpNe(a, 1) (tinyspec), which is `!a` on bools.
-            Op::Not if operand_dtype == DType::Bool => format!("!{}", self.atom(&operands[0])),
-            Op::Not => format!("{} != 1", self.atom(&operands[0])),
             Op::Bitcast => return self.bitcast(operand_dtype, dtype, &operands[0]),
             Op::Threefry => {
                 self.helper("threefry", helpers::THREEFRY.to_string());
@@ -571,7 +568,7 @@ impl<'a> CRenderer<'a> {
                 node.src().get(1),
             ),
         };
-        if matches!(node.op(), Op::Where | Op::Cast | Op::Not) {
+        if matches!(node.op(), Op::Where | Op::Cast) {
             return expr;
         }
         self.round_narrow(dtype, expr)

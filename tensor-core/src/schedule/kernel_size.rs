@@ -89,7 +89,7 @@ impl Chains<'_> {
     /// Over the budget, every operand computing more than [`SIDE_COST`] ops gets a buffer.
     fn fit(&mut self, u: &UOp, budget: u64) -> u64 {
         let own = own_cost(u);
-        if matches!(u.op(), Op::Buffer | Op::BufferView) {
+        if u.op() == Op::Buffer {
             return own;
         }
         loop {
@@ -134,7 +134,7 @@ impl Chains<'_> {
         let computed = !self.is_realized(&node) && !node.op().is_source();
         let cost = match node.op() {
             _ if computed => views + self.length.get(&node).copied().unwrap_or(1),
-            Op::Buffer | Op::BufferView => views + 1,
+            Op::Buffer => views + 1,
             // A view of a constant is the constant: a literal in the code.
             _ if !self.is_realized(&node) => 0,
             _ => views + 1,
@@ -182,7 +182,7 @@ impl Read {
 /// The ops `u` itself adds to a kernel computing it inline.
 fn own_cost(u: &UOp) -> u64 {
     match u.op() {
-        Op::Buffer | Op::BufferView => 1,
+        Op::Buffer => 1,
         Op::Pad => PAD_COST,
         op if op.is_source() => 0,
         op if op.is_elementwise() => code_cost(op, u.dtype()),

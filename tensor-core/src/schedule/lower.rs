@@ -401,7 +401,6 @@ impl KernelBuilder<'_> {
     fn lower_node(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
         match x.op() {
             Op::Buffer => self.load(x, idx[0].clone(), gate),
-            Op::BufferView => self.lower_buffer_view(x, idx, gate),
             Op::Const => x.clone(),
             Op::Vconst => self.lower_vconst(x, &idx[0]),
             Op::Contiguous | Op::Copy | Op::Detach | Op::ContiguousBackward => {
@@ -507,25 +506,6 @@ impl KernelBuilder<'_> {
             }
         }
         self.with_bindings(pairs, |b| b.lower(x.s(0), &inner_idx, gate))
-    }
-
-    fn lower_buffer_view(&mut self, x: &UOp, idx: &[UOp], gate: Option<UOp>) -> UOp {
-        let Arg::BufferView { offset, .. } = x.arg() else {
-            panic!("schedule: BufferView without a BufferView arg")
-        };
-        let base = x.s(0);
-        assert_eq!(
-            base.op(),
-            Op::Buffer,
-            "schedule: a BufferView must view a Buffer"
-        );
-        assert_eq!(
-            base.dtype(),
-            x.dtype(),
-            "schedule: a BufferView of another dtype is not supported yet"
-        );
-        let flat = add(&idx[0], &int(*offset as i64));
-        self.load(base, flat, gate)
     }
 
     fn lower_vconst(&mut self, x: &UOp, i: &UOp) -> UOp {
@@ -745,7 +725,7 @@ impl KernelBuilder<'_> {
                 .cloned()
                 .collect();
             if pending.is_empty() {
-                let reads = matches!(node.op(), Op::Buffer | Op::BufferView | Op::Threefry)
+                let reads = matches!(node.op(), Op::Buffer | Op::Threefry)
                     || self.ctx.realized.contains_key(&node)
                     || node.src().iter().any(|s| self.reads[s]);
                 self.reads.insert(node, reads);

@@ -94,7 +94,7 @@ impl CostModel {
         }
         let of = |s: &UOp| self.memo[s];
         match (u.op(), u.arg()) {
-            (Op::Buffer | Op::BufferView | Op::Const | Op::Vconst, _) => 1,
+            (Op::Buffer | Op::Const | Op::Vconst, _) => 1,
             (Op::Reduce, Arg::Reduce(_, axes)) => {
                 let shape = u.s(0).shape().unwrap_or(&[]);
                 let over_ranges = u.src()[1..].iter().map(|r| r.vmax().as_i64() as u64 + 1);

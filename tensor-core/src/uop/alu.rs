@@ -15,9 +15,8 @@
 //!   then rounded to their type), which is what `MULACC` means to a backend with FMA.
 //! - Comparisons give `Scalar::Bool` and follow IEEE (`NaN` compares unequal and unordered,
 //!   so `CmpGe(NaN, x)` is false even though the decomposition `!(a < b)` would say true).
-//! - `Max` propagates `NaN`. `Not` is the tinyspec decomposition `CmpNe(a, 1)`. `Pow` on
-//!   floats is IEEE `pow` (a negative base with an integral exponent is fine, unlike in the
-//!   `Exp2(Log2(a) * b)` decomposition).
+//! - `Max` propagates `NaN`. `Pow` on floats is IEEE `pow` (a negative base with an integral
+//!   exponent is fine, unlike in the `Exp2(Log2(a) * b)` decomposition).
 //! - On integer dtypes, `Recip(x)` is `Idiv(1, x)`, `Pow` is exact wrapping integer power
 //!   (a negative exponent truncates `1 / a^n` toward zero), and `Exp2`/`Log2`/`Sin`/`Cos`/
 //!   `Erf`/`Erfc`/`Sqrt` are computed in f64 and converted to the dtype like a C cast.
@@ -61,7 +60,6 @@ pub fn exec_typed(op: Op, dtype: DType, operand: DType, args: &[Scalar]) -> Scal
             let bits = threefry_u64(args[0].as_i64() as u64, args[1].as_i64() as u64);
             int_result(bits as i64, dtype)
         }
-        Op::Not => Scalar::Bool(compare(Op::CmpNe, operand, args[0], Scalar::Int(1))),
         Op::CmpLt | Op::CmpNe | Op::CmpGt | Op::CmpGe | Op::CmpLe | Op::CmpEq => {
             Scalar::Bool(compare(op, operand, args[0], args[1]))
         }
@@ -118,8 +116,8 @@ fn check_arity(op: Op, args: &[Scalar]) {
     // A match rather than `Op::is_unary` and friends: this runs once per lane.
     use Op::*;
     let expected = match op {
-        Recip | Trunc | Cast | Bitcast | Copy | Neg | Not | Exp2 | Log2 | Sin | Cos | Erf
-        | Erfc | Sqrt => 1,
+        Recip | Trunc | Cast | Bitcast | Copy | Neg | Exp2 | Log2 | Sin | Cos | Erf | Erfc
+        | Sqrt => 1,
         Add | Mul | Max | Mod | Idiv | CmpLt | CmpNe | Xor | Or | And | Shr | Shl | Sub | Div
         | CmpGt | CmpGe | CmpLe | CmpEq | Pow | Threefry => 2,
         Where | Mulacc => 3,
@@ -649,14 +647,6 @@ mod tests {
             exec(Op::CmpLt, DType::Bool, &[Bool(false), Bool(true)]),
             Bool(true)
         );
-    }
-
-    #[test]
-    fn not_is_cmpne_with_one() {
-        assert_eq!(exec(Op::Not, DType::Bool, &[Bool(true)]), Bool(false));
-        assert_eq!(exec(Op::Not, DType::Bool, &[Bool(false)]), Bool(true));
-        assert_eq!(exec(Op::Not, DType::Bool, &[Int(1)]), Bool(false));
-        assert_eq!(exec(Op::Not, DType::Bool, &[Int(2)]), Bool(true));
     }
 
     #[test]

@@ -372,7 +372,13 @@ pub enum Endpoint {
 }
 
 /// The op-dependent payload of a UOp.
+///
+/// The discriminants are stable, as `Op`'s are: the hashes that order commutative operands
+/// hash them. A removed variant leaves its discriminant unused (the explicit `= n` below skip
+/// past them; `repr(isize)` allows them on variants with fields and keeps the type that
+/// `derive(Hash)` hashes) and a new variant goes last.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(isize)]
 pub enum Arg {
     /// No payload.
     None,
@@ -382,20 +388,14 @@ pub enum Arg {
     Vconst(Vec<Scalar>),
     /// A `Buffer`'s identity, size, dtype, device and memory.
     Buffer(BufferArg),
-    /// A `BufferView`'s element count and offset into its buffer.
-    BufferView {
-        /// The element count.
-        size: usize,
-        /// The first element, in the buffer.
-        offset: usize,
-    },
+    // 4 was `BufferView`.
     /// A `Param`'s slot and device.
     Param {
         /// The position among the function's parameters.
         slot: usize,
         /// The device, when fixed.
         device: Option<Device>,
-    },
+    } = 5,
     /// A name: `DefineVar`, and an inlined
     /// `Function` (the captured function's name).
     Name(String),
@@ -406,10 +406,9 @@ pub enum Arg {
     Permutation(Vec<usize>),
     /// A `Flip`'s per-axis flags.
     Flags(Vec<bool>),
-    /// Axes (`Replicated`).
-    Axes(Vec<usize>),
+    // 10 was `Axes`.
     /// A `Reduce`'s combining op and axes.
-    Reduce(ReduceOp, Vec<usize>),
+    Reduce(ReduceOp, Vec<usize>) = 11,
     /// A `Copy`'s target device.
     Device(Device),
     /// An integer: `GetTuple`'s index, `DefineGlobal`'s slot.

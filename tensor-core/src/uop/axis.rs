@@ -20,9 +20,9 @@ pub fn derive(u: &UOp) -> Option<usize> {
 fn inherited_from(u: &UOp) -> &[UOp] {
     match (u.op(), u.arg()) {
         (Op::Buffer | Op::Copy, _) => &[],
-        (Op::Reshape | Op::Permute, _)
-        | (Op::Reduce, Arg::Reduce(..))
-        | (Op::Replicated, Arg::Axes(_)) => u.src().get(..1).unwrap_or_default(),
+        (Op::Reshape | Op::Permute, _) | (Op::Reduce, Arg::Reduce(..)) => {
+            u.src().get(..1).unwrap_or_default()
+        }
         (op, _) if op.is_elementwise() || op.is_movement() || op.is_marker() => u.src(),
         _ => &[],
     }
@@ -39,7 +39,7 @@ fn own_axis(u: &UOp, of: impl Fn(&UOp) -> Option<usize>) -> Option<usize> {
             let from = of(u.s(0))?;
             p.iter().position(|&a| a == from)
         }
-        (Op::Reduce, Arg::Reduce(_, axes)) | (Op::Replicated, Arg::Axes(axes)) => {
+        (Op::Reduce, Arg::Reduce(_, axes)) => {
             let from = of(u.s(0))?;
             (!axes.contains(&from)).then_some(from)
         }

@@ -20,9 +20,7 @@ pub fn derive(u: &UOp) -> (Scalar, Scalar) {
         Op::Range => range_bounds(u),
         Op::DefineVar => define_var_bounds(u),
         Op::Param if u.src().len() == 3 => Some((u.s(1).vmin().as_i64(), u.s(2).vmax().as_i64())),
-        op if op.is_movement()
-            || matches!(op, Op::Copy | Op::After | Op::Contiguous | Op::Detach) =>
-        {
+        op if op.is_movement() || matches!(op, Op::Copy | Op::Contiguous | Op::Detach) => {
             let s = u.src().first().filter(|s| s.dtype() == u.dtype());
             return s.map_or(dtype_range, |s| s.min_max());
         }

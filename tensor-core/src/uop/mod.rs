@@ -637,7 +637,7 @@ impl UOp {
     /// An elementwise op with the dtype rule of tinyspec (comparisons give bool, `Where` takes
     /// its branches' dtype, everything else its first operand's).
     pub fn alu(op: Op, src: Vec<UOp>) -> UOp {
-        let dtype = if op.is_comparison() || op == Op::Not {
+        let dtype = if op.is_comparison() {
             DType::Bool
         } else if op == Op::Where {
             src[1].dtype()

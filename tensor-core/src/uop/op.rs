@@ -3,15 +3,19 @@
 use std::fmt;
 
 /// Every operation of the IR. The doc line of each variant gives its `src` and `arg`.
+///
+/// The discriminants are stable: they order commutative operands (through the hashes of
+/// [`super::UOp::order_key`]) and are the ops' codes on the wire (`uop::wire`). An op that is
+/// removed leaves its discriminant unused (the explicit `= n` below skip past them) and a new
+/// op goes last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     // ---- source ops: leaves ----
     /// `()`, arg `Buffer`: a flat device allocation of `size` elements.
     Buffer,
-    /// `(buf,)`, arg `BufferView`: a typed zero-copy slice of a buffer.
-    BufferView,
+    // 1 was `BufferView`.
     /// `(shape,)` or `(shape, min, max)`, arg `Param`: a placeholder substituted by `Function`.
-    Param,
+    Param = 2,
     /// `()`, arg `Const`: a scalar of shape `()`.
     Const,
     /// `()`, arg `Vconst`: a vector constant of shape `(n,)`.
@@ -36,12 +40,11 @@ pub enum Op {
     Index,
     /// `(T0, T1, ...)`: join along a new leading axis.
     Stack,
-    /// `(T,)`, arg `Axes`: mark replicated along axes.
-    Replicated,
+    // 14 was `Replicated`.
 
     // ---- reduce ----
     /// `(T,)`, arg `Reduce(op, axes)`: collapse axes to size 1.
-    Reduce,
+    Reduce = 15,
 
     // ---- call ops ----
     /// `(Tuple body, a0, a1, ...)`: substitute `Param(k)` with `a_k`. Differentiable.
@@ -60,12 +63,9 @@ pub enum Op {
     // ---- ordering ----
     /// `(bound,)`, arg `Range(id, AxisType)`: iterator from 0 to bound.
     Range,
-    /// `(buf, deps...)`: passthrough of buf after deps.
-    After,
-    /// `(u0, u1, ...)`: merge stores, unordered.
-    Group,
+    // 22 was `After`, 23 `Group`.
     /// `(s0, s1, ...)`: collect side effects into a root.
-    Sink,
+    Sink = 24,
 
     // ---- elementwise: unary ----
     /// `1/x`.
@@ -124,10 +124,9 @@ pub enum Op {
     CmpLe,
     /// `a == b` (bool).
     CmpEq,
-    /// Logical not.
-    Not,
+    // 50 was `Not` (the front end writes `!a` as `a != true`).
     /// `2^a`.
-    Exp2,
+    Exp2 = 51,
     /// `log2(a)`.
     Log2,
     /// `sin(a)`.
@@ -189,7 +188,6 @@ impl Op {
         Op::Bitcast,
         Op::Copy,
         Op::Neg,
-        Op::Not,
         Op::Exp2,
         Op::Log2,
         Op::Sin,
@@ -233,7 +231,6 @@ impl Op {
         Op::Shrink,
         Op::Index,
         Op::Stack,
-        Op::Replicated,
     ];
     /// Binary ops where `a op b == b op a`.
     pub const COMMUTATIVE: &'static [Op] = &[
@@ -256,14 +253,8 @@ impl Op {
         Op::CmpEq,
     ];
     /// Source ops: leaves of the graph.
-    pub const SOURCE: &'static [Op] = &[
-        Op::Buffer,
-        Op::BufferView,
-        Op::Param,
-        Op::Const,
-        Op::Vconst,
-        Op::DefineVar,
-    ];
+    pub const SOURCE: &'static [Op] =
+        &[Op::Buffer, Op::Param, Op::Const, Op::Vconst, Op::DefineVar];
     /// Marker ops: identity on data.
     pub const MARKER: &'static [Op] = &[Op::Contiguous, Op::ContiguousBackward, Op::Detach];
     /// The vmap scope ops.
@@ -277,7 +268,6 @@ impl Op {
         Op::CmpGe,
         Op::CmpLe,
         Op::CmpEq,
-        Op::Not,
         Op::Exp2,
         Op::Log2,
         Op::Sin,

@@ -80,10 +80,6 @@ fn derive_any_size(u: &UOp) -> Option<Shape> {
             Arg::Buffer(b) => Some(vec![b.size]),
             _ => None,
         },
-        Op::BufferView => match u.arg() {
-            Arg::BufferView { size, .. } => Some(vec![*size]),
-            _ => None,
-        },
         Op::Param => operand_values(u.src().first()?),
         Op::Const | Op::DefineVar | Op::Range | Op::Load => Some(vec![]),
         Op::Vconst => match u.arg() {
@@ -107,16 +103,6 @@ fn derive_any_size(u: &UOp) -> Option<Shape> {
             let all_equal = u.src().iter().all(|s| s.shape() == Some(first.as_slice()));
             all_equal.then(|| [vec![u.src().len()], first].concat())
         }
-        Op::Replicated => match u.arg() {
-            Arg::Axes(axes) => {
-                let mut s = src_shape(0)?;
-                for &a in axes {
-                    *s.get_mut(a)? = 1;
-                }
-                Some(s)
-            }
-            _ => None,
-        },
         Op::Reduce => match u.arg() {
             Arg::Reduce(_, axes) => {
                 let mut s = src_shape(0)?;
@@ -140,7 +126,7 @@ fn derive_any_size(u: &UOp) -> Option<Shape> {
         }
         Op::Vmapin => vmapin(u),
         Op::Vmapout => vmapout(u),
-        Op::After | Op::Contiguous | Op::ContiguousBackward | Op::Detach | Op::Copy => src_shape(0),
+        Op::Contiguous | Op::ContiguousBackward | Op::Detach | Op::Copy => src_shape(0),
         Op::Cast | Op::Bitcast => src_shape(0),
         op if op.is_elementwise() => {
             let shapes: Option<Vec<Shape>> = u

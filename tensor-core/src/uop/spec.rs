@@ -50,14 +50,12 @@ pub fn check_graph(root: &UOp) -> Check {
 /// Checks one node against the rules of its op (its operands are not checked themselves).
 pub fn check(u: &UOp) -> Check {
     match u.op() {
-        Op::Buffer | Op::BufferView | Op::Param | Op::Const | Op::Vconst | Op::DefineVar => {
-            source(u)
-        }
+        Op::Buffer | Op::Param | Op::Const | Op::Vconst | Op::DefineVar => source(u),
         op if op.is_movement() => movement(u),
         Op::Reduce => reduce(u),
         Op::Function | Op::Call | Op::Tuple | Op::GetTuple => call(u),
         Op::Store => store(u),
-        Op::Range | Op::After | Op::Group | Op::Sink => ordering(u),
+        Op::Range | Op::Sink => ordering(u),
         Op::Cast | Op::Bitcast | Op::Copy => conversion(u),
         op if op.is_unary() => unary(u),
         op if op.is_binary() => binary(u),
@@ -179,20 +177,6 @@ fn source(u: &UOp) -> Check {
                 format!("dtype {} differs from the buffer's {}", u.dtype(), b.dtype)
             })
         }
-        (Op::BufferView, Arg::BufferView { size, offset }) => {
-            src_count(u, &[1])?;
-            let base = u.s(0);
-            require(u, matches!(base.op(), Op::Buffer | Op::BufferView), || {
-                format!("views a {}, not a buffer", base.op())
-            })?;
-            let base_size = base.numel();
-            require(u, offset + size <= base_size, || {
-                format!(
-                    "[{offset}, {}) is outside the buffer of {base_size}",
-                    offset + size
-                )
-            })
-        }
         (Op::Param, Arg::Param { .. }) => {
             src_count(u, &[1, 3])?;
             has_value(u)?;
@@ -222,7 +206,6 @@ fn source(u: &UOp) -> Check {
         (op, _) => {
             let variant = match op {
                 Op::Buffer => "Buffer",
-                Op::BufferView => "BufferView",
                 Op::Param => "Param",
                 Op::Const => "Const",
                 Op::Vconst => "Vconst",
@@ -269,16 +252,6 @@ fn movement(u: &UOp) -> Check {
         }
         Op::Expand => expand(u, &from),
         Op::Pad | Op::Shrink => pad_or_shrink(u, &from),
-        Op::Replicated => {
-            src_count(u, &[1])?;
-            let Arg::Axes(axes) = u.arg() else {
-                return arg_is(u, false, "Axes");
-            };
-            match axes.iter().find(|&&a| a >= from.len()) {
-                Some(a) => fail(u, format!("axis {a} out of range for {from:?}")),
-                None => Ok(()),
-            }
-        }
         _ => unreachable!("every movement op is dispatched above"),
     }
 }
@@ -544,10 +517,6 @@ fn ordering(u: &UOp) -> Check {
             dtype_is(u, DType::Index)?;
             index_scalar(u, 0, "bound")
         }
-        Op::After => {
-            src_at_least(u, 1)?;
-            dtype_of_operand(u, 0)
-        }
         _ => dtype_is(u, DType::Void),
     }
 }
@@ -585,9 +554,6 @@ fn unary(u: &UOp) -> Check {
     src_count(u, &[1])?;
     no_arg(u)?;
     shape_of(u, u.s(0), "operand 0")?;
-    if u.op() == Op::Not {
-        return dtype_is(u, DType::Bool);
-    }
     has_value(u)?;
     dtype_of_operand(u, 0)
 }

@@ -131,13 +131,13 @@ const NONE: u8 = 0;
 const CONST: u8 = 1;
 const VCONST: u8 = 2;
 const BUFFER: u8 = 3;
-const BUFFER_VIEW: u8 = 4;
+// 4 was `BufferView`.
 const PARAM: u8 = 5;
 const NAME: u8 = 6;
 const PRECOMPILE: u8 = 7;
 const PERMUTATION: u8 = 8;
 const FLAGS: u8 = 9;
-const AXES: u8 = 10;
+// 10 was `Axes`.
 const REDUCE: u8 = 11;
 const DEVICE: u8 = 12;
 const INT: u8 = 13;
@@ -169,11 +169,6 @@ fn write_arg(
             w.dtype(b.dtype);
             w.device(&b.device);
         }
-        Arg::BufferView { size, offset } => {
-            w.u8(BUFFER_VIEW);
-            w.usize(*size);
-            w.usize(*offset);
-        }
         Arg::Param { slot, device } => {
             w.u8(PARAM);
             w.usize(*slot);
@@ -191,7 +186,6 @@ fn write_arg(
             w.str(name);
         }
         Arg::Permutation(axes) => write_list(w, PERMUTATION, axes),
-        Arg::Axes(axes) => write_list(w, AXES, axes),
         Arg::Flags(flags) => {
             w.u8(FLAGS);
             w.usize(flags.len());
@@ -263,10 +257,6 @@ fn read_arg(r: &mut Reader<'_>) -> Result<Arg, WireError> {
             let count = r.count()?;
             Arg::Vconst((0..count).map(|_| r.scalar()).collect::<Result<_, _>>()?)
         }
-        BUFFER_VIEW => Arg::BufferView {
-            size: r.usize()?,
-            offset: r.usize()?,
-        },
         PARAM => Arg::Param {
             slot: r.usize()?,
             device: if r.bool()? { Some(r.device()?) } else { None },
@@ -274,7 +264,6 @@ fn read_arg(r: &mut Reader<'_>) -> Result<Arg, WireError> {
         NAME => Arg::Name(r.str()?),
         PRECOMPILE => Arg::Precompile(r.str()?),
         PERMUTATION => Arg::Permutation(read_list(r)?),
-        AXES => Arg::Axes(read_list(r)?),
         FLAGS => {
             let count = r.count()?;
             Arg::Flags((0..count).map(|_| r.bool()).collect::<Result<_, _>>()?)
@@ -333,10 +322,10 @@ mod tests {
         UOp::new(Op::Buffer, DType::F32, vec![], Arg::Buffer(arg))
     }
 
-    /// A graph with shared operands, a reduce, a range and a view.
+    /// A graph with shared operands, a reduce, a range and a permute.
     fn graph() -> Vec<UOp> {
         let (a, b) = (placeholder(0, 6), placeholder(1, 6));
-        let sum = UOp::new(Op::Add, DType::F32, vec![a.clone(), b], Arg::None);
+        let sum = UOp::new(Op::Add, DType::F32, vec![a, b], Arg::None);
         let shaped = UOp::new(
             Op::Reshape,
             DType::F32,
@@ -350,13 +339,13 @@ mod tests {
             Arg::Reduce(ReduceOp::Max, vec![1]),
         );
         let range = UOp::range(4, 7, AxisType::Upcast);
-        let view = UOp::new(
-            Op::BufferView,
+        let permuted = UOp::new(
+            Op::Permute,
             DType::F32,
-            vec![a],
-            Arg::BufferView { size: 2, offset: 1 },
+            vec![shaped],
+            Arg::Permutation(vec![1, 0]),
         );
-        vec![reduced, sum.with_tag(Some(3)), range, view]
+        vec![reduced, sum.with_tag(Some(3)), range, permuted]
     }
 
     #[test]
