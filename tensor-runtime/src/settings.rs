@@ -1,7 +1,7 @@
 //! Settings: the one door through which the library reads its environment.
 //!
 //! Every variable the library (this crate and the `tensor` facade) reads is named in
-//! [`OURS`] or [`FOREIGN`], and read here alone: the first read takes one snapshot of all of
+//! [`OURS`], [`COMPILER`] or [`FOREIGN`], and read here alone: the first read takes one snapshot of all of
 //! them, so a setting never changes under a running program, a plan replay pays no lock or
 //! allocation for it, and the table users read (`docs/environment.md`, which a test keeps
 //! in step with [`OURS`]) is the whole list. What a value means, and the error for a
@@ -36,19 +36,23 @@ pub const OURS: &[&str] = &[
     "TENSOR_NCCL_ID_FILE",
 ];
 
-/// Variables other programs define that the library consults: where the user's cache and
-/// programs are, the C compiler's own search variables (part of the kernel cache key), and
-/// the ranks that MPI launchers and `torchrun` set.
-pub const FOREIGN: &[&str] = &[
-    "HOME",
-    "XDG_CACHE_HOME",
-    "PATH",
+/// The C compiler's own search variables, which change what it builds from the same
+/// command: part of the kernel cache key (`cpu::compiler_identity`).
+pub const COMPILER: &[&str] = &[
     "GCC_EXEC_PREFIX",
     "COMPILER_PATH",
     "CPATH",
     "C_INCLUDE_PATH",
     "LIBRARY_PATH",
     "SDKROOT",
+];
+
+/// Other variables other programs define that the library consults: where the user's cache
+/// and programs are, and the ranks that MPI launchers and `torchrun` set.
+pub const FOREIGN: &[&str] = &[
+    "HOME",
+    "XDG_CACHE_HOME",
+    "PATH",
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -63,7 +67,7 @@ pub const FOREIGN: &[&str] = &[
 ///
 /// # Panics
 ///
-/// When `name` is in neither [`OURS`] nor [`FOREIGN`]: a variable is added to a table (and
+/// When `name` is in none of [`OURS`], [`COMPILER`] and [`FOREIGN`]: a variable is added to a table (and
 /// to `docs/environment.md`) before the code reads it.
 #[track_caller]
 pub fn var(name: &str) -> Option<String> {
@@ -78,7 +82,9 @@ pub fn var(name: &str) -> Option<String> {
 #[track_caller]
 pub fn var_os(name: &str) -> Option<OsString> {
     assert!(
-        OURS.contains(&name) || FOREIGN.contains(&name),
+        [OURS, COMPILER, FOREIGN]
+            .iter()
+            .any(|table| table.contains(&name)),
         "settings: `{name}` is read but in no table of tensor_runtime::settings; add it there \
          (and to docs/environment.md)"
     );
@@ -100,6 +106,7 @@ fn snapshot() -> &'static HashMap<&'static str, OsString> {
     static SNAPSHOT: OnceLock<HashMap<&'static str, OsString>> = OnceLock::new();
     SNAPSHOT.get_or_init(|| {
         OURS.iter()
+            .chain(COMPILER)
             .chain(FOREIGN)
             .filter_map(|&name| std::env::var_os(name).map(|value| (name, value)))
             .collect()
@@ -112,7 +119,12 @@ mod tests {
 
     #[test]
     fn no_variable_is_in_both_tables_or_twice() {
-        let mut all: Vec<&str> = OURS.iter().chain(FOREIGN).copied().collect();
+        let mut all: Vec<&str> = OURS
+            .iter()
+            .chain(COMPILER)
+            .chain(FOREIGN)
+            .copied()
+            .collect();
         all.sort_unstable();
         let before = all.len();
         all.dedup();

@@ -10,17 +10,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// Environment variables that change what gcc or clang compile a source into, although no
-/// argument names them.
-const COMPILER_ENVIRONMENT: [&str; 6] = [
-    "GCC_EXEC_PREFIX",
-    "COMPILER_PATH",
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "LIBRARY_PATH",
-    "SDKROOT",
-];
-
 /// The identity of the compiler `command` whose `--version` printed `version`: one text that
 /// differs whenever the object code may.
 pub(super) fn describe(command: &str, version: &str) -> String {
@@ -30,7 +19,7 @@ pub(super) fn describe(command: &str, version: &str) -> String {
     }
     let program = command.split_whitespace().next().unwrap_or("cc");
     text.push_str(&format!("\nprogram: {}", program_identity(program)));
-    for variable in COMPILER_ENVIRONMENT {
+    for variable in crate::settings::COMPILER {
         if let Some(value) = crate::settings::var_os(variable) {
             text.push_str(&format!("\n{variable}={value:?}"));
         }
